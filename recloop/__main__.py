@@ -1,0 +1,3 @@
+from recloop._cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,378 @@
+"""Logs: frozen dataclasses of read-only numpy arrays (data containers only).
+
+Evaluators may import this module and nothing else from ``simulator``. Field names follow
+Open Bandit Pipeline (``n_rounds``, ``n_actions``, ``context``, ``action``, ``reward``,
+``pscore``); :meth:`BanditLog.to_obp` / :meth:`BanditLog.from_obp` convert to and from its
+``bandit_feedback`` dict. ``save`` / ``load`` use ``.npz`` without pickle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["BanditLog", "InteractionLog", "SOURCES", "LogFormatError"]
+
+#: Codes of the ``source`` column of an :class:`InteractionLog`.
+SOURCES = ("organic", "recommended", "campaign")
+
+_FORMAT_VERSION = 1
+
+
+class LogFormatError(ValueError):
+    """A file is not a recloop log of the expected kind."""
+
+
+def _frozen(a, dtype, name: str, ndim: int) -> np.ndarray:
+    arr = np.array(a, dtype=dtype, copy=True)
+    if arr.ndim != ndim:
+        raise ValueError(f"`{name}` must be {ndim}-dimensional; got shape {arr.shape}.")
+    arr.setflags(write=False)
+    return arr
+
+
+def _check_int_array(a, name: str) -> None:
+    arr = np.asarray(a)
+    if arr.size and not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.bool_)):
+        if not np.issubdtype(arr.dtype, np.floating) or not np.all(np.mod(arr, 1) == 0):
+            raise TypeError(f"`{name}` must hold integers; got dtype {arr.dtype}.")
+
+
+def _metadata(meta) -> Mapping[str, Any]:
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, Mapping):
+        raise TypeError(f"`metadata` must be a mapping; got {type(meta).__name__}.")
+    try:
+        json.dumps(dict(meta))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`metadata` must be JSON-serialisable; {exc}") from None
+    return MappingProxyType(dict(meta))
+
+
+def _atomic_savez(path, arrays: dict) -> Path:
+    path = Path(path)
+    if path.suffix != ".npz":
+        path = path.with_name(path.name + ".npz")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _open_npz(path, kind: str):
+    try:
+        data = np.load(Path(path), allow_pickle=False)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # zipfile / format errors
+        raise LogFormatError(f"{path}: not a readable .npz file ({exc}).") from None
+    header = json.loads(str(data["__header__"])) if "__header__" in data.files else {}
+    if header.get("kind") != kind:
+        raise LogFormatError(
+            f"{path}: expected a recloop {kind}; got {header.get('kind', 'an unknown file')!r}."
+        )
+    return data, header
+
+
+@dataclass(frozen=True, eq=False)
+class BanditLog:
+    """A logged bandit dataset: one record per round.
+
+    Parameters
+    ----------
+    context : array (n_rounds, dim_context) float
+        Context (features) shown to the logging policy.
+    action : array (n_rounds,) int
+        Logged action, in ``[0, n_actions)``.
+    reward : array (n_rounds,) float
+        Observed reward of the logged action.
+    pscore : array (n_rounds,) float
+        Propensity of the logged action under the logging policy, in (0, 1].
+    n_actions : int
+        Number of actions (arms).
+    available : array (n_rounds, n_actions) bool, optional
+        Which actions could be chosen at each round (``None``: all of them).
+    tick : array (n_rounds,) int, optional
+        Time of each record.
+    user : array (n_rounds,) int, optional
+        User of each record.
+    metadata : mapping, optional
+        JSON-serialisable provenance (config hash, seed, recloop version, ...).
+
+    Raises
+    ------
+    ValueError
+        On unequal lengths, propensities outside (0, 1], actions out of range or logged
+        while unavailable, non-finite contexts or rewards.
+    """
+
+    context: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    pscore: np.ndarray
+    n_actions: int
+    available: np.ndarray | None = None
+    tick: np.ndarray | None = None
+    user: np.ndarray | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if isinstance(self.n_actions, bool) or not isinstance(self.n_actions, (int, np.integer)):
+            raise TypeError(f"`n_actions` must be an int; got {type(self.n_actions).__name__}.")
+        if self.n_actions < 1:
+            raise ValueError(f"`n_actions` must be >= 1; got {self.n_actions}.")
+        object.__setattr__(self, "n_actions", int(self.n_actions))
+        context = np.asarray(self.context)
+        if context.ndim == 1:
+            context = context[:, None]
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        set_("context", _frozen(context, np.float64, "context", 2))
+        _check_int_array(self.action, "action")
+        set_("action", _frozen(self.action, np.int64, "action", 1))
+        set_("reward", _frozen(self.reward, np.float64, "reward", 1))
+        set_("pscore", _frozen(self.pscore, np.float64, "pscore", 1))
+        n = self.action.shape[0]
+        for name in ("context", "reward", "pscore"):
+            if getattr(self, name).shape[0] != n:
+                raise ValueError(
+                    f"`{name}` has {getattr(self, name).shape[0]} rows but `action` has {n}; "
+                    "all arrays must have one row per round."
+                )
+        if not np.all(np.isfinite(self.context)):
+            raise ValueError("`context` must be finite; got nan or inf.")
+        if not np.all(np.isfinite(self.reward)):
+            bad = int(np.flatnonzero(~np.isfinite(self.reward))[0])
+            raise ValueError(f"`reward` must be finite; got {self.reward[bad]} at index {bad}.")
+        bad = np.flatnonzero(~((self.pscore > 0) & (self.pscore <= 1)))
+        if bad.size:
+            raise ValueError(
+                f"`pscore` must be in (0, 1]; got {self.pscore[bad[0]]} at index {bad[0]}."
+            )
+        bad = np.flatnonzero((self.action < 0) | (self.action >= self.n_actions))
+        if bad.size:
+            raise ValueError(
+                f"`action` must be in [0, {self.n_actions}); got {self.action[bad[0]]} "
+                f"at index {bad[0]}."
+            )
+        if self.available is not None:
+            set_("available", _frozen(self.available, np.bool_, "available", 2))
+            if self.available.shape != (n, self.n_actions):
+                raise ValueError(
+                    f"`available` must have shape (n_rounds, n_actions) = ({n}, "
+                    f"{self.n_actions}); got {self.available.shape}."
+                )
+            bad = np.flatnonzero(~self.available[np.arange(n), self.action])
+            if bad.size:
+                raise ValueError(
+                    f"`action` {self.action[bad[0]]} at index {bad[0]} was not available."
+                )
+        for name in ("tick", "user"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_int_array(value, name)
+                arr = _frozen(value, np.int64, name, 1)
+                if arr.shape[0] != n:
+                    raise ValueError(f"`{name}` must have {n} entries; got {arr.shape[0]}.")
+                set_(name, arr)
+        set_("metadata", _metadata(self.metadata))
+
+    # -- shape ---------------------------------------------------------------------------
+    @property
+    def n_rounds(self) -> int:
+        return int(self.action.shape[0])
+
+    @property
+    def dim_context(self) -> int:
+        return int(self.context.shape[1])
+
+    def __len__(self) -> int:
+        return self.n_rounds
+
+    def available_mask(self) -> np.ndarray:
+        """``available`` as an array, all-True when the log has none."""
+        if self.available is not None:
+            return self.available
+        mask = np.ones((self.n_rounds, self.n_actions), dtype=bool)
+        mask.setflags(write=False)
+        return mask
+
+    def observation(self, j: int) -> dict:
+        """The observation a bandit agent receives for record ``j``."""
+        avail = self.available[j] if self.available is not None else np.ones(self.n_actions, bool)
+        obs = {"context": self.context[j], "available": avail}
+        if self.tick is not None:
+            obs["tick"] = int(self.tick[j])
+        if self.user is not None:
+            obs["user"] = int(self.user[j])
+        return obs
+
+    def take(self, index) -> "BanditLog":
+        """A new log of the records at ``index`` (in that order; repeats allowed)."""
+        index = np.asarray(index, dtype=np.int64)
+        opt = lambda a: None if a is None else a[index]  # noqa: E731
+        return BanditLog(
+            context=self.context[index], action=self.action[index], reward=self.reward[index],
+            pscore=self.pscore[index], n_actions=self.n_actions, available=opt(self.available),
+            tick=opt(self.tick), user=opt(self.user), metadata=self.metadata,
+        )
+
+    # -- Open Bandit Pipeline ------------------------------------------------------------
+    def to_obp(self, *, expected_reward: np.ndarray | None = None) -> dict:
+        """Open Bandit Pipeline's ``bandit_feedback`` dict (arrays are copies).
+
+        ``expected_reward`` (n_rounds, n_actions), the simulator's ground truth, may be added
+        for OBP's synthetic-data tools; recloop's estimators never read it.
+        """
+        fb = {
+            "n_rounds": self.n_rounds,
+            "n_actions": self.n_actions,
+            "context": self.context.copy(),
+            "action": self.action.copy(),
+            "position": np.zeros(self.n_rounds, dtype=np.int64),
+            "reward": self.reward.copy(),
+            "pscore": self.pscore.copy(),
+            "action_context": np.eye(self.n_actions),
+        }
+        if expected_reward is not None:
+            er = np.asarray(expected_reward, dtype=np.float64)
+            if er.shape != (self.n_rounds, self.n_actions):
+                raise ValueError(
+                    f"`expected_reward` must have shape ({self.n_rounds}, {self.n_actions}); "
+                    f"got {er.shape}."
+                )
+            fb["expected_reward"] = er.copy()
+        if self.available is not None:
+            fb["available"] = self.available.copy()
+        if self.tick is not None:
+            fb["tick"] = self.tick.copy()
+        if self.user is not None:
+            fb["user"] = self.user.copy()
+        return fb
+
+    @classmethod
+    def from_obp(cls, bandit_feedback: Mapping[str, Any]) -> "BanditLog":
+        """Build a log from Open Bandit Pipeline's ``bandit_feedback`` dict."""
+        if not isinstance(bandit_feedback, Mapping):
+            raise TypeError(
+                f"`bandit_feedback` must be a dict; got {type(bandit_feedback).__name__}."
+            )
+        missing = [k for k in ("n_actions", "context", "action", "reward", "pscore")
+                   if k not in bandit_feedback]
+        if missing:
+            raise ValueError(f"`bandit_feedback` lacks the key(s) {', '.join(missing)}.")
+        pos = bandit_feedback.get("position")
+        if pos is not None and np.any(np.asarray(pos) != 0):
+            raise ValueError("`bandit_feedback['position']` must be all 0 (one slot per round).")
+        return cls(
+            context=bandit_feedback["context"], action=bandit_feedback["action"],
+            reward=bandit_feedback["reward"], pscore=bandit_feedback["pscore"],
+            n_actions=int(bandit_feedback["n_actions"]),
+            available=bandit_feedback.get("available"), tick=bandit_feedback.get("tick"),
+            user=bandit_feedback.get("user"),
+        )
+
+    # -- files ---------------------------------------------------------------------------
+    def save(self, path) -> Path:
+        """Write the log to ``path`` (``.npz``, no pickle, atomic); returns the path written."""
+        arrays = {f.name: getattr(self, f.name) for f in fields(self)
+                  if f.name not in ("n_actions", "metadata") and getattr(self, f.name) is not None}
+        header = {"kind": "BanditLog", "format": _FORMAT_VERSION, "n_actions": self.n_actions,
+                  "metadata": dict(self.metadata)}
+        arrays["__header__"] = np.array(json.dumps(header))
+        return _atomic_savez(path, arrays)
+
+    @classmethod
+    def load(cls, path) -> "BanditLog":
+        """Read a log written by :meth:`save`."""
+        data, header = _open_npz(path, "BanditLog")
+        with data:
+            kw = {k: data[k] for k in data.files if k != "__header__"}
+        return cls(n_actions=header["n_actions"], metadata=header.get("metadata", {}), **kw)
+
+
+@dataclass(frozen=True, eq=False)
+class InteractionLog:
+    """Edges of the profile graph: user ``user[e]`` got item ``item[e]`` at ``tick[e]``.
+
+    ``source[e]`` indexes :data:`SOURCES` (0 organic, 1 recommended, 2 campaign).
+    """
+
+    user: np.ndarray
+    item: np.ndarray
+    tick: np.ndarray
+    source: np.ndarray
+    n_users: int
+    n_items: int
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in ("n_users", "n_items"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ValueError(f"`{name}` must be an int >= 0; got {v!r}.")
+            object.__setattr__(self, name, int(v))
+        for name, dtype in (("user", np.int64), ("item", np.int64), ("tick", np.int64),
+                            ("source", np.int8)):
+            _check_int_array(getattr(self, name), name)
+            object.__setattr__(self, name, _frozen(getattr(self, name), dtype, name, 1))
+        n = self.user.shape[0]
+        for name in ("item", "tick", "source"):
+            if getattr(self, name).shape[0] != n:
+                raise ValueError(f"`{name}` must have {n} entries like `user`; "
+                                 f"got {getattr(self, name).shape[0]}.")
+        for name, hi in (("user", self.n_users), ("item", self.n_items), ("source", len(SOURCES))):
+            a = getattr(self, name)
+            bad = np.flatnonzero((a < 0) | (a >= hi))
+            if bad.size:
+                raise ValueError(f"`{name}` must be in [0, {hi}); got {a[bad[0]]} at index {bad[0]}.")
+        object.__setattr__(self, "metadata", _metadata(self.metadata))
+
+    def __len__(self) -> int:
+        return int(self.user.shape[0])
+
+    def profiles(self, t: int | None = None, *, sources=None) -> sp.csr_matrix:
+        """Binary users x items CSR matrix of the edges with ``tick <= t`` (all when ``None``)."""
+        keep = np.ones(len(self), dtype=bool)
+        if t is not None:
+            keep &= self.tick <= t
+        if sources is not None:
+            codes = [SOURCES.index(s) for s in sources]
+            keep &= np.isin(self.source, codes)
+        m = sp.csr_matrix(
+            (np.ones(int(keep.sum())), (self.user[keep], self.item[keep])),
+            shape=(self.n_users, self.n_items),
+        )
+        m.sum_duplicates()
+        m.data[:] = 1.0
+        return m
+
+    def save(self, path) -> Path:
+        """Write the log to ``path`` (``.npz``, no pickle, atomic)."""
+        header = {"kind": "InteractionLog", "format": _FORMAT_VERSION, "n_users": self.n_users,
+                  "n_items": self.n_items, "metadata": dict(self.metadata)}
+        return _atomic_savez(path, {"user": self.user, "item": self.item, "tick": self.tick,
+                                    "source": self.source,
+                                    "__header__": np.array(json.dumps(header))})
+
+    @classmethod
+    def load(cls, path) -> "InteractionLog":
+        data, header = _open_npz(path, "InteractionLog")
+        with data:
+            kw = {k: data[k] for k in ("user", "item", "tick", "source")}
+        return cls(n_users=header["n_users"], n_items=header["n_items"],
+                   metadata=header.get("metadata", {}), **kw)
