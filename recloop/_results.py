@@ -1,0 +1,51 @@
+"""One row of a results table: a measurement, ideally beside its ground truth."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+__all__ = ["Measurement"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A single measurement produced by an experiment (long format, one row per number).
+
+    The harness adds the ``scenario``, ``cell`` and ``seed`` columns; experiments fill in
+    the rest. ``truth`` is ``nan`` when the simulator has no ground truth for the metric;
+    ``error`` is ``estimate - truth``. ``params`` holds the cell's swept parameters
+    (e.g. ``{"T": 1000}``).
+    """
+
+    evaluation: str
+    agent: str
+    metric: str
+    estimate: float
+    stderr: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    truth: float = math.nan
+    n: int | None = None
+    tick: int | None = None
+    variant: str = ""
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        for name in ("estimate", "stderr", "ci_low", "ci_high", "truth"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+
+    @property
+    def error(self) -> float:
+        return self.estimate - self.truth
+
+    @classmethod
+    def from_estimate(cls, estimate, *, evaluation: str, agent: str, metric: str,
+                      truth: float = math.nan, **kw) -> "Measurement":
+        """Build a row from an ``evaluators.Estimate``."""
+        return cls(evaluation=evaluation, agent=agent, metric=metric, estimate=estimate.value,
+                   stderr=estimate.stderr, ci_low=estimate.ci_low, ci_high=estimate.ci_high,
+                   truth=truth, n=estimate.n, **kw)
