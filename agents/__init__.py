@@ -3,10 +3,23 @@
 ``agents`` imports numpy and scipy only, never ``simulator``, ``evaluators`` or ``recloop``.
 """
 
+from agents._bandits import EpsilonGreedy, LinUCB, ThompsonSampling, UCB1, UniformRandom
 from agents._base import BanditPolicy, Recommender, as_generator
+from agents._batched import (BatchedEpsilonGreedy, BatchedLinUCB, BatchedThompsonSampling,
+                             BatchedUCB1, BatchedUniformRandom)
 
 __all__ = [
     "BanditPolicy",
     "Recommender",
     "as_generator",
+    "UniformRandom",
+    "UCB1",
+    "LinUCB",
+    "EpsilonGreedy",
+    "ThompsonSampling",
+    "BatchedUniformRandom",
+    "BatchedUCB1",
+    "BatchedLinUCB",
+    "BatchedEpsilonGreedy",
+    "BatchedThompsonSampling",
 ]

@@ -1,0 +1,457 @@
+"""Bandit policies: UniformRandom, UCB1, EpsilonGreedy, LinUCB, ThompsonSampling.
+
+All follow the protocol of :mod:`agents._base`: ``reset(rng=None)``, ``act(observation)``,
+``update(observation, action, reward)`` and, where the policy defines it,
+``action_probabilities(observation)``. The number of arms ``K`` and the context dimension
+``d`` are learnt from the first observation; later observations must agree.
+
+Randomness
+----------
+Each agent owns a ``numpy.random.Generator`` (set by ``reset``). Every ``act`` of
+UniformRandom, UCB1 and LinUCB consumes exactly one uniform, every ``act`` of EpsilonGreedy
+exactly two, whether or not they are needed (a tie-break only uses it when there is a tie).
+The uniforms come from a per-agent buffer refilled by ``Generator.random(256)``; because
+``random(a)`` followed by ``random(b)`` yields the same numbers as ``random(a + b)``, the
+stream an agent sees does not depend on how it is blocked. This fixed consumption is what
+lets the batched twins (:mod:`agents._batched`) and the array replay (:meth:`replay_arrays`)
+reproduce a single agent bit for bit. ThompsonSampling draws ``K`` Beta variates and one
+uniform per ``act`` straight from its generator.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from agents import _kernels as kn
+from agents._base import as_generator
+
+__all__ = ["UniformRandom", "UCB1", "EpsilonGreedy", "LinUCB", "ThompsonSampling"]
+
+_BLOCK = 256  # uniforms drawn per refill of an agent's buffer
+_EMPTY3 = np.empty((0, 0, 0))
+
+
+def _draw(gen, buf, ptr, n):
+    """Take ``n`` uniforms from ``buf[ptr:]`` then fresh blocks; returns (u, buf, ptr).
+
+    The returned buffer always has length ``_BLOCK``.
+    """
+    rem = buf.shape[0] - ptr
+    if n <= rem:
+        return buf[ptr:ptr + n], buf, ptr + n
+    need = n - rem
+    m = -(-need // _BLOCK)
+    fresh = gen.random(m * _BLOCK)
+    out = np.concatenate([buf[ptr:], fresh[:need]])
+    return out, fresh[(m - 1) * _BLOCK:], need - (m - 1) * _BLOCK
+
+
+def _check_real(value, name, *, low=None, low_open=False):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"`{name}` must be a real number; got {type(value).__name__}.")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"`{name}` must be finite; got {value}.")
+    if low is not None and (value < low or (low_open and value == low)):
+        rule = f"> {low}" if low_open else f">= {low}"
+        raise ValueError(f"`{name}` must be {rule}; got {value}.")
+    return value
+
+
+class _Bandit:
+    """Shared plumbing: generator + uniform buffer, observation checks, lazy state."""
+
+    _n_uniforms = 1  # uniforms consumed per act
+    _uses_context = False
+
+    def __init__(self):
+        self._gen = None
+        self._K = None
+        self._d = None
+
+    # -- hyper-parameters ---------------------------------------------------------------
+    def _params(self) -> dict:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        return f"{type(self).__name__}({args})"
+
+    # -- randomness -----------------------------------------------------------------------
+    def reset(self, rng=None) -> None:
+        """Forget everything learnt and take ``rng`` as the agent's generator.
+
+        Parameters
+        ----------
+        rng : None, int, SeedSequence or Generator
+            Converted once with ``numpy.random.default_rng``; a Generator is used as is
+            (not copied).
+        """
+        self._gen = as_generator(rng)
+        self._buf = np.zeros(_BLOCK)
+        self._ptr = _BLOCK  # empty: the first act draws a block
+        self._K = None
+        self._d = None
+
+    def _ensure_reset(self):
+        if self._gen is None:
+            self.reset()
+
+    def _take(self, n):
+        u, self._buf, self._ptr = _draw(self._gen, self._buf, self._ptr, n)
+        return u
+
+    # -- state ----------------------------------------------------------------------------
+    def _init_state(self, K, d):
+        self._K, self._d = K, d
+
+    def _observe(self, observation):
+        """Validated ``(context (d,), available (K,))`` of an observation dict."""
+        self._ensure_reset()
+        if not isinstance(observation, dict):
+            raise TypeError(f"`observation` must be a dict with 'context' and 'available'; "
+                            f"got {type(observation).__name__}.")
+        try:
+            context = observation["context"]
+            available = observation["available"]
+        except KeyError as exc:
+            raise ValueError(f"`observation` lacks the key {exc.args[0]!r}.") from None
+        x = np.ascontiguousarray(context, dtype=np.float64).reshape(-1)
+        avail = np.ascontiguousarray(available, dtype=np.bool_)
+        if avail.ndim != 1 or avail.shape[0] < 1:
+            raise ValueError(f"`observation['available']` must be a non-empty 1-d mask; "
+                             f"got shape {avail.shape}.")
+        if self._K is None:
+            self._init_state(avail.shape[0], x.shape[0])
+        elif avail.shape[0] != self._K or x.shape[0] != self._d:
+            raise ValueError(
+                f"observation has {avail.shape[0]} arms and context dimension {x.shape[0]}; "
+                f"the agent was started on {self._K} arms and dimension {self._d}."
+            )
+        if not avail.any():
+            raise ValueError("`observation['available']` has no available arm.")
+        return x, avail
+
+    def _check_update(self, action, reward):
+        if isinstance(action, bool) or not isinstance(action, (int, np.integer)):
+            raise TypeError(f"`action` must be an int; got {type(action).__name__}.")
+        if not 0 <= action < self._K:
+            raise ValueError(f"`action` must be in [0, {self._K}); got {action}.")
+        reward = float(reward)
+        if not math.isfinite(reward):
+            raise ValueError(f"`reward` must be finite; got {reward}.")
+        return int(action), reward
+
+    def _argmax_probabilities(self, score, avail):
+        """The act distribution of a greedy rule: uniform over the tied maxima."""
+        best = score[avail].max()
+        ties = avail & (score == best)
+        return ties / ties.sum()
+
+    # -- batched twin -------------------------------------------------------------------
+    @classmethod
+    def batch(cls, agents):
+        """B copies stepping in lockstep on arrays, built from B single agents.
+
+        Parameters
+        ----------
+        agents : sequence of B agents of this class with equal hyper-parameters
+            Each copy takes over the state and the generator (the very object, not a copy)
+            of its agent; do not use the single agents afterwards.
+
+        Returns
+        -------
+        Batched twin (see :mod:`agents._batched`), bit-for-bit identical to stepping the B
+        agents separately.
+        """
+        from agents import _batched
+
+        return _batched.make_batch(cls, agents)
+
+    # -- fast replay ----------------------------------------------------------------------
+    def replay_arrays(self, context, available, logged_action, reward, eligible):
+        """Replay over arrays of records, equivalent to the loop below but compiled.
+
+        ::
+
+            for j in range(T):
+                a[j] = self.act({"context": context[j], "available": available[j]})
+                if a[j] == logged_action[j] and eligible[j]:
+                    self.update(obs_j, a[j], reward[j])
+
+        Parameters
+        ----------
+        context : array (T, d) float
+        available : array (T, K) bool
+        logged_action : array (T,) int
+        reward : array (T,) float
+        eligible : array (T,) bool
+            Records whose match may be used (``False``: rejected by rejection sampling).
+
+        Returns
+        -------
+        actions : array (T,) int64
+            The agent's choice at each record. The agent's state and generator end exactly
+            as after the loop. Inputs are trusted (validated by the evaluator).
+        """
+        self._ensure_reset()
+        X = np.ascontiguousarray(context, dtype=np.float64)
+        avail = np.ascontiguousarray(available, dtype=np.bool_)
+        T = X.shape[0]
+        if self._K is None:
+            self._init_state(avail.shape[1], X.shape[1])
+        out = np.empty((1, T), dtype=np.int64)
+        if T == 0:
+            return out[0]
+        index = np.arange(T, dtype=np.int64)[None, :]
+        u = self._take(T * self._n_uniforms).reshape(1, T, self._n_uniforms)
+        self._run_replay(X, avail, np.ascontiguousarray(logged_action, dtype=np.int64),
+                         np.ascontiguousarray(reward, dtype=np.float64),
+                         np.ascontiguousarray(eligible, dtype=np.bool_)[None, :], index,
+                         _EMPTY3, u, out)
+        return out[0]
+
+
+class UniformRandom(_Bandit):
+    """Uniformly random choice among the available arms (the usual logging policy).
+
+    ``action_probabilities`` is exact: ``1 / n_available`` on every available arm.
+    Each ``act`` consumes one uniform ``u`` and returns the ``floor(u * n)``-th available arm.
+    """
+
+    def _params(self):
+        return {}
+
+    def act(self, observation) -> int:
+        x, avail = self._observe(observation)
+        return int(kn.uniform_act_one(avail, self._take(1)[0]))
+
+    def update(self, observation, action, reward) -> None:
+        """Nothing to learn; checks its arguments."""
+        self._observe(observation)
+        self._check_update(action, reward)
+
+    def action_probabilities(self, observation) -> np.ndarray:
+        """(K,) float: ``1 / n_available`` on available arms, 0 elsewhere."""
+        x, avail = self._observe(observation)
+        return avail / avail.sum()
+
+    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+        kn.uniform_replay(avail, index, u[:, :, 0], out)
+
+
+class _CountBandit(_Bandit):
+    """Per-arm play counts and reward sums (UCB1, EpsilonGreedy)."""
+
+    def _init_state(self, K, d):
+        super()._init_state(K, d)
+        self._counts = np.zeros(K)
+        self._sums = np.zeros(K)
+
+    def update(self, observation, action, reward) -> None:
+        """Add ``reward`` to the statistics of arm ``action``."""
+        self._observe(observation)
+        action, reward = self._check_update(action, reward)
+        kn.count_update_one(self._counts, self._sums, action, reward)
+
+    @property
+    def counts(self) -> np.ndarray:
+        """(K,) plays per arm (copy)."""
+        return None if self._K is None else self._counts.copy()
+
+
+class UCB1(_CountBandit):
+    """UCB1 (Auer, Cesa-Bianchi, Fischer 2002) with an exploration scale ``alpha``.
+
+    Index of arm k after ``t`` plays in total: ``mean_k + alpha * sqrt(2 ln t / n_k)``;
+    an arm never played has index ``+inf``, so every available arm is played once before
+    any is repeated. ``alpha = 1`` is the textbook UCB1. Ties broken at random.
+
+    Parameters
+    ----------
+    alpha : float, >= 0
+    """
+
+    def __init__(self, alpha: float = 1.0):
+        super().__init__()
+        self.alpha = _check_real(alpha, "alpha", low=0.0)
+
+    def _params(self):
+        return {"alpha": self.alpha}
+
+    def _scores(self, x, avail):
+        score = np.empty(self._K)
+        kn.ucb1_act_one(self._counts, self._sums, self.alpha, x, avail, 0.0, score)
+        return score
+
+    def act(self, observation) -> int:
+        x, avail = self._observe(observation)
+        score = np.empty(self._K)
+        return int(kn.ucb1_act_one(self._counts, self._sums, self.alpha, x, avail,
+                                   self._take(1)[0], score))
+
+    def action_probabilities(self, observation) -> np.ndarray:
+        """(K,) float: uniform over the available arms of maximal index (one-hot if unique)."""
+        x, avail = self._observe(observation)
+        return self._argmax_probabilities(self._scores(x, avail), avail)
+
+    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+        kn.ucb1_replay(self._counts[None], self._sums[None], self.alpha, X, avail, logged,
+                       reward, eligible, index, jitter, u[:, :, 0], out)
+
+
+class EpsilonGreedy(_CountBandit):
+    """Epsilon-greedy: a uniformly random available arm with probability ``epsilon``,
+    otherwise the arm of best mean reward (ties at random).
+
+    Arms never played have mean ``+inf`` in the greedy step (each is tried once).
+    Each ``act`` consumes two uniforms ``(u1, u2)``: explore iff ``u1 < epsilon``; ``u2``
+    chooses the random arm or breaks the tie.
+
+    Parameters
+    ----------
+    epsilon : float in [0, 1]
+    """
+
+    _n_uniforms = 2
+
+    def __init__(self, epsilon: float = 0.1):
+        super().__init__()
+        self.epsilon = _check_real(epsilon, "epsilon", low=0.0)
+        if self.epsilon > 1:
+            raise ValueError(f"`epsilon` must be in [0, 1]; got {self.epsilon}.")
+
+    def _params(self):
+        return {"epsilon": self.epsilon}
+
+    def act(self, observation) -> int:
+        x, avail = self._observe(observation)
+        u = self._take(2)
+        score = np.empty(self._K)
+        return int(kn.egreedy_act_one(self._counts, self._sums, self.epsilon, x, avail,
+                                      u[0], u[1], score))
+
+    def action_probabilities(self, observation) -> np.ndarray:
+        """(K,) float: ``epsilon / n_available + (1 - epsilon) * greedy distribution``."""
+        x, avail = self._observe(observation)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(self._counts == 0, np.inf, self._sums / self._counts)
+        greedy = self._argmax_probabilities(score, avail)
+        return self.epsilon * avail / avail.sum() + (1 - self.epsilon) * greedy
+
+    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+        kn.egreedy_replay(self._counts[None], self._sums[None], self.epsilon, X, avail, logged,
+                          reward, eligible, index, jitter, np.ascontiguousarray(u[:, :, 0]),
+                          np.ascontiguousarray(u[:, :, 1]), out)
+
+
+class LinUCB(_Bandit):
+    """LinUCB with disjoint linear models (Li, Chu, Langford, Schapire 2010, Algorithm 1).
+
+    Arm k keeps ``A_k = ridge * I + sum x x^T`` (stored as its inverse, updated by
+    Sherman-Morrison) and ``b_k = sum r x``; ``theta_k = A_k^{-1} b_k``. It plays the
+    available arm maximising ``theta_k . x + alpha * sqrt(x^T A_k^{-1} x)``, ties at random.
+
+    Parameters
+    ----------
+    alpha : float, >= 0
+        Width of the confidence bonus (0: greedy ridge regression).
+    ridge : float, > 0
+        Ridge penalty (``A_k`` starts at ``ridge * I``).
+    """
+
+    _uses_context = True
+
+    def __init__(self, alpha: float = 1.0, *, ridge: float = 1.0):
+        super().__init__()
+        self.alpha = _check_real(alpha, "alpha", low=0.0)
+        self.ridge = _check_real(ridge, "ridge", low=0.0, low_open=True)
+
+    def _params(self):
+        return {"alpha": self.alpha, "ridge": self.ridge}
+
+    def _init_state(self, K, d):
+        super()._init_state(K, d)
+        self._Ainv = np.repeat((np.eye(d) / self.ridge)[None], K, axis=0)
+        self._b = np.zeros((K, d))
+        self._theta = np.zeros((K, d))
+
+    @property
+    def theta(self) -> np.ndarray:
+        """(K, d) ridge estimates (copy)."""
+        return None if self._K is None else self._theta.copy()
+
+    def _scores(self, x, avail):
+        score = np.empty(self._K)
+        kn.linucb_act_one(self._Ainv, self._theta, self.alpha, x, avail, 0.0, score,
+                          np.empty(self._d))
+        return score
+
+    def act(self, observation) -> int:
+        x, avail = self._observe(observation)
+        return int(kn.linucb_act_one(self._Ainv, self._theta, self.alpha, x, avail,
+                                     self._take(1)[0], np.empty(self._K), np.empty(self._d)))
+
+    def update(self, observation, action, reward) -> None:
+        """Rank-one update of arm ``action``'s ridge regression with ``(context, reward)``."""
+        x, _ = self._observe(observation)
+        action, reward = self._check_update(action, reward)
+        kn.linucb_update_one(self._Ainv, self._b, self._theta, x, action, reward,
+                             np.empty(self._d))
+
+    def action_probabilities(self, observation) -> np.ndarray:
+        """(K,) float: uniform over the available arms of maximal UCB (one-hot if unique)."""
+        x, avail = self._observe(observation)
+        return self._argmax_probabilities(self._scores(x, avail), avail)
+
+    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+        kn.linucb_replay(self._Ainv[None], self._b[None], self._theta[None], self.alpha, X,
+                         avail, logged, reward, eligible, index, jitter, u[:, :, 0], out)
+
+
+class ThompsonSampling(_Bandit):
+    """Beta-Bernoulli Thompson sampling (rewards in [0, 1]).
+
+    Arm k has posterior ``Beta(a0 + S_k, b0 + F_k)`` with ``S_k = sum r`` and
+    ``F_k = sum (1 - r)`` (fractional rewards count fractionally). Each ``act`` draws one
+    Beta variate for every arm (available or not, so the number of draws is fixed), then one
+    uniform for the tie-break, and plays the available arm with the largest draw.
+    ``action_probabilities`` is not defined (it has no closed form).
+
+    Parameters
+    ----------
+    a0, b0 : float, > 0
+        Prior pseudo-counts of successes and failures.
+    """
+
+    def __init__(self, a0: float = 1.0, b0: float = 1.0):
+        super().__init__()
+        self.a0 = _check_real(a0, "a0", low=0.0, low_open=True)
+        self.b0 = _check_real(b0, "b0", low=0.0, low_open=True)
+
+    def _params(self):
+        return {"a0": self.a0, "b0": self.b0}
+
+    def _init_state(self, K, d):
+        super()._init_state(K, d)
+        self._a = np.full(K, self.a0)
+        self._b = np.full(K, self.b0)
+
+    def act(self, observation) -> int:
+        x, avail = self._observe(observation)
+        theta = self._gen.beta(self._a, self._b)
+        return int(kn.pick(theta, avail, self._gen.random()))
+
+    def update(self, observation, action, reward) -> None:
+        """Add ``reward`` to the successes and ``1 - reward`` to the failures of ``action``."""
+        self._observe(observation)
+        action, reward = self._check_update(action, reward)
+        if not 0.0 <= reward <= 1.0:
+            raise ValueError(f"`reward` must be in [0, 1] for ThompsonSampling; got {reward}.")
+        self._a[action] += reward
+        self._b[action] += 1.0 - reward
+
+    # no buffer: replay_arrays would have to replicate Generator.beta; use the plain loop
+    replay_arrays = None

@@ -1,0 +1,301 @@
+"""Batched twins of the bandit agents: B independent copies stepping in lockstep on arrays.
+
+Built with ``Agent.batch(agents)`` from B single agents of one class and equal
+hyper-parameters. Copy i takes over agent i's state and generator; it consumes its
+generator exactly as the single agent would (a fixed number of uniforms per act, from a
+buffer refilled in blocks of 256), and the per-copy numerical work is done by the same numba
+functions in the same order, so copy i is bit-for-bit identical to agent i stepped alone.
+
+Interface (all copies act at every step; only the ``active`` ones learn)::
+
+    act(context (B, d), available (B, K)) -> (B,) int64
+    update(active (B,) bool, context (B, d), action (B,), reward (B,))
+    replay_arrays(context, available, logged_action, reward, index, jitter, eligible)
+    unbatch() -> list of B single agents carrying the copies' states
+
+LinUCB's twin holds ``B x K x d x d`` inverse matrices updated by Sherman-Morrison.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from agents import _kernels as kn
+from agents._bandits import (_BLOCK, _EMPTY3, EpsilonGreedy, LinUCB, ThompsonSampling, UCB1,
+                             UniformRandom, _draw)
+
+__all__ = ["BatchedUniformRandom", "BatchedUCB1", "BatchedEpsilonGreedy", "BatchedLinUCB",
+           "BatchedThompsonSampling", "make_batch"]
+
+
+def make_batch(cls, agents):
+    """Build the batched twin of class ``cls`` from the single ``agents``."""
+    agents = list(agents)
+    if not agents:
+        raise ValueError("`agents` must hold at least one agent; got an empty sequence.")
+    for i, a in enumerate(agents):
+        if type(a) is not cls:
+            raise TypeError(f"`agents` must all be {cls.__name__}; got "
+                            f"{type(a).__name__} at index {i}.")
+    params = agents[0]._params()
+    for i, a in enumerate(agents):
+        if a._params() != params:
+            raise ValueError(f"`agents` must share hyper-parameters; agent {i} has "
+                             f"{a._params()}, agent 0 has {params}.")
+        a._ensure_reset()
+    shapes = {(a._K, a._d) for a in agents}
+    if len(shapes) > 1:
+        raise ValueError(f"`agents` must all be fresh or all have seen the same numbers of "
+                         f"arms and context dimensions; got (K, d) in {sorted(map(str, shapes))}.")
+    return _TWINS[cls](agents)
+
+
+class _Batched:
+    _single = None
+    _state_names: tuple = ()
+
+    def __init__(self, agents):
+        proto = agents[0]
+        self._proto = copy.copy(proto)  # hyper-parameters only are read from it
+        for name, value in proto._params().items():
+            setattr(self, name, value)
+        self._n_uniforms = proto._n_uniforms
+        self.n_copies = len(agents)
+        self._gens = [a._gen for a in agents]
+        self._buf = np.stack([a._buf for a in agents]).astype(np.float64)
+        self._ptr = np.array([a._ptr for a in agents], dtype=np.int64)
+        self._K, self._d = proto._K, proto._d
+        if self._K is not None:
+            for name in self._state_names:
+                setattr(self, name, np.stack([getattr(a, name) for a in agents]))
+
+    def __repr__(self):
+        return f"Batched({self._proto!r} x {self.n_copies})"
+
+    def _init_state(self, K, d):
+        single = copy.copy(self._proto)
+        single._init_state(K, d)
+        self._K, self._d = K, d
+        for name in self._state_names:
+            setattr(self, name, np.repeat(getattr(single, name)[None], self.n_copies, axis=0))
+
+    def _take(self, n):
+        """(B, n) uniforms: for each copy the next ``n`` of its stream."""
+        B = self.n_copies
+        if n <= _BLOCK and np.all(self._ptr + n <= _BLOCK):
+            idx = self._ptr[:, None] + np.arange(n)
+            self._ptr += n
+            return np.take_along_axis(self._buf, idx, axis=1)
+        out = np.empty((B, n))
+        for i in range(B):
+            out[i], self._buf[i], self._ptr[i] = _draw(self._gens[i], self._buf[i],
+                                                       int(self._ptr[i]), n)
+        return out
+
+    def _arrays(self, context, available):
+        B = self.n_copies
+        X = np.ascontiguousarray(context, dtype=np.float64)
+        avail = np.ascontiguousarray(available, dtype=np.bool_)
+        if X.ndim != 2 or X.shape[0] != B:
+            raise ValueError(f"`context` must have shape (B, d) with B = {B}; got {X.shape}.")
+        if avail.ndim != 2 or avail.shape[0] != B:
+            raise ValueError(f"`available` must have shape (B, K) with B = {B}; "
+                             f"got {avail.shape}.")
+        if self._K is None:
+            self._init_state(avail.shape[1], X.shape[1])
+        elif avail.shape[1] != self._K or X.shape[1] != self._d:
+            raise ValueError(f"got {avail.shape[1]} arms and dimension {X.shape[1]}; the "
+                             f"copies run on {self._K} arms and dimension {self._d}.")
+        none = np.flatnonzero(~avail.any(axis=1))
+        if none.size:
+            raise ValueError(f"`available` has no available arm for copy {none[0]}.")
+        return X, avail
+
+    def _update_arrays(self, active, context, action, reward):
+        B = self.n_copies
+        active = np.ascontiguousarray(active, dtype=np.bool_)
+        X = np.ascontiguousarray(context, dtype=np.float64)
+        action = np.ascontiguousarray(action, dtype=np.int64)
+        reward = np.ascontiguousarray(reward, dtype=np.float64)
+        if active.shape != (B,) or action.shape != (B,) or reward.shape != (B,):
+            raise ValueError(f"`active`, `action` and `reward` must have shape ({B},); got "
+                             f"{active.shape}, {action.shape}, {reward.shape}.")
+        if self._K is None:
+            raise RuntimeError("`update` called before any `act`.")
+        if X.shape != (B, self._d):
+            raise ValueError(f"`context` must have shape ({B}, {self._d}); got {X.shape}.")
+        bad = np.flatnonzero(active & ((action < 0) | (action >= self._K)))
+        if bad.size:
+            raise ValueError(f"`action` must be in [0, {self._K}); got {action[bad[0]]} "
+                             f"for copy {bad[0]}.")
+        bad = np.flatnonzero(active & ~np.isfinite(reward))
+        if bad.size:
+            raise ValueError(f"`reward` must be finite; got {reward[bad[0]]} for copy {bad[0]}.")
+        return active, X, action, reward
+
+    def update(self, active, context, action, reward) -> None:
+        """Update the copies where ``active`` is True with their ``(context, action, reward)``."""
+        self._update(*self._update_arrays(active, context, action, reward))
+
+    def replay_arrays(self, context, available, logged_action, reward, index, jitter,
+                      eligible):
+        """Replay copy i over records ``index[i]`` of the given arrays (compiled loop).
+
+        Copy i acts on ``context[index[i, j]] + jitter[i, j]`` and availability
+        ``available[index[i, j]]``; when its action equals ``logged_action[index[i, j]]`` and
+        ``eligible[i, j]`` it is updated with ``reward[index[i, j]]``. Equivalent to stepping
+        ``act`` / ``update`` record by record.
+
+        Parameters
+        ----------
+        context : (T, d) float; available : (T, K) bool; logged_action : (T,) int;
+        reward : (T,) float; index : (B, n) int; jitter : (B, n, d) float or None;
+        eligible : (B, n) bool
+
+        Returns
+        -------
+        actions : (B, n) int64
+        """
+        X = np.ascontiguousarray(context, dtype=np.float64)
+        avail = np.ascontiguousarray(available, dtype=np.bool_)
+        index = np.ascontiguousarray(index, dtype=np.int64)
+        B, n = index.shape
+        if self._K is None:
+            self._init_state(avail.shape[1], X.shape[1])
+        jitter = _EMPTY3 if jitter is None else np.ascontiguousarray(jitter, dtype=np.float64)
+        out = np.empty((B, n), dtype=np.int64)
+        if n == 0:
+            return out
+        u = self._take(n * self._n_uniforms).reshape(B, n, self._n_uniforms)
+        self._run_replay(X, avail, np.ascontiguousarray(logged_action, dtype=np.int64),
+                         np.ascontiguousarray(reward, dtype=np.float64),
+                         np.ascontiguousarray(eligible, dtype=np.bool_), index, jitter, u, out)
+        return out
+
+    def unbatch(self) -> list:
+        """B single agents carrying the copies' current states and generators."""
+        agents = []
+        for i in range(self.n_copies):
+            a = copy.copy(self._proto)
+            a._gen = self._gens[i]
+            a._buf = self._buf[i].copy()
+            a._ptr = int(self._ptr[i])
+            a._K, a._d = self._K, self._d
+            if self._K is not None:
+                for name in self._state_names:
+                    setattr(a, name, getattr(self, name)[i].copy())
+            agents.append(a)
+        return agents
+
+
+class BatchedUniformRandom(_Batched):
+    """B copies of :class:`UniformRandom`."""
+
+    def act(self, context, available) -> np.ndarray:
+        X, avail = self._arrays(context, available)
+        out = np.empty(self.n_copies, dtype=np.int64)
+        kn.uniform_act_batch(avail, np.ascontiguousarray(self._take(1)[:, 0]), out)
+        return out
+
+    def _update(self, active, X, action, reward):
+        pass
+
+    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+        kn.uniform_replay(avail, index, np.ascontiguousarray(u[:, :, 0]), out)
+
+
+class _BatchedCount(_Batched):
+    _state_names = ("_counts", "_sums")
+
+    def _update(self, active, X, action, reward):
+        kn.count_update_batch(self._counts, self._sums, active, action, reward)
+
+
+class BatchedUCB1(_BatchedCount):
+    """B copies of :class:`UCB1`."""
+
+    def act(self, context, available) -> np.ndarray:
+        X, avail = self._arrays(context, available)
+        out = np.empty(self.n_copies, dtype=np.int64)
+        kn.ucb1_act_batch(self._counts, self._sums, self.alpha, X, avail,
+                          np.ascontiguousarray(self._take(1)[:, 0]), out)
+        return out
+
+    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+        kn.ucb1_replay(self._counts, self._sums, self.alpha, X, avail, logged, reward,
+                       eligible, index, jitter, np.ascontiguousarray(u[:, :, 0]), out)
+
+
+class BatchedEpsilonGreedy(_BatchedCount):
+    """B copies of :class:`EpsilonGreedy`."""
+
+    def act(self, context, available) -> np.ndarray:
+        X, avail = self._arrays(context, available)
+        u = self._take(2)
+        out = np.empty(self.n_copies, dtype=np.int64)
+        kn.egreedy_act_batch(self._counts, self._sums, self.epsilon, X, avail,
+                             np.ascontiguousarray(u[:, 0]), np.ascontiguousarray(u[:, 1]), out)
+        return out
+
+    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+        kn.egreedy_replay(self._counts, self._sums, self.epsilon, X, avail, logged, reward,
+                          eligible, index, jitter, np.ascontiguousarray(u[:, :, 0]),
+                          np.ascontiguousarray(u[:, :, 1]), out)
+
+
+class BatchedLinUCB(_Batched):
+    """B copies of :class:`LinUCB`: ``Ainv`` (B, K, d, d), ``b`` and ``theta`` (B, K, d)."""
+
+    _state_names = ("_Ainv", "_b", "_theta")
+
+    def act(self, context, available) -> np.ndarray:
+        X, avail = self._arrays(context, available)
+        out = np.empty(self.n_copies, dtype=np.int64)
+        kn.linucb_act_batch(self._Ainv, self._theta, self.alpha, X, avail,
+                            np.ascontiguousarray(self._take(1)[:, 0]), out)
+        return out
+
+    def _update(self, active, X, action, reward):
+        kn.linucb_update_batch(self._Ainv, self._b, self._theta, active, X, action, reward)
+
+    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+        kn.linucb_replay(self._Ainv, self._b, self._theta, self.alpha, X, avail, logged,
+                         reward, eligible, index, jitter, np.ascontiguousarray(u[:, :, 0]), out)
+
+
+class BatchedThompsonSampling(_Batched):
+    """B copies of :class:`ThompsonSampling` (Beta draws per copy from its own generator)."""
+
+    _state_names = ("_a", "_b")
+
+    def act(self, context, available) -> np.ndarray:
+        X, avail = self._arrays(context, available)
+        B = self.n_copies
+        theta = np.empty((B, self._K))
+        u = np.empty(B)
+        # per-copy draws: the Beta sampler consumes a variable number of raw draws, so the
+        # copies' streams cannot be pre-drawn in blocks.
+        for i, g in enumerate(self._gens):
+            theta[i] = g.beta(self._a[i], self._b[i])
+            u[i] = g.random()
+        out = np.empty(B, dtype=np.int64)
+        kn.pick_batch(theta, avail, u, out)
+        return out
+
+    def _update(self, active, X, action, reward):
+        bad = np.flatnonzero(active & ((reward < 0) | (reward > 1)))
+        if bad.size:
+            raise ValueError(f"`reward` must be in [0, 1] for ThompsonSampling; got "
+                             f"{reward[bad[0]]} for copy {bad[0]}.")
+        rows = np.flatnonzero(active)
+        self._a[rows, action[rows]] += reward[rows]
+        self._b[rows, action[rows]] += 1.0 - reward[rows]
+
+    replay_arrays = None
+
+
+_TWINS = {UniformRandom: BatchedUniformRandom, UCB1: BatchedUCB1,
+          EpsilonGreedy: BatchedEpsilonGreedy, LinUCB: BatchedLinUCB,
+          ThompsonSampling: BatchedThompsonSampling}

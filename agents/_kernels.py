@@ -1,0 +1,301 @@
+"""numba kernels of the bandit agents (state-carrying loops; see ``agents._bandits``).
+
+Every kernel takes arrays only -- state, contexts and *pre-drawn uniforms* -- never a
+Generator. The single agents and their batched twins call the very same per-copy functions
+(``*_act_one`` / ``*_update_one``), in the same floating-point order, which is what makes a
+batched copy bit-for-bit identical to a single agent. Plain Python versions are available as
+``kernel.py_func`` and the tests compare the two.
+
+Compiled lazily on first call (``cache=False``): nothing happens at import.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+# --------------------------------------------------------------------------------------
+# tie-breaking argmax
+
+
+@njit(cache=False)
+def pick(score, avail, u):
+    """Index of the largest ``score`` among available arms; ties resolved by ``u`` in [0, 1).
+
+    With ``n`` tied arms the ``floor(u * n)``-th of them (in index order) is returned, so a
+    uniform ``u`` picks uniformly among ties. Returns -1 when no arm is available.
+    """
+    best = -np.inf
+    n = 0
+    for k in range(score.shape[0]):
+        if avail[k]:
+            s = score[k]
+            if n == 0 or s > best:
+                best = s
+                n = 1
+            elif s == best:
+                n += 1
+    if n == 0:
+        return -1
+    target = int(u * n)
+    if target >= n:  # u < 1 always, but guard against rounding
+        target = n - 1
+    c = 0
+    for k in range(score.shape[0]):
+        if avail[k] and score[k] == best:
+            if c == target:
+                return k
+            c += 1
+    return -1
+
+
+# --------------------------------------------------------------------------------------
+# UniformRandom: one uniform per act
+
+
+@njit(cache=False)
+def uniform_act_one(avail, u):
+    n = 0
+    for k in range(avail.shape[0]):
+        if avail[k]:
+            n += 1
+    if n == 0:
+        return -1
+    target = int(u * n)
+    if target >= n:
+        target = n - 1
+    c = 0
+    for k in range(avail.shape[0]):
+        if avail[k]:
+            if c == target:
+                return k
+            c += 1
+    return -1
+
+
+# --------------------------------------------------------------------------------------
+# UCB1: counts (K,), sums (K,); one uniform per act (tie-break)
+
+
+@njit(cache=False)
+def ucb1_act_one(counts, sums, alpha, x, avail, u, score):
+    K = counts.shape[0]
+    t = 0.0
+    for k in range(K):
+        t += counts[k]
+    logt = math.log(t) if t > 1.0 else 0.0
+    for k in range(K):
+        if counts[k] == 0.0:
+            score[k] = np.inf
+        else:
+            score[k] = sums[k] / counts[k] + alpha * math.sqrt(2.0 * logt / counts[k])
+    return pick(score, avail, u)
+
+
+@njit(cache=False)
+def count_update_one(counts, sums, a, r):
+    counts[a] += 1.0
+    sums[a] += r
+
+
+# --------------------------------------------------------------------------------------
+# EpsilonGreedy: two uniforms per act (explore?, which arm / tie-break)
+
+
+@njit(cache=False)
+def egreedy_act_one(counts, sums, epsilon, x, avail, u1, u2, score):
+    if u1 < epsilon:
+        return uniform_act_one(avail, u2)
+    for k in range(counts.shape[0]):
+        score[k] = np.inf if counts[k] == 0.0 else sums[k] / counts[k]
+    return pick(score, avail, u2)
+
+
+# --------------------------------------------------------------------------------------
+# LinUCB (disjoint): Ainv (K, d, d), b (K, d), theta (K, d); one uniform per act
+
+
+@njit(cache=False)
+def linucb_act_one(Ainv, theta, alpha, x, avail, u, score, y):
+    K = Ainv.shape[0]
+    d = Ainv.shape[1]
+    for k in range(K):
+        if not avail[k]:
+            score[k] = -np.inf
+            continue
+        # y = Ainv_k x, written as a sum of columns (Ainv is symmetric) so the inner loop
+        # is an axpy that vectorises without reassociating floating-point sums.
+        for i in range(d):
+            y[i] = 0.0
+        for j in range(d):
+            xj = x[j]
+            for i in range(d):
+                y[i] += Ainv[k, j, i] * xj
+        w = 0.0
+        m = 0.0
+        for i in range(d):
+            w += x[i] * y[i]
+            m += theta[k, i] * x[i]
+        if w < 0.0:  # rounding only: Ainv is positive definite
+            w = 0.0
+        score[k] = m + alpha * math.sqrt(w)
+    return pick(score, avail, u)
+
+
+@njit(cache=False)
+def linucb_update_one(Ainv, b, theta, x, a, r, y):
+    """Sherman-Morrison: (A + x x^T)^-1 = Ainv - (Ainv x)(Ainv x)^T / (1 + x^T Ainv x)."""
+    d = Ainv.shape[1]
+    for i in range(d):
+        y[i] = 0.0
+    for j in range(d):
+        xj = x[j]
+        for i in range(d):
+            y[i] += Ainv[a, j, i] * xj
+    den = 1.0
+    for i in range(d):
+        den += x[i] * y[i]
+    for i in range(d):
+        yi = y[i] / den
+        for j in range(d):
+            Ainv[a, i, j] -= yi * y[j]
+    for i in range(d):
+        b[a, i] += r * x[i]
+    for i in range(d):
+        s = 0.0
+        for j in range(d):
+            s += Ainv[a, i, j] * b[a, j]
+        theta[a, i] = s
+
+
+# --------------------------------------------------------------------------------------
+# batched steps: B copies, same per-copy functions
+
+
+@njit(cache=False)
+def uniform_act_batch(avail, u, out):
+    for i in range(avail.shape[0]):
+        out[i] = uniform_act_one(avail[i], u[i])
+
+
+@njit(cache=False)
+def ucb1_act_batch(counts, sums, alpha, X, avail, u, out):
+    score = np.empty(counts.shape[1])
+    for i in range(counts.shape[0]):
+        out[i] = ucb1_act_one(counts[i], sums[i], alpha, X[i], avail[i], u[i], score)
+
+
+@njit(cache=False)
+def egreedy_act_batch(counts, sums, epsilon, X, avail, u1, u2, out):
+    score = np.empty(counts.shape[1])
+    for i in range(counts.shape[0]):
+        out[i] = egreedy_act_one(counts[i], sums[i], epsilon, X[i], avail[i], u1[i], u2[i],
+                                 score)
+
+
+@njit(cache=False)
+def count_update_batch(counts, sums, active, action, reward):
+    for i in range(counts.shape[0]):
+        if active[i]:
+            count_update_one(counts[i], sums[i], action[i], reward[i])
+
+
+@njit(cache=False)
+def linucb_act_batch(Ainv, theta, alpha, X, avail, u, out):
+    score = np.empty(Ainv.shape[1])
+    y = np.empty(Ainv.shape[2])
+    for i in range(Ainv.shape[0]):
+        out[i] = linucb_act_one(Ainv[i], theta[i], alpha, X[i], avail[i], u[i], score, y)
+
+
+@njit(cache=False)
+def linucb_update_batch(Ainv, b, theta, active, X, action, reward):
+    y = np.empty(Ainv.shape[2])
+    for i in range(Ainv.shape[0]):
+        if active[i]:
+            linucb_update_one(Ainv[i], b[i], theta[i], X[i], action[i], reward[i], y)
+
+
+# --------------------------------------------------------------------------------------
+# replay over arrays of records: act on every record, update where the action matches the
+# logged one and the record is eligible (rejection sampling already decided)
+#
+# Single copy: records (T, ...), uniforms (T,) or (T, 2). Batched: copy i walks records
+# index[i, :] of the base arrays, with context X[index[i, j]] + jitter[i, j].
+
+
+@njit(cache=False)
+def _ctx(X, index, jitter, i, j, x):
+    r = index[i, j]
+    if jitter.shape[0] == 0:
+        for m in range(X.shape[1]):
+            x[m] = X[r, m]
+    else:
+        for m in range(X.shape[1]):
+            x[m] = X[r, m] + jitter[i, j, m]
+    return r
+
+
+@njit(cache=False)
+def linucb_replay(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, index, jitter,
+                  u, out):
+    """Batched LinUCB replay; state arrays have a leading copy axis (B, ...)."""
+    B, n = index.shape
+    K = Ainv.shape[1]
+    d = Ainv.shape[2]
+    score = np.empty(K)
+    y = np.empty(d)
+    x = np.empty(d)
+    for i in range(B):
+        for j in range(n):
+            r = _ctx(X, index, jitter, i, j, x)
+            a = linucb_act_one(Ainv[i], theta[i], alpha, x, avail[r], u[i, j], score, y)
+            out[i, j] = a
+            if a == logged[r] and eligible[i, j]:
+                linucb_update_one(Ainv[i], b[i], theta[i], x, a, reward[r], y)
+
+
+@njit(cache=False)
+def ucb1_replay(counts, sums, alpha, X, avail, logged, reward, eligible, index, jitter, u, out):
+    B, n = index.shape
+    score = np.empty(counts.shape[1])
+    x = np.empty(X.shape[1])
+    for i in range(B):
+        for j in range(n):
+            r = _ctx(X, index, jitter, i, j, x)
+            a = ucb1_act_one(counts[i], sums[i], alpha, x, avail[r], u[i, j], score)
+            out[i, j] = a
+            if a == logged[r] and eligible[i, j]:
+                count_update_one(counts[i], sums[i], a, reward[r])
+
+
+@njit(cache=False)
+def egreedy_replay(counts, sums, epsilon, X, avail, logged, reward, eligible, index, jitter,
+                   u1, u2, out):
+    B, n = index.shape
+    score = np.empty(counts.shape[1])
+    x = np.empty(X.shape[1])
+    for i in range(B):
+        for j in range(n):
+            r = _ctx(X, index, jitter, i, j, x)
+            a = egreedy_act_one(counts[i], sums[i], epsilon, x, avail[r], u1[i, j], u2[i, j],
+                                score)
+            out[i, j] = a
+            if a == logged[r] and eligible[i, j]:
+                count_update_one(counts[i], sums[i], a, reward[r])
+
+
+@njit(cache=False)
+def uniform_replay(avail, index, u, out):
+    B, n = index.shape
+    for i in range(B):
+        for j in range(n):
+            out[i, j] = uniform_act_one(avail[index[i, j]], u[i, j])
+
+
+@njit(cache=False)
+def pick_batch(score, avail, u, out):
+    for i in range(score.shape[0]):
+        out[i] = pick(score[i], avail[i], u[i])
