@@ -7,6 +7,7 @@ from agents._bandits import EpsilonGreedy, LinUCB, ThompsonSampling, UCB1, Unifo
 from agents._base import BanditPolicy, Recommender, as_generator
 from agents._batched import (BatchedEpsilonGreedy, BatchedLinUCB, BatchedThompsonSampling,
                              BatchedUCB1, BatchedUniformRandom)
+from agents._recommenders import Constant, NaiveCF, Popularity, UserCosineCF
 
 __all__ = [
     "BanditPolicy",
@@ -22,4 +23,8 @@ __all__ = [
     "BatchedLinUCB",
     "BatchedEpsilonGreedy",
     "BatchedThompsonSampling",
+    "Constant",
+    "Popularity",
+    "UserCosineCF",
+    "NaiveCF",
 ]
