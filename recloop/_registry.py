@@ -1,0 +1,280 @@
+"""What a scenario may ask for: evaluation kinds and agent kinds, each with a parameter schema.
+
+One mechanism serves validation, execution and documentation: ``EVALUATIONS`` and ``AGENTS``
+map a ``kind`` name to a :class:`Kind` -- the callable that does the work (named as
+``"module:function"`` and imported only when a cell runs, so nothing heavy happens at import
+time) and the :class:`Param` list that the scenario loader validates against and that
+``scenarios/README.md`` documents.
+
+An evaluation callable is called once per cell as ``func(cell)`` where ``cell`` is a
+:class:`recloop._runner.CellContext` (parameters, agents, world section, seed sequence) and
+returns a list of ``recloop._results.Measurement``. An agent callable takes the agent's
+parameters as keyword arguments and returns an agent *factory*: ``factory(rng) -> agent``, so
+that an experiment can build as many independent copies as it needs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = [
+    "AGENTS", "EVALUATIONS", "REQUIRED", "Bool", "Float", "Int", "Kind", "ListOf", "OneOf",
+    "Param", "Str", "Table",
+]
+
+
+class _Required:
+    def __repr__(self):
+        return "REQUIRED"
+
+
+#: Marks a parameter without a default.
+REQUIRED = _Required()
+
+
+def _fmt(value) -> str:
+    """How a received value is shown in an error message (type and value, shortened)."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+# --- the small type language of scenario values ------------------------------------------
+# Each type can describe itself ("an integer >= 1") and check a value, returning None when
+# the value is fine or "expected ..., got ..." otherwise.
+
+
+@dataclass(frozen=True)
+class Int:
+    low: int | None = None
+    high: int | None = None
+
+    def describe(self) -> str:
+        return "an integer" + _range_text(self.low, self.high, False, False)
+
+    def check(self, value) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"expected {self.describe()}, got {_fmt(value)}"
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            return f"expected {self.describe()}, got {value}"
+        return None
+
+
+@dataclass(frozen=True)
+class Float:
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def describe(self) -> str:
+        return "a number" + _range_text(self.low, self.high, self.low_open, self.high_open)
+
+    def check(self, value) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"expected {self.describe()}, got {_fmt(value)}"
+        v = float(value)
+        bad = not math.isfinite(v)
+        if self.low is not None:
+            bad |= v <= self.low if self.low_open else v < self.low
+        if self.high is not None:
+            bad |= v >= self.high if self.high_open else v > self.high
+        return f"expected {self.describe()}, got {value!r}" if bad else None
+
+
+def _range_text(low, high, low_open, high_open) -> str:
+    if low is not None and high is not None:
+        return f" in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    if low is not None:
+        return f" {'>' if low_open else '>='} {low}"
+    if high is not None:
+        return f" {'<' if high_open else '<='} {high}"
+    return ""
+
+
+@dataclass(frozen=True)
+class Bool:
+    def describe(self) -> str:
+        return "true or false"
+
+    def check(self, value) -> str | None:
+        return None if isinstance(value, bool) else f"expected {self.describe()}, got {_fmt(value)}"
+
+
+@dataclass(frozen=True)
+class Str:
+    choices: tuple[str, ...] | None = None
+    pattern: str | None = None
+    pattern_text: str = ""
+
+    def describe(self) -> str:
+        if self.choices is not None:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        return self.pattern_text or "a string"
+
+    def check(self, value) -> str | None:
+        if not isinstance(value, str):
+            return f"expected {self.describe()}, got {_fmt(value)}"
+        if self.choices is not None and value not in self.choices:
+            import difflib
+
+            close = difflib.get_close_matches(value, self.choices, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            return f"expected {self.describe()}{hint}, got {value!r}"
+        if self.pattern is not None:
+            import re
+
+            if not re.fullmatch(self.pattern, value):
+                return f"expected {self.describe()}, got {value!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class OneOf:
+    options: tuple[Any, ...]
+
+    def describe(self) -> str:
+        return " or ".join(o.describe() for o in self.options)
+
+    def check(self, value) -> str | None:
+        if any(o.check(value) is None for o in self.options):
+            return None
+        return f"expected {self.describe()}, got {_fmt(value)}"
+
+
+@dataclass(frozen=True)
+class ListOf:
+    item: Any
+    min_len: int = 1
+    max_len: int | None = None
+    unique: bool = False
+
+    def describe(self) -> str:
+        size = f"at least {self.min_len}" if self.min_len else "any number of"
+        if self.max_len is not None:
+            size = f"{self.min_len} to {self.max_len}"
+        return f"a list of {size} ({self.item.describe()})"
+
+    def check(self, value) -> str | None:
+        if not isinstance(value, list):
+            return f"expected {self.describe()}, got {_fmt(value)}"
+        if len(value) < self.min_len or (self.max_len is not None and len(value) > self.max_len):
+            return f"expected {self.describe()}, got a list of {len(value)}"
+        for j, v in enumerate(value):
+            problem = self.item.check(v)
+            if problem is not None:
+                return f"[{j}]: {problem}"
+        if self.unique:
+            seen = [repr(v) for v in value]
+            if len(set(seen)) != len(seen):
+                return f"expected {self.describe()} without repeats, got {value!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class Table:
+    """A free-form table whose keys are validated elsewhere (e.g. world overrides)."""
+
+    def describe(self) -> str:
+        return "a table"
+
+    def check(self, value) -> str | None:
+        return None if isinstance(value, dict) else f"expected {self.describe()}, got {_fmt(value)}"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One key of a scenario table: its type, default (``REQUIRED`` if none) and meaning."""
+
+    name: str
+    type: Any
+    default: Any = REQUIRED
+    doc: str = ""
+    sweepable: bool = True
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A named capability: the callable behind it and the parameters a scenario may set.
+
+    ``target`` is ``"module:function"``. For evaluations, ``per_agent`` says whether cells
+    are split by agent (each agent its own cell) or whether one cell runs all the
+    evaluation's agents together on one world (so they can be compared on the same draws);
+    ``agent_family`` is the family of agent the evaluation accepts (``"bandit"``,
+    ``"recommender"``, ``"test"``) and ``needs_world`` whether the scenario must have a
+    ``[world]`` section.
+    """
+
+    name: str
+    target: str
+    summary: str
+    params: tuple[Param, ...] = ()
+    per_agent: bool = True
+    agent_family: str = "bandit"
+    needs_world: bool = False
+    min_agents: int = 1
+    family: str = ""  # for agent kinds
+    check: str = ""  # "module:function" (params, agents) -> [(key, message)], cross-key rules
+
+    def param(self, name: str) -> Param | None:
+        for p in self.params:
+            if p.name == name:
+                return p
+        return None
+
+    def load(self, target: str | None = None) -> Callable:
+        module, _, attr = (target or self.target).partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+# --- the registries -------------------------------------------------------------------------
+
+_POSITIVE_INT = Int(low=1)
+
+EVALUATIONS: dict[str, Kind] = {}
+AGENTS: dict[str, Kind] = {}
+
+
+def _register(table: dict[str, Kind], kind: Kind) -> None:
+    if kind.name in table:
+        raise ValueError(f"kind {kind.name!r} registered twice")
+    table[kind.name] = kind
+
+
+# A self-contained evaluation that exercises the harness without the simulator: each agent
+# picks an arm of a Bernoulli bandit whose means come from the cell's seed; the estimate is
+# the Monte-Carlo mean of n pulls, the truth is the arm's mean.
+_register(EVALUATIONS, Kind(
+    name="selfcheck",
+    target="recloop.experiments._selfcheck:run_selfcheck",
+    summary="Harness self-check: Monte-Carlo mean of n pulls of each agent's arm against the "
+            "arm's true Bernoulli rate (no simulator needed).",
+    params=(
+        Param("n_arms", Int(low=1, high=1000), 5, "Number of Bernoulli arms (means drawn "
+              "uniformly in [0, 1] from the cell's seed)."),
+        Param("n", Int(low=1, high=10_000_000), 100, "Pulls per estimate."),
+        Param("ticks", Int(low=1, high=1000), 1, "Repeated estimates per cell, reported on "
+              "the tick column (fresh pulls each tick)."),
+        Param("delay", Float(low=0.0, high=60.0), 0.0, "Seconds each cell sleeps before it "
+              "returns (to test interruption and resume)."),
+    ),
+    per_agent=True,
+    agent_family="test",
+    check="recloop.experiments._selfcheck:check_selfcheck",
+))
+
+_register(AGENTS, Kind(
+    name="fixed_arm",
+    target="recloop.experiments._selfcheck:make_fixed_arm",
+    summary="Always plays the same arm (the selfcheck evaluation's agent).",
+    params=(Param("arm", Int(low=0), 0, "Index of the arm played (must be < n_arms)."),),
+    family="test",
+))

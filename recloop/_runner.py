@@ -1,0 +1,334 @@
+"""The runner: expand a scenario into cells, seed them by key, execute them, resume.
+
+A *cell* is one (seed, evaluation, agent, sweep values) combination -- or (seed, evaluation,
+sweep values) for evaluation kinds that run all their agents together on one world
+(``per_agent=False`` in the registry). Each cell draws its random streams from
+``SeedSequence(seed, spawn_key=K)`` where ``K`` is derived from the cell's *key* (evaluation
+name and swept values), never from the order in which cells are submitted or finish, so the
+results are the same with 1 or N workers, locally or on Dask. The agent is deliberately not
+part of ``K``: agents evaluated in separate cells of the same replicate meet the same world and
+the same draws (common random numbers), so their comparison is paired.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from recloop import _registry as reg
+from recloop import _rundir
+from recloop._scenario import Scenario, sweep_values
+
+__all__ = [
+    "Cell", "CellContext", "CellError", "execute_cell", "iter_rows", "plan_cells", "run_scenario",
+]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The identity of one unit of work."""
+
+    seed: int
+    evaluation: str
+    agent: str | None
+    swept: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def id(self) -> str:
+        parts = [self.evaluation, self.agent or "*", f"seed={self.seed}"]
+        parts += [f"{k}={json.dumps(v)}" for k, v in self.swept]
+        return "/".join(parts)
+
+    @property
+    def filename(self) -> str:
+        return hashlib.sha256(self.id.encode()).hexdigest()[:24] + ".json"
+
+    def seed_sequence(self) -> np.random.SeedSequence:
+        """``SeedSequence(seed)`` spawned by the cell's key (evaluation and swept values)."""
+        key = json.dumps([self.evaluation, sorted(self.swept)], sort_keys=True)
+        digest = hashlib.sha256(key.encode()).digest()
+        words = tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
+        return np.random.SeedSequence(self.seed, spawn_key=words)
+
+
+def plan_cells(data: dict) -> list[Cell]:
+    """All cells of a resolved scenario, in their canonical order."""
+    cells = []
+    for seed in data["run"]["seeds"]:
+        for ev in data["evaluations"]:
+            kind = reg.EVALUATIONS[ev["kind"]]
+            agents = ev["agents"] if kind.per_agent else [None]
+            for combo in sweep_values(ev):
+                for agent in agents:
+                    cells.append(Cell(seed, ev["name"], agent, tuple(combo.items())))
+    return cells
+
+
+@dataclass(frozen=True)
+class CellContext:
+    """What an evaluation callable receives for one cell."""
+
+    scenario: str
+    evaluation: str
+    kind: str
+    seed: int
+    seed_sequence: np.random.SeedSequence
+    params: dict
+    swept: dict
+    agents: tuple[dict, ...]
+    world: dict | None
+    horizon: int
+    progress: bool = False
+
+    @property
+    def agent_names(self) -> list[str]:
+        return [a["name"] for a in self.agents]
+
+    def agent_params(self, name: str) -> dict:
+        table = next(a for a in self.agents if a["name"] == name)
+        return {k: v for k, v in table.items() if k not in ("name", "kind")}
+
+    def make_agent(self, name: str) -> Callable:
+        """The factory ``factory(rng) -> agent`` of agent ``name``."""
+        table = next(a for a in self.agents if a["name"] == name)
+        kind = reg.AGENTS[table["kind"]]
+        return kind.load()(**self.agent_params(name))
+
+    def rng(self) -> np.random.Generator:
+        """A Generator on the cell's seed sequence."""
+        return np.random.default_rng(self.seed_sequence)
+
+    def bar(self, iterable, **kw):
+        """A tqdm bar for a long loop inside the cell (silent unless progress is on)."""
+        from tqdm.auto import tqdm
+
+        return tqdm(iterable, disable=not self.progress, leave=False, **kw)
+
+
+class CellError(Exception):
+    """A cell raised; carries the cell id and the formatted traceback."""
+
+    def __init__(self, cell_id: str, message: str, tb: str):
+        self.cell_id, self.tb = cell_id, tb
+        super().__init__(f"cell {cell_id} failed: {message}")
+
+
+def _context(data: dict, cell: Cell, progress: bool) -> CellContext:
+    ev = next(e for e in data["evaluations"] if e["name"] == cell.evaluation)
+    kind = reg.EVALUATIONS[ev["kind"]]
+    params = {p.name: ev[p.name] for p in kind.params if p.name in ev}
+    params.update(cell.swept)
+    names = [cell.agent] if cell.agent is not None else ev["agents"]
+    agents = tuple(next(a for a in data["agents"] if a["name"] == n) for n in names)
+    return CellContext(
+        scenario=data["run"]["name"], evaluation=cell.evaluation, kind=ev["kind"],
+        seed=cell.seed, seed_sequence=cell.seed_sequence(), params=params,
+        swept=dict(cell.swept), agents=agents, world=data.get("world"),
+        horizon=data["run"]["horizon"], progress=progress)
+
+
+def _row(m, *, scenario: str, cell: Cell) -> dict:
+    params = {**dict(cell.swept), **dict(m.params)}
+    n = m.n if m.n is None else int(m.n)
+    return {
+        "scenario": scenario, "cell": cell.id, "seed": cell.seed, "evaluation": cell.evaluation,
+        "agent": m.agent, "tick": m.tick, "variant": m.variant, "metric": m.metric,
+        "estimate": m.estimate, "stderr": m.stderr, "ci_low": m.ci_low, "ci_high": m.ci_high,
+        "truth": m.truth, "error": m.error, "n": n, "params": params,
+    }
+
+
+def execute_cell(data: dict, cell: Cell, progress: bool = False) -> tuple[list[dict], float]:
+    """Run one cell (in any process): its rows as plain dicts, and the seconds it took."""
+    start = time.perf_counter()
+    try:
+        ctx = _context(data, cell, progress)
+        measurements = reg.EVALUATIONS[ctx.kind].load()(ctx)
+        rows = [_row(m, scenario=ctx.scenario, cell=cell) for m in measurements]
+    except Exception as exc:  # reported by the parent with the cell's id
+        raise CellError(cell.id, f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
+    return rows, time.perf_counter() - start
+
+
+# --- executors --------------------------------------------------------------------------------
+
+def _run_inline(data, todo, progress, on_done):
+    for cell in todo:
+        on_done(cell, *execute_cell(data, cell, progress))
+
+
+def _run_pool(data, todo, workers, on_done):
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    # spawn, not fork: the parent may hold threads (tqdm monitor), and forked children would
+    # inherit their locks.
+    ctx = multiprocessing.get_context("spawn")
+    pending: dict = {}
+    it = iter(todo)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        try:
+            while True:
+                while len(pending) < 2 * workers:  # bounded: thousands of cells stay lazy
+                    cell = next(it, None)
+                    if cell is None:
+                        break
+                    pending[pool.submit(execute_cell, data, cell, False)] = cell
+                if not pending:
+                    break
+                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                for fut in done:
+                    on_done(pending.pop(fut), *fut.result())
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def _run_dask(data, todo, workers, scheduler, on_done):
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise _UsageError("the dask executor needs the dask extra: pip install "
+                          "'recloop[dask]'") from None
+    cluster = None
+    if scheduler:
+        client = Client(scheduler)
+    else:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    try:
+        it = iter(todo)
+        window = 2 * max(workers, len(client.scheduler_info().get("workers", {})) or 1)
+        futures = {}
+        for cell in it:
+            futures[client.submit(execute_cell, data, cell, False, pure=False)] = cell
+            if len(futures) >= window:
+                break
+        queue = as_completed(list(futures))
+        for fut in queue:
+            cell = futures.pop(fut)
+            on_done(cell, *fut.result())
+            fut.release()
+            nxt = next(it, None)
+            if nxt is not None:
+                f = client.submit(execute_cell, data, nxt, False, pure=False)
+                futures[f] = nxt
+                queue.add(f)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+class _UsageError(Exception):
+    """A problem with the command line or the run directory (exit code 2)."""
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+def _versions() -> dict:
+    out = {"python": platform.python_version()}
+    for dist in ("recloop", "numpy", "scipy", "gymnasium", "numba", "matplotlib", "tqdm",
+                 "dask", "distributed"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def iter_rows(run_dir: Path, cells: list[Cell]) -> Iterator[dict]:
+    for cell in cells:
+        yield from _rundir.read_cell(run_dir, cell.filename)["rows"]
+
+
+def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "local",
+                 scheduler: str | None = None, resume: bool = False, quiet: bool = False,
+                 argv: list[str] | None = None, report: bool = True,
+                 echo: Callable[[str], None] = print) -> Path:
+    """Run (or resume) ``scenario`` into a run directory under ``out``; returns its path."""
+    from tqdm.auto import tqdm
+
+    data = scenario.data
+    cells = plan_cells(data)
+    try:
+        run_dir, resuming = _rundir.new_run_dir(Path(out), scenario.name, resume=resume)
+    except (_rundir.RunDirError, OSError) as exc:
+        raise _UsageError(str(exc)) from None
+    text = scenario.to_toml()
+    env_path = run_dir / "environment.json"
+    if resuming:
+        old = (run_dir / "scenario.toml").read_text(encoding="utf-8") \
+            if (run_dir / "scenario.toml").exists() else None
+        if old is not None and old != text:
+            raise _UsageError(f"{run_dir} holds a different scenario (its scenario.toml differs "
+                              "from this one); run without --resume to start a new run")
+        env = json.loads(env_path.read_text(encoding="utf-8")) if env_path.exists() else {}
+        env.setdefault("resumed", []).append({"time": _now(), "command": argv or sys.argv})
+    else:
+        env = {"scenario": scenario.name, "scenario_file": str(scenario.path),
+               "seeds": data["run"]["seeds"], "command": argv if argv is not None else sys.argv,
+               "cwd": os.getcwd(), "executor": executor, "workers": workers,
+               "scheduler": scheduler, "platform": platform.platform(),
+               "versions": _versions(), "cells": len(cells), "start": _now(), "end": None}
+    _rundir.atomic_write(run_dir / "scenario.toml", text)
+    _rundir.atomic_write(env_path, _rundir.to_jsonable(env))
+
+    done = _rundir.done_cells(run_dir)
+    todo = [c for c in cells if c.filename not in done]
+    if not quiet:
+        verb = "resuming" if resuming else "running"
+        echo(f"{verb} {scenario.name}: {len(cells)} cells ({len(cells) - len(todo)} done) "
+             f"-> {run_dir}")
+    bar = tqdm(total=len(cells), initial=len(cells) - len(todo), disable=quiet, unit="cell",
+               desc=scenario.name)
+
+    def on_done(cell: Cell, rows: list[dict], seconds: float) -> None:
+        _rundir.write_cell(run_dir, cell.filename, cell.id, rows, seconds)
+        bar.update(1)
+
+    try:
+        if executor == "dask":
+            _run_dask(data, todo, workers, scheduler, on_done)
+        elif workers <= 1:
+            _run_inline(data, todo, not quiet, on_done)
+        else:
+            _run_pool(data, todo, workers, on_done)
+    except CellError as exc:
+        (run_dir / "errors.log").write_text(f"{exc}\n{exc.tb}", encoding="utf-8")
+        raise
+    finally:
+        bar.close()
+
+    n_rows = _rundir.write_results(run_dir, iter_rows(run_dir, cells))
+    timing: dict[str, float] = {}
+    for cell in cells:
+        seconds = _rundir.read_cell(run_dir, cell.filename)["seconds"]
+        timing[cell.evaluation] = timing.get(cell.evaluation, 0.0) + seconds
+    env["end"] = _now()
+    env["rows"] = n_rows
+    env["cell_seconds"] = {k: round(v, 3) for k, v in timing.items()}
+    _rundir.atomic_write(env_path, _rundir.to_jsonable(env))
+    if report:
+        from recloop._report import write_report
+
+        write_report(run_dir)
+    return run_dir
+

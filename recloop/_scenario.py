@@ -1,0 +1,625 @@
+"""Scenario files: loading, defaults, strict validation and sweep expansion.
+
+A scenario is a TOML file with the tables ``[run]``, ``[world]`` (optional, with
+``[[world.campaigns]]``), ``[[agents]]`` and ``[[evaluations]]``; the keys each accepts are
+declared in :data:`RUN_PARAMS`, :data:`AGENT_KEYS`, :data:`EVALUATION_KEYS` and, per ``kind``,
+in :mod:`recloop._registry`. ``scenarios/README.md`` documents them all.
+
+Validation collects *every* problem before anything runs, each as
+``FILE: key.path: expected ..., got ...``; :class:`ScenarioError` carries the list.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recloop import _registry as reg
+from recloop._registry import REQUIRED, Bool, Int, ListOf, Param, Str, Table
+
+__all__ = [
+    "Scenario", "ScenarioError", "builtin_scenarios", "dumps_toml", "find_scenario",
+    "load_scenario", "scenario_keys",
+]
+
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+_NAME = Str(pattern=NAME_PATTERN,
+            pattern_text="a name of letters, digits, '_', '-', '.' (at most 64, starting "
+                         "with a letter or digit)")
+_IDENT = Str(pattern=r"[A-Za-z_][A-Za-z0-9_]{0,63}",
+             pattern_text="an identifier (letters, digits, '_'; at most 64)")
+
+RUN_PARAMS: tuple[Param, ...] = (
+    Param("name", _NAME, REQUIRED, "Name of the scenario; the run directory is `OUT/NAME` "
+          "(`NAME-2`, `NAME-3`, ... when it exists)."),
+    Param("description", Str(), "", "One line shown by `recloop list`."),
+    Param("seed", Int(low=0, high=2**63 - 1), 0, "First replicate seed when `seeds` is not "
+          "given (`--seed` overrides it)."),
+    Param("replicates", Int(low=1, high=100_000), 1, "Number of replicates: seeds `seed`, "
+          "`seed + 1`, ..."),
+    Param("seeds", ListOf(Int(low=0, high=2**63 - 1), unique=True), None,
+          "Explicit replicate seeds (instead of `seed` and `replicates`)."),
+    Param("horizon", Int(low=0, high=10**9), 0, "Number of ticks the world is simulated "
+          "(0: each evaluation decides from its own parameters)."),
+)
+
+AGENT_KEYS: tuple[Param, ...] = (
+    Param("name", _IDENT, REQUIRED, "Name of the agent in results and in evaluations' "
+          "`agents` lists (unique)."),
+    Param("kind", Str(), REQUIRED, "Agent kind (see the agent kinds below)."),
+)
+
+EVALUATION_KEYS: tuple[Param, ...] = (
+    Param("kind", Str(), REQUIRED, "Evaluation kind (see the evaluation kinds below)."),
+    Param("name", _IDENT, None, "Name in the results' `evaluation` column (default: the "
+          "kind; unique)."),
+    Param("agents", ListOf(_IDENT, unique=True), None, "Names of the agents it evaluates "
+          "(default: every agent of the family the kind accepts)."),
+    Param("sweep", Table(), None, "Table `{parameter = [values, ...]}`: each combination of "
+          "values is a separate cell (cartesian product)."),
+)
+
+WORLD_KEYS: tuple[Param, ...] = (
+    Param("preset", Str(), REQUIRED, "World preset of the simulator; the other keys of "
+          "`[world]` override the preset's fields."),
+    Param("campaigns", ListOf(Table(), min_len=0), None, "`[[world.campaigns]]`: campaigns "
+          "that replace the preset's (fields of the simulator's campaign type)."),
+)
+
+TOP_KEYS = ("run", "world", "agents", "evaluations")
+MAX_CELLS = 1_000_000
+
+
+class ScenarioError(Exception):
+    """A scenario file failed validation; ``problems`` lists every message."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario with every default filled in (``data`` is plain TOML data)."""
+
+    path: str
+    data: dict
+
+    @property
+    def name(self) -> str:
+        return self.data["run"]["name"]
+
+    @property
+    def description(self) -> str:
+        return self.data["run"]["description"]
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.data["run"]["seeds"])
+
+    def with_seed(self, seed: int) -> "Scenario":
+        """The same scenario with its replicate seeds moved to ``seed, seed + 1, ...``."""
+        data = json.loads(json.dumps(self.data))
+        n = len(data["run"]["seeds"])
+        data["run"].update(seed=seed, seeds=[seed + i for i in range(n)], replicates=n)
+        return Scenario(self.path, data)
+
+    def to_toml(self) -> str:
+        return dumps_toml(self.data)
+
+
+# --- finding scenario files -------------------------------------------------------------------
+
+def scenarios_dir() -> Path:
+    """The repository's ``scenarios/`` folder (next to the ``recloop`` package)."""
+    return Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def builtin_scenarios() -> dict[str, Path]:
+    """Built-in scenario names and paths."""
+    folder = scenarios_dir()
+    if not folder.is_dir():
+        return {}
+    return {p.stem: p for p in sorted(folder.glob("*.toml"))}
+
+
+def find_scenario(arg: str) -> Path:
+    """A scenario path from a command-line argument: an existing file, else a built-in name."""
+    path = Path(arg)
+    if path.is_file():
+        return path
+    builtin = builtin_scenarios()
+    if arg in builtin:
+        return builtin[arg]
+    return path  # loading it reports the problem
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+class _Problems:
+    def __init__(self, file: str):
+        self.file = file
+        self.items: list[str] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append(f"{self.file}: {path}: {message}" if path else f"{self.file}: {message}")
+
+
+def _unknown(problems: _Problems, prefix: str, key: str, valid) -> None:
+    valid = sorted(valid)
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    problems.add(f"{prefix}{_key(key)}", f"expected one of the keys {', '.join(valid)}{hint}, "
+                 f"got unknown key {key!r}")
+
+
+def _key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
+def _check_table(problems: _Problems, prefix: str, table: dict, params, *, extra=()) -> dict:
+    """Validate ``table`` against ``params``; returns the resolved table (defaults filled)."""
+    known = {p.name for p in params} | set(extra)
+    for key in table:
+        if key not in known:
+            _unknown(problems, prefix, key, known)
+    out = {}
+    for p in params:
+        if p.name in table:
+            msg = p.type.check(table[p.name])
+            if msg is not None:
+                # list item problems come back as "[j]: expected ..." and extend the path
+                sep = "" if msg.startswith("[") else ": "
+                head, _, rest = msg.partition(": ") if msg.startswith("[") else ("", "", msg)
+                problems.add(f"{prefix}{p.name}{head}", rest)
+            else:
+                out[p.name] = table[p.name]
+        elif p.required:
+            problems.add(f"{prefix}{p.name}", f"expected {p.type.describe()}, got nothing "
+                         "(required key missing)")
+        elif p.default is not None:
+            out[p.name] = p.default
+    return out
+
+
+def _expect_table(problems, path, value, what="a table") -> bool:
+    if not isinstance(value, dict):
+        problems.add(path, f"expected {what}, got {reg._fmt(value)}")
+        return False
+    return True
+
+
+def _expect_tables(problems, path, value) -> list:
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        problems.add(path, f"expected an array of tables ([[{path}]]), got {reg._fmt(value)}")
+        return []
+    return value
+
+
+def _validate_run(problems, raw) -> dict:
+    if not _expect_table(problems, "run", raw, "a [run] table"):
+        return {}
+    run = _check_table(problems, "run.", raw, RUN_PARAMS)
+    if "seeds" in raw and "seeds" in run:
+        seeds = run["seeds"]
+        if "replicates" in raw and raw["replicates"] != len(seeds):
+            problems.add("run.replicates", f"expected {len(seeds)} (the length of run.seeds), "
+                         f"got {raw['replicates']!r}")
+        if "seed" in raw and raw["seed"] != seeds[0]:
+            problems.add("run.seed", f"expected {seeds[0]} (the first of run.seeds) or no "
+                         f"key, got {raw['seed']!r}")
+    elif "seed" in run and "replicates" in run:
+        if run["seed"] + run["replicates"] - 1 > 2**63 - 1:
+            problems.add("run.seed", f"expected seed + replicates - 1 <= {2**63 - 1}, got "
+                         f"{run['seed']}")
+        else:
+            run["seeds"] = [run["seed"] + i for i in range(run["replicates"])]
+    if "seeds" in run:
+        run["seed"], run["replicates"] = run["seeds"][0], len(run["seeds"])
+    return {k: run[k] for k in ("name", "description", "seed", "replicates", "seeds", "horizon")
+            if k in run}
+
+
+def _validate_world(problems, raw) -> dict:
+    if not _expect_table(problems, "world", raw, "a [world] table"):
+        return {}
+    return validate_world(problems, raw)
+
+
+def _validate_agents(problems, raw) -> list[dict]:
+    agents = []
+    names: set[str] = set()
+    for j, table in enumerate(_expect_tables(problems, "agents", raw)):
+        prefix = f"agents[{j}]."
+        kind_name = table.get("kind")
+        kind = reg.AGENTS.get(kind_name) if isinstance(kind_name, str) else None
+        if kind is None:
+            head = _check_table(problems, prefix, table, AGENT_KEYS,
+                                extra=[k for k in table if k not in ("name", "kind")])
+            if "kind" in table:
+                msg = Str(tuple(sorted(reg.AGENTS))).check(kind_name)
+                problems.add(f"{prefix}kind", msg or "expected a known agent kind")
+            resolved = head
+        else:
+            resolved = _check_table(problems, prefix, table, AGENT_KEYS + kind.params)
+        if "name" in resolved and resolved["name"] in names:
+            problems.add(f"{prefix}name", f"expected a name not used by another agent, got "
+                         f"{resolved['name']!r} again")
+        names.add(resolved.get("name"))
+        agents.append(resolved)
+    return agents
+
+
+def _validate_evaluations(problems, raw, agents: list[dict], has_world: bool) -> list[dict]:
+    evaluations = []
+    names: set[str] = set()
+    tables = _expect_tables(problems, "evaluations", raw)
+    if isinstance(raw, list) and not raw:
+        problems.add("evaluations", "expected at least one [[evaluations]] table, got none")
+    agent_family = {a.get("name"): reg.AGENTS[a["kind"]].family
+                    for a in agents if a.get("kind") in reg.AGENTS}
+    for j, table in enumerate(tables):
+        prefix = f"evaluations[{j}]."
+        kind_name = table.get("kind")
+        kind = reg.EVALUATIONS.get(kind_name) if isinstance(kind_name, str) else None
+        if kind is None:
+            _check_table(problems, prefix, table, EVALUATION_KEYS,
+                         extra=[k for k in table if k not in ("kind", "name", "agents", "sweep")])
+            if "kind" in table:
+                msg = Str(tuple(sorted(reg.EVALUATIONS))).check(kind_name)
+                problems.add(f"{prefix}kind", msg or "expected a known evaluation kind")
+            continue
+        ev = _check_table(problems, prefix, table, EVALUATION_KEYS + kind.params)
+        sweep_raw = table.get("sweep", {})
+        sweep = {}
+        if isinstance(sweep_raw, dict):
+            for key, values in sweep_raw.items():
+                p = kind.param(key)
+                path = f"{prefix}sweep.{_key(key)}"
+                if p is None or not p.sweepable:
+                    _unknown(problems, f"{prefix}sweep.", key,
+                             [q.name for q in kind.params if q.sweepable])
+                    continue
+                if key in table:
+                    problems.add(path, f"expected the parameter either swept or set, got both "
+                                 f"{prefix}{key} and {path}")
+                if not isinstance(values, list) or not values:
+                    problems.add(path, f"expected a non-empty list of values, each "
+                                 f"{p.type.describe()}, got {reg._fmt(values)}")
+                    continue
+                bad = False
+                for i, v in enumerate(values):
+                    msg = p.type.check(v)
+                    if msg is not None:
+                        problems.add(f"{path}[{i}]", msg)
+                        bad = True
+                if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
+                    problems.add(path, f"expected distinct values, got {values!r}")
+                    bad = True
+                if not bad:
+                    sweep[key] = values
+                    ev.pop(key, None)
+            if sweep:
+                ev["sweep"] = sweep
+            else:
+                ev.pop("sweep", None)
+        name = ev.get("name") or kind.name
+        ev["name"] = name
+        if name in names:
+            problems.add(f"{prefix}name", f"expected a name not used by another evaluation, got "
+                         f"{name!r} again (set `name`)")
+        names.add(name)
+        if "agents" in ev:
+            for i, a in enumerate(ev["agents"]):
+                if a not in agent_family:
+                    known = sorted(n for n in agent_family if isinstance(n, str))
+                    close = difflib.get_close_matches(a, known, n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    problems.add(f"{prefix}agents[{i}]", f"expected the name of an agent "
+                                 f"defined in [[agents]]{hint}, got {a!r}")
+                elif agent_family[a] != kind.agent_family:
+                    problems.add(f"{prefix}agents[{i}]", f"expected a {kind.agent_family} agent "
+                                 f"(kind {kind.name!r} evaluates those), got {a!r}, a "
+                                 f"{agent_family[a]} agent")
+        else:
+            ev["agents"] = [n for n, f in agent_family.items() if f == kind.agent_family]
+        if len(ev["agents"]) < kind.min_agents and not any(
+                m.startswith(f"{problems.file}: agents") for m in problems.items):
+            problems.add(f"{prefix}agents", f"expected at least {kind.min_agents} "
+                         f"{kind.agent_family} agent(s), got {len(ev['agents'])}")
+        if kind.needs_world and not has_world:
+            problems.add("world", f"expected a [world] table (evaluation kind {kind.name!r} "
+                         "runs on a simulated world), got nothing")
+        order = ["kind", "name", "agents"] + [p.name for p in kind.params] + ["sweep"]
+        ev = {k: ev[k] for k in order if k in ev}
+        evaluations.append(ev)
+        _check_cross(problems, prefix, kind, ev, agents)
+    return evaluations
+
+
+def _check_cross(problems, prefix, kind, ev, agents) -> None:
+    """Constraints that involve several keys, declared by the kind (optional ``check``)."""
+    if not kind.check:
+        return
+    func = kind.load(kind.check)
+    for combo in sweep_values(ev):
+        params = {**{p.name: ev[p.name] for p in kind.params if p.name in ev}, **combo}
+        chosen = [a for a in agents if a.get("name") in ev["agents"]]
+        for path, msg in func(params, chosen):
+            problems.add(f"{prefix}{path}", msg)
+        if problems.items:
+            return
+
+
+def sweep_values(ev: dict) -> list[dict]:
+    """The cartesian product of an evaluation's sweep, as a list of ``{param: value}``."""
+    sweep = ev.get("sweep") or {}
+    keys = list(sweep)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(sweep[k] for k in keys))]
+
+
+def validate(data: Any, file: str) -> Scenario:
+    """Validate parsed TOML ``data``; raises :class:`ScenarioError` listing every problem."""
+    problems = _Problems(file)
+    if not isinstance(data, dict):
+        problems.add("", f"expected a TOML document, got {reg._fmt(data)}")
+        raise ScenarioError(problems.items)
+    for key in data:
+        if key not in TOP_KEYS:
+            _unknown(problems, "", key, TOP_KEYS)
+    out: dict[str, Any] = {}
+    if "run" not in data:
+        problems.add("run", "expected a [run] table with at least `name`, got nothing")
+    else:
+        out["run"] = _validate_run(problems, data["run"])
+    if "world" in data:
+        out["world"] = _validate_world(problems, data["world"])
+    if "agents" not in data:
+        problems.add("agents", "expected at least one [[agents]] table, got nothing")
+    out["agents"] = _validate_agents(problems, data.get("agents", []))
+    if "evaluations" not in data:
+        problems.add("evaluations", "expected at least one [[evaluations]] table, got nothing")
+    out["evaluations"] = _validate_evaluations(problems, data.get("evaluations", []),
+                                               out["agents"], "world" in data)
+    if not problems.items:
+        n_cells = count_cells(out)
+        if n_cells > MAX_CELLS:
+            problems.add("evaluations", f"expected at most {MAX_CELLS} cells in all, got "
+                         f"{n_cells} (seeds x agents x sweep values)")
+    if problems.items:
+        raise ScenarioError(problems.items)
+    return Scenario(file, out)
+
+
+def count_cells(data: dict) -> int:
+    total = 0
+    for ev in data["evaluations"]:
+        kind = reg.EVALUATIONS[ev["kind"]]
+        n = math.prod(len(v) for v in (ev.get("sweep") or {}).values())
+        total += n * (len(ev["agents"]) if kind.per_agent else 1)
+    return total * len(data["run"]["seeds"])
+
+
+def load_scenario(path) -> Scenario:
+    """Read and validate a scenario file; raises :class:`ScenarioError` listing every problem."""
+    path = Path(path)
+    file = str(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        known = ", ".join(builtin_scenarios()) or "none"
+        raise ScenarioError([f"{file}: expected a scenario file or a built-in scenario name "
+                             f"({known}), got no such file"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError([f"{file}: expected a readable UTF-8 TOML file, got "
+                             f"{type(exc).__name__}: {exc}"]) from None
+    return loads_scenario(text, file)
+
+
+def loads_scenario(text: str, file: str = "<string>") -> Scenario:
+    """Parse and validate scenario ``text``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError([f"{file}: toml: expected valid TOML, got {exc}"]) from None
+    return validate(data, file)
+
+
+# --- the key reference (used by the README test and `scenarios/README.md`) ---------------------
+
+def scenario_keys() -> list[str]:
+    """Every key path the loader accepts, e.g. ``evaluations.selfcheck.n``."""
+    keys = [f"run.{p.name}" for p in RUN_PARAMS]
+    keys += [f"agents.{p.name}" for p in AGENT_KEYS]
+    keys += [f"evaluations.{p.name}" for p in EVALUATION_KEYS]
+    keys += [f"world.{p.name}" for p in WORLD_KEYS]
+    keys += [f"world.{p.name}" for p in world_params()]
+    keys += [f"world.campaigns.{p.name}" for p in campaign_params()]
+    for kind in reg.AGENTS.values():
+        keys += [f"agents.{kind.name}.{p.name}" for p in kind.params]
+    for kind in reg.EVALUATIONS.values():
+        keys += [f"evaluations.{kind.name}.{p.name}" for p in kind.params]
+    return keys
+
+
+# --- writing TOML (the resolved scenario.toml) -------------------------------------------------
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def _is_tables(v) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v)
+
+
+def dumps_toml(data: dict, *, inline=("sweep",)) -> str:
+    """Write plain data (tables, arrays of tables, scalars, lists) as TOML."""
+    lines: list[str] = []
+
+    def table(d: dict, path: list[str]) -> None:
+        for k, v in d.items():
+            if (isinstance(v, dict) and k not in inline) or _is_tables(v):
+                continue
+            lines.append(f"{_key(k)} = {_toml_value(v)}")
+        for k, v in d.items():
+            sub = path + [_key(k)]
+            if isinstance(v, dict) and k not in inline:
+                lines.extend(["", f"[{'.'.join(sub)}]"])
+                table(v, sub)
+            elif _is_tables(v):
+                for item in v:
+                    lines.extend(["", f"[[{'.'.join(sub)}]]"])
+                    table(item, sub)
+
+    table(data, [])
+    return "\n".join(lines).strip() + "\n"
+
+
+# --- the [world] section: a simulator preset plus overrides --------------------------------------
+
+def _presets() -> dict:
+    """The simulator's world presets (name -> config), empty when the simulator has none."""
+    try:
+        import simulator
+    except ImportError:  # pragma: no cover - simulator is part of the distribution
+        return {}
+    presets = getattr(simulator, "PRESETS", None)
+    return dict(presets) if isinstance(presets, dict) else {}
+
+
+def world_params() -> tuple[Param, ...]:
+    """The override keys of ``[world]`` (fields of the simulator's world config)."""
+    return ()
+
+
+def campaign_params() -> tuple[Param, ...]:
+    """The keys of ``[[world.campaigns]]`` (fields of the simulator's campaign type)."""
+    return ()
+
+
+def validate_world(problems: _Problems, raw: dict) -> dict:
+    presets = _presets()
+    out = _check_table(problems, "world.", raw, WORLD_KEYS + world_params())
+    if "preset" in out:
+        msg = Str(tuple(sorted(presets))).check(out["preset"])
+        if msg is not None:
+            problems.add("world.preset", msg)
+    campaigns = raw.get("campaigns")
+    if isinstance(campaigns, list):
+        out["campaigns"] = [_check_table(problems, f"world.campaigns[{j}].", c, campaign_params())
+                            for j, c in enumerate(campaigns) if isinstance(c, dict)]
+    return out
+
+
+# --- scenarios/README.md ------------------------------------------------------------------------
+
+_README_HEAD = """\
+# Scenario files
+
+A scenario is a TOML file: what world to simulate, which agents act in it, and which
+evaluations to run. `recloop validate FILE` checks it, `recloop run FILE` runs it (a built-in
+scenario also by name: `recloop run quickstart`; `recloop list` shows them).
+
+```toml
+[run]
+name = "my_study"            # run directory: runs/my_study
+replicates = 3               # seeds 0, 1, 2 (or: seeds = [7, 11, 13])
+
+[[agents]]
+name = "a"
+kind = "fixed_arm"
+arm = 1
+
+[[evaluations]]
+kind = "selfcheck"
+n = 1000
+sweep = { n_arms = [2, 10] } # one cell per value (cartesian product over keys)
+```
+
+**Cells.** A run is cut into cells: seeds x evaluations x sweep values, and x agents for the
+evaluation kinds marked *per agent* (the others run all their agents together on one world,
+so that they meet the same users and draws). Cell `c` of seed `s` draws its random streams
+from `SeedSequence(s, spawn_key=hash(evaluation name, swept values))`: results do not depend
+on worker count or executor, and agents of the same replicate share the world (common random
+numbers).
+
+**Validation.** Every problem is reported at once as `FILE: key.path: expected ..., got ...`
+(unknown keys get the closest valid key suggested); `recloop` exits with code 2 and creates
+nothing. A parameter may be set in the evaluation table or swept in its `sweep` table, not
+both.
+
+The tables below list every key the loader accepts, with its type, range and default
+(*required* when there is none). This file is checked against the loader by
+`tests/recloop/test_scenario.py`; regenerate the tables with
+`python -c "from recloop._scenario import reference_markdown as r; print(r())"`.
+"""
+
+
+def _param_table(params) -> list[str]:
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for p in params:
+        if p.required:
+            default = "*required*"
+        elif p.default is None:
+            default = "*derived*"
+        else:
+            default = f"`{_toml_value(p.default)}`"
+        rows.append(f"| `{p.name}` | {p.type.describe()} | {default} | {p.doc} |")
+    return rows
+
+
+def reference_markdown() -> str:
+    """The text of ``scenarios/README.md``: every key, type, range and default."""
+    out = [_README_HEAD, "## Tables", "", "### `run`", "", "The `[run]` table.", ""]
+    out += _param_table(RUN_PARAMS)
+    out += ["", "### `world`", "", "The `[world]` table (needed by evaluation kinds that "
+            "simulate a world).", ""]
+    out += _param_table(WORLD_KEYS + world_params())
+    if campaign_params():
+        out += ["", "### `world.campaigns`", "", "Each `[[world.campaigns]]` table.", ""]
+        out += _param_table(campaign_params())
+    out += ["", "### `agents`", "", "Each `[[agents]]` table: these keys, plus the keys of "
+            "its kind (below).", ""]
+    out += _param_table(AGENT_KEYS)
+    out += ["", "### `evaluations`", "", "Each `[[evaluations]]` table: these keys, plus the "
+            "keys of its kind (below).", ""]
+    out += _param_table(EVALUATION_KEYS)
+    out += ["", "## Agent kinds", ""]
+    for kind in reg.AGENTS.values():
+        out += [f"### `agents.{kind.name}`", "", f"`kind = \"{kind.name}\"` ({kind.family} "
+                f"agent): {kind.summary}", ""]
+        out += _param_table(kind.params) if kind.params else ["No parameters."]
+        out.append("")
+    out += ["## Evaluation kinds", ""]
+    for kind in reg.EVALUATIONS.values():
+        cells = "one cell per agent" if kind.per_agent else "all its agents in one cell"
+        world = "; needs `[world]`" if kind.needs_world else ""
+        out += [f"### `evaluations.{kind.name}`", "",
+                f"`kind = \"{kind.name}\"`: {kind.summary} Evaluates {kind.agent_family} "
+                f"agents ({cells}{world}).", ""]
+        out += _param_table(kind.params) if kind.params else ["No parameters."]
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

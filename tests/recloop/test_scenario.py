@@ -1,0 +1,238 @@
+"""Scenario files: defaults, strict validation, sweep expansion, TOML round trip, reference."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from recloop import _registry as reg
+from recloop._scenario import (
+    ScenarioError, builtin_scenarios, dumps_toml, load_scenario, loads_scenario,
+    reference_markdown, scenario_keys, sweep_values,
+)
+
+TINY = """
+[run]
+name = "tiny"
+replicates = 2
+
+[[agents]]
+name = "a0"
+kind = "fixed_arm"
+
+[[agents]]
+name = "a1"
+kind = "fixed_arm"
+arm = 1
+
+[[evaluations]]
+kind = "selfcheck"
+n = 20
+sweep = { n_arms = [2, 3] }
+"""
+
+
+def problems_of(text: str, file: str = "f.toml") -> list[str]:
+    with pytest.raises(ScenarioError) as info:
+        loads_scenario(text, file)
+    return info.value.problems
+
+
+def test_defaults_are_filled_in():
+    sc = loads_scenario(TINY)
+    run = sc.data["run"]
+    assert run["seeds"] == [0, 1] and run["seed"] == 0 and run["replicates"] == 2
+    assert run["description"] == "" and run["horizon"] == 0
+    assert sc.data["agents"][0] == {"name": "a0", "kind": "fixed_arm", "arm": 0}
+    ev = sc.data["evaluations"][0]
+    assert ev["name"] == "selfcheck" and ev["agents"] == ["a0", "a1"]
+    assert ev["ticks"] == 1 and ev["n"] == 20 and "n_arms" not in ev
+    assert sweep_values(ev) == [{"n_arms": 2}, {"n_arms": 3}]
+
+
+def test_explicit_seeds_and_seed_override():
+    sc = loads_scenario(TINY.replace("replicates = 2", "seeds = [5, 9]"))
+    assert sc.seeds == [5, 9]
+    assert sc.with_seed(100).seeds == [100, 101]
+    assert sc.seeds == [5, 9]  # with_seed does not mutate
+
+
+def test_sweep_is_a_cartesian_product():
+    ev = {"sweep": {"a": [1, 2], "b": ["x", "y", "z"]}}
+    combos = sweep_values(ev)
+    assert len(combos) == 6
+    assert {(c["a"], c["b"]) for c in combos} == {(a, b) for a in (1, 2) for b in "xyz"}
+    assert sweep_values({}) == [{}]
+
+
+def test_resolved_toml_round_trips():
+    sc = loads_scenario(TINY)
+    again = loads_scenario(sc.to_toml())
+    assert again.data == sc.data
+    assert tomllib.loads(sc.to_toml()) == sc.data
+
+
+def test_toml_writer_escapes_strings():
+    data = {"run": {"s": 'quote " back \\ tab \t nl \n del \x7f é \U0001f600', "x": 1.5e-300,
+                    "inf": float("inf")}}
+    assert tomllib.loads(dumps_toml(data)) == data
+
+
+def test_every_problem_is_reported_at_once():
+    text = """
+[run]
+name = "bad name/../x"
+replicates = 0
+sede = 3
+
+[[agents]]
+name = "a0"
+kind = "fixed_arm"
+arm = -1
+
+[[agents]]
+name = "a0"
+kind = "fixed_armm"
+
+[[evaluations]]
+kind = "selfcheck"
+n = "many"
+agents = ["a0", "nobody"]
+sweep = { ticks = [1, 0] }
+
+[extra]
+x = 1
+"""
+    problems = problems_of(text)
+    joined = "\n".join(problems)
+    expected = [
+        "f.toml: run.name: expected a name",
+        "f.toml: run.replicates: expected an integer in [1, 100000], got 0",
+        "f.toml: run.sede: expected one of the keys",
+        "(did you mean 'seed'?)",
+        "f.toml: agents[0].arm: expected an integer >= 0, got -1",
+        "f.toml: agents[1].kind: expected one of 'fixed_arm' (did you mean 'fixed_arm'?), "
+        "got 'fixed_armm'",
+        "f.toml: evaluations[0].n: expected an integer in [1, 10000000], got str 'many'",
+        "f.toml: evaluations[0].agents[1]: expected the name of an agent defined in "
+        "[[agents]], got 'nobody'",
+        "f.toml: evaluations[0].sweep.ticks[1]: expected an integer in [1, 1000], got 0",
+        "f.toml: extra: expected one of the keys agents, evaluations, run, world",
+    ]
+    for piece in expected:
+        assert piece in joined, piece
+    assert all(re.match(r"f\.toml: [^ ]+: expected .*, got ", p) for p in problems), problems
+
+
+def test_unknown_parameter_suggests_the_closest():
+    problems = problems_of(TINY.replace("n = 20", "nn = 20"))
+    assert len(problems) == 1
+    assert problems[0].startswith("f.toml: evaluations[0].nn: expected one of the keys")
+    assert "(did you mean 'n'?)" in problems[0]
+
+
+def test_missing_tables_and_required_keys():
+    problems = problems_of("[run]\ndescription = 'x'\n")
+    joined = "\n".join(problems)
+    assert "f.toml: run.name: expected" in joined and "required key missing" in joined
+    assert "f.toml: agents: expected at least one [[agents]] table, got nothing" in joined
+    assert "f.toml: evaluations: expected at least one [[evaluations]] table" in joined
+
+
+def test_swept_and_set_is_an_error():
+    problems = problems_of(TINY.replace("n = 20", "n = 20\nn_arms = 4"))
+    assert any("evaluations[0].sweep.n_arms: expected the parameter either swept or set"
+               in p for p in problems)
+
+
+def test_sweep_of_unknown_or_empty_values():
+    problems = problems_of(TINY.replace("sweep = { n_arms = [2, 3] }",
+                                        "sweep = { n_armz = [2], n = [] }").replace("n = 20\n", ""))
+    joined = "\n".join(problems)
+    assert "evaluations[0].sweep.n_armz: expected one of the keys" in joined
+    assert "(did you mean 'n_arms'?)" in joined
+    assert "evaluations[0].sweep.n: expected a non-empty list" in joined
+
+
+def test_cross_key_rule_of_a_kind():
+    problems = problems_of(TINY.replace("arm = 1", "arm = 7"))
+    assert any("evaluations[0].agents: expected agents whose arm is < n_arms = 2" in p
+               for p in problems)
+
+
+def test_seeds_conflicting_with_replicates():
+    problems = problems_of(TINY.replace("replicates = 2", "replicates = 3\nseeds = [1, 2]"))
+    assert problems == ["f.toml: run.replicates: expected 2 (the length of run.seeds), got 3"]
+
+
+def test_duplicate_names_and_toml_syntax():
+    problems = problems_of(TINY + '\n[[evaluations]]\nkind = "selfcheck"\n')
+    assert any("evaluations[1].name: expected a name not used by another evaluation" in p
+               for p in problems)
+    problems = problems_of("[run\nname = 'x'")
+    assert len(problems) == 1 and problems[0].startswith("f.toml: toml: expected valid TOML, got ")
+
+
+def test_wrong_table_shapes():
+    problems = problems_of('run = 3\nagents = "x"\nevaluations = [1]\n')
+    joined = "\n".join(problems)
+    assert "f.toml: run: expected a [run] table, got int 3" in joined
+    assert "f.toml: agents: expected an array of tables" in joined
+    assert "f.toml: evaluations: expected an array of tables" in joined
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(tmp_path / "nope.toml")
+    assert "expected a scenario file or a built-in scenario name" in info.value.problems[0]
+
+
+def test_builtin_scenarios_are_valid():
+    found = builtin_scenarios()
+    assert "quickstart" in found
+    for name, path in found.items():
+        sc = load_scenario(path)
+        assert sc.name == name, f"{path}: run.name should match the file name"
+        assert sc.description
+
+
+def _readme_sections(text: str) -> dict[str, set[str]]:
+    sections: dict[str, set[str]] = {}
+    current = None
+    for line in text.splitlines():
+        m = re.match(r"#+ `([\w.]+)`$", line)
+        if m:
+            current = sections.setdefault(m.group(1), set())
+            continue
+        m = re.match(r"\| `(\w+)` \|", line)
+        if m and current is not None:
+            current.add(m.group(1))
+    return sections
+
+
+def test_readme_documents_every_key():
+    readme = (Path(__file__).resolve().parents[2] / "scenarios" / "README.md").read_text()
+    sections = _readme_sections(readme)
+    missing = []
+    for key in scenario_keys():
+        section, _, name = key.rpartition(".")
+        if name not in sections.get(section, set()):
+            missing.append(key)
+    assert not missing, f"scenarios/README.md lacks {missing}; regenerate it (see its header)"
+    # and it documents nothing the loader rejects
+    documented = {f"{s}.{k}" for s, keys in sections.items() for k in keys}
+    assert documented <= set(scenario_keys())
+
+
+def test_readme_matches_the_generator():
+    readme = (Path(__file__).resolve().parents[2] / "scenarios" / "README.md").read_text()
+    assert readme == reference_markdown(), "regenerate scenarios/README.md (see its header)"
+
+
+def test_registry_defaults_satisfy_their_own_types():
+    for table in (reg.AGENTS, reg.EVALUATIONS):
+        for kind in table.values():
+            for p in kind.params:
+                if not p.required:
+                    assert p.type.check(p.default) is None, (kind.name, p.name)
