@@ -1,0 +1,761 @@
+"""The simulated world: users, items, organic adoption, campaigns, profiles and ground truth.
+
+Model (one tick = one day)
+--------------------------
+* User ``u`` has a latent taste ``x_u(t) = x_u(0) + drift_rate * W_u(t)`` (``W`` a random
+  walk, Karhunen-Loeve expansion) and an activity weight ``lambda_u`` (Pareto, so profile
+  sizes are roughly power-law).
+* Item ``i`` has latent features ``f_i``, an appeal ``a_i`` (a few universal items with high
+  appeal), a lifetime ``[birth_i, death_i)`` and an optional CTR half-life ``h``.
+* Click / adoption probability ``p(u, i, t) = g(a_i(t) + x_u(t) . f_i) * 2**(-(t - birth_i)/h)``
+  for alive items (0 otherwise), with ``g`` the logistic function (or clipping to [0, 1]).
+* Organic adoption: at tick ``t`` there are ``Poisson(R * phi(t))`` exposure events; each
+  picks a user with probability ``lambda_u / sum(lambda)`` and an alive item with probability
+  ``~ exp(exposure * a_i(t))``; the user adopts it, if not already held, when the common
+  random number ``U(u, i, t)`` is below ``p(u, i, t)``. ``R`` is calibrated so that the mean
+  organic profile size over the horizon is about ``mean_profile_size``.
+* Campaigns: a reached user (``U_reach(u, c) < reach``) is pushed once, at a tick drawn in
+  the campaign window, and accepts each offered item with probability ``1 - (1 - p)**boost``.
+
+Randomness: the exposure events come from a Generator that depends only on the seed (not
+on the state), and every accept/reject decision uses a counter-based uniform keyed by
+(seed, stream, user, item, tick). The twin without campaigns therefore meets the same events
+and the same coins, and differs only where campaigns changed a profile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
+
+from simulator._config import WorldConfig
+from simulator._crn import hash_uniforms, seed_key, stream_id, uniforms_reference
+from simulator.logs import SOURCES, InteractionLog
+
+__all__ = ["World", "WORLD_STREAMS"]
+
+#: Stream ids used by the world itself; environments should use other ids (or names).
+WORLD_STREAMS = {"organic": 1, "campaign_accept": 2, "campaign_reach": 3, "campaign_tick": 4}
+_ORGANIC, _RECOMMENDED, _CAMPAIGN = (SOURCES.index(s) for s in ("organic", "recommended",
+                                                                "campaign"))
+_N_CALIBRATION_USERS = 1000
+_N_CALIBRATION_TICKS = 8
+
+
+def _as_seed_sequence(seed) -> np.random.SeedSequence:
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, np.random.Generator):
+        return np.random.SeedSequence(int(seed.integers(0, 2**63)))
+    if seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)):
+        if seed is not None and seed < 0:
+            raise ValueError(f"`seed` must be >= 0; got {seed}.")
+        return np.random.SeedSequence(seed)
+    raise TypeError(f"`seed` must be None, an int >= 0, a SeedSequence or a Generator; "
+                    f"got {type(seed).__name__}.")
+
+
+def _child(ss: np.random.SeedSequence, j: int) -> np.random.Generator:
+    # Explicit spawn keys (not ss.spawn(), which counts calls) so that a twin built from the
+    # same SeedSequence gets exactly the same children.
+    return np.random.default_rng(
+        np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (j,),
+                               pool_size=ss.pool_size))
+
+
+class World:
+    """A simulated world, advanced lazily tick by tick.
+
+    Parameters
+    ----------
+    config : WorldConfig
+        The world's definition.
+    seed : None, int, SeedSequence or Generator
+        Root of all randomness. Same config and seed give identical edges, bit for bit.
+    method : {"fast", "naive"}
+        ``"naive"`` processes exposure events and campaign offers one by one in Python with
+        scalar formulas; it is the reference the vectorised ``"fast"`` path is tested against.
+
+    Notes
+    -----
+    Methods that need the state at tick ``t`` simulate up to ``t`` first; simulation is
+    idempotent (``simulate(t)`` twice does nothing the second time). Ticks run from 0 to
+    ``config.n_ticks - 1``. The world model follows the campaign-bias setting of de
+    Myttenaere et al. (2014): organic profile growth plus campaigns that push items.
+
+    Examples
+    --------
+    >>> from simulator import World, preset
+    >>> w = World(preset("viadeo_like", n_users=500), seed=1)
+    >>> w.profiles(300).shape
+    (500, 180)
+    """
+
+    def __init__(self, config: WorldConfig, seed=None, *, method: str = "fast"):
+        if not isinstance(config, WorldConfig):
+            raise TypeError(f"`config` must be a WorldConfig; got {type(config).__name__}.")
+        if method not in ("fast", "naive"):
+            raise ValueError(f"`method` must be 'fast' or 'naive'; got {method!r}.")
+        self.config = config
+        self.method = method
+        self._ss = _as_seed_sequence(seed)
+        entropy = int(self._ss.generate_state(2, np.uint64)[0])
+        self._keys = {name: seed_key(entropy, sid) for name, sid in WORLD_STREAMS.items()}
+        self._entropy = entropy
+        c = config
+        rng = _child(self._ss, 0)
+        self._taste0 = rng.normal(0.0, c.taste_scale / math.sqrt(c.dim), (c.n_users, c.dim))
+        self._features = rng.normal(0.0, 1.0, (c.n_items, c.dim))
+        appeal = rng.normal(c.appeal_mean, c.appeal_std, c.n_items)
+        appeal[: c.n_universal] = c.universal_appeal
+        self._appeal = appeal
+        # Pareto (type I, x_m = 1) activity weights: heavy-tailed profile sizes.
+        lam = 1.0 + rng.pareto(c.activity_shape, c.n_users)
+        self._activity_cdf = np.cumsum(lam)
+        self._lam = lam
+        self._activity_cdf /= self._activity_cdf[-1]
+        self._events_rng = _child(self._ss, 1)
+        self._drift_ss_index = 2
+        self._drift_z = None  # (n_users, dim, K), drawn on first use
+        self._birth = c.birth_array()
+        self._death = c.death_array()
+        self._user_w = (np.ones(c.n_users) if c.user_weights is None
+                        else np.asarray(c.user_weights, dtype=np.float64))
+        self._phi = self._time_profile()
+        self._rate = self._calibrate_rate(lam)
+        self._campaign_plan = [self._plan_campaign(j, camp) for j, camp in enumerate(c.campaigns)]
+        # State.
+        self._has = np.zeros((c.n_users, c.n_items), dtype=bool)
+        self._chunks: list[tuple[np.ndarray, ...]] = []
+        self._offers: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._cat = None
+        self._next_tick = 0
+
+    # ------------------------------------------------------------------------ construction
+    def _time_profile(self) -> np.ndarray:
+        c = self.config
+        t = np.arange(c.n_ticks, dtype=np.float64)
+        w = np.ones(c.n_ticks) if c.activity_halflife is None else 2.0 ** (-t / c.activity_halflife)
+        return w / w.sum()
+
+    def _calibrate_rate(self, lam: np.ndarray) -> float:
+        """Expected number of exposure events over the horizon giving the mean profile size.
+
+        For user u with event share pi_u = lambda_u / sum(lambda) and per-event adoption
+        chance m_ui = E_t[q_i(t) p(u, i, t)] (time profile phi), the Poisson approximation of
+        the expected organic profile size is ``sum_i 1 - exp(-R pi_u m_ui)``: items already
+        held absorb later exposures, which a plain ``R = n * mean / E[p]`` would ignore. R is
+        found by bisection on a sample of users and ticks.
+        """
+        c = self.config
+        if c.mean_profile_size == 0:
+            return 0.0
+        users = np.arange(min(c.n_users, _N_CALIBRATION_USERS))
+        ticks = np.unique(np.linspace(0, c.n_ticks - 1, _N_CALIBRATION_TICKS).astype(np.int64))
+        w = self._phi[ticks] / self._phi[ticks].sum()
+        m = np.zeros((users.size, c.n_items))
+        for t, wt in zip(ticks, w):
+            q = self._exposure(t)
+            if q.sum() > 0:
+                m += wt * self._p(users[:, None], np.arange(c.n_items)[None, :], t) * (q / q.sum())
+        pi = (lam[users] / lam.sum())[:, None]
+        size = lambda r: float((-np.expm1(-r * pi * m)).sum(axis=1).mean())  # noqa: E731
+        ceiling = float((m > 0).sum(axis=1).mean())
+        if c.mean_profile_size >= ceiling:
+            raise ValueError(f"`mean_profile_size` must be below the number of items a user "
+                             f"can adopt (about {ceiling:.1f}); got {c.mean_profile_size}.")
+        lo, hi = 0.0, 1.0
+        while size(hi) < c.mean_profile_size:
+            lo, hi = hi, hi * 2.0
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if size(mid) < c.mean_profile_size else (lo, mid)
+        return 0.5 * (lo + hi)
+
+    def _plan_campaign(self, j: int, camp) -> tuple[np.ndarray, np.ndarray]:
+        """Reached users of campaign ``j`` and their push ticks, sorted by tick."""
+        c = self.config
+        users = np.arange(c.n_users)
+        reach_u = hash_uniforms(self._keys["campaign_reach"], users, j, 0)
+        tick_u = hash_uniforms(self._keys["campaign_tick"], users, j, 0)
+        reached = users[reach_u < camp.reach]
+        ticks = camp.start + np.minimum((tick_u[reached] * camp.duration).astype(np.int64),
+                                        camp.duration - 1)
+        order = np.argsort(ticks, kind="stable")
+        return reached[order], ticks[order]
+
+    # ------------------------------------------------------------------------ model pieces
+    def _basis(self, t) -> np.ndarray:
+        """Karhunen-Loeve basis of Brownian motion on [0, n_ticks]: shape t.shape + (K,)."""
+        T = float(self.config.n_ticks)
+        k = np.arange(1, self.config.drift_terms + 1) - 0.5
+        t = np.asarray(t, dtype=np.float64)[..., None]
+        return math.sqrt(2 * T) * np.sin(k * math.pi * t / T) / (k * math.pi)
+
+    def _drift(self) -> np.ndarray:
+        if self._drift_z is None:
+            c = self.config
+            rng = _child(self._ss, self._drift_ss_index)
+            self._drift_z = rng.standard_normal((c.n_users, c.dim, c.drift_terms))
+        return self._drift_z
+
+    def _taste(self, u, t) -> np.ndarray:
+        """Tastes of users ``u`` at ticks ``t`` (broadcast): shape u.shape + (dim,)."""
+        x = self._taste0[u]
+        if self.config.drift_rate > 0:
+            z = self._drift()[u]  # (..., dim, K)
+            b = self._basis(t)  # (..., K) or (K,)
+            x = x + self.config.drift_rate * np.einsum("...dk,...k->...d", z, b)
+        return x
+
+    def _appeal_at(self, i, t) -> np.ndarray:
+        a = self._appeal[i]
+        for s in self.config.shocks:
+            on = (i == s.item) & (t >= s.start) & (t < s.start + s.duration)
+            a = a + np.where(on, s.delta, 0.0)
+        return a
+
+    def _decay(self, i, t) -> np.ndarray:
+        alive = (self._birth[i] <= t) & (t < self._death[i])
+        if self.config.ctr_halflife is None:
+            return alive.astype(np.float64)
+        age = np.asarray(t - self._birth[i], dtype=np.float64)
+        return np.where(alive, np.exp2(-np.maximum(age, 0.0) / self.config.ctr_halflife), 0.0)
+
+    def _p(self, u, i, t) -> np.ndarray:
+        """p(u, i, t) for broadcastable int arrays (no validation)."""
+        u, i, t = np.broadcast_arrays(np.asarray(u), np.asarray(i), np.asarray(t))
+        score = self._appeal_at(i, t) + np.einsum("...d,...d->...", self._taste(u, t),
+                                                  self._features[i])
+        if self.config.click_model == "logistic":
+            p = expit(score)
+        else:
+            p = np.clip(score, 0.0, 1.0)
+        return p * self._decay(i, t)
+
+    def _exposure(self, t: int) -> np.ndarray:
+        """Unnormalised exposure weights of the items at tick t (0 for dead items)."""
+        items = np.arange(self.config.n_items)
+        alive = (self._birth <= t) & (t < self._death)
+        a = self._appeal_at(items, t)
+        return np.where(alive, np.exp(self.config.exposure * (a - a.max())), 0.0)
+
+    # ------------------------------------------------------------------------ simulation
+    @property
+    def simulated_until(self) -> int:
+        """Last simulated tick (-1 before the first)."""
+        return self._next_tick - 1
+
+    def simulate(self, until: int) -> "World":
+        """Advance the world through tick ``until`` (inclusive); no-op if already there.
+
+        Raises
+        ------
+        ValueError
+            If ``until`` is outside ``[0, n_ticks - 1]``.
+        """
+        until = self._check_tick(until, "until")
+        while self._next_tick <= until:
+            t = self._next_tick
+            self._organic_tick(t)
+            self._campaign_tick(t)
+            self._next_tick = t + 1
+        return self
+
+    def _draw_events(self, t: int):
+        # State-independent draws, always in the same order: the twin sees the same events.
+        rng = self._events_rng
+        n = int(rng.poisson(self._rate * self._phi[t]))
+        users = np.searchsorted(self._activity_cdf, rng.random(n), side="right")
+        users = np.minimum(users, self.config.n_users - 1)
+        q = self._exposure(t)
+        cdf = np.cumsum(q)
+        r = rng.random(n)
+        if cdf[-1] <= 0:
+            return users[:0], users[:0]
+        items = np.minimum(np.searchsorted(cdf / cdf[-1], r, side="right"),
+                           self.config.n_items - 1)
+        return users, items
+
+    def _organic_tick(self, t: int) -> None:
+        users, items = self._draw_events(t)
+        if self.method == "naive":
+            self._organic_naive(users, items, t)
+            return
+        new = ~self._has[users, items]
+        users, items = users[new], items[new]
+        u = hash_uniforms(self._keys["organic"], users, items, t)
+        ok = u < self._p(users, items, t)
+        users, items = users[ok], items[ok]
+        # Two events of one user on one item in the same tick share the coin: keep one edge.
+        _, first = np.unique(users * self.config.n_items + items, return_index=True)
+        first.sort()
+        self._append(users[first], items[first], t, _ORGANIC)
+
+    def _organic_naive(self, users, items, t: int) -> None:
+        key = self._keys["organic"]
+        out_u, out_i = [], []
+        for u, i in zip(users.tolist(), items.tolist()):
+            if self._has[u, i]:
+                continue
+            if uniforms_reference(key, u, i, t) < self._p_scalar(u, i, t):
+                self._has[u, i] = True
+                out_u.append(u)
+                out_i.append(i)
+        self._append(np.array(out_u, np.int64), np.array(out_i, np.int64), t, _ORGANIC,
+                     mark=False)
+
+    def _p_scalar(self, u: int, i: int, t: int) -> float:
+        """The formula of p(u, i, t) written out for one triple (reference)."""
+        c = self.config
+        if not (self._birth[i] <= t < self._death[i]):
+            return 0.0
+        a = self._appeal[i] + sum(s.delta for s in c.shocks
+                                  if s.item == i and s.start <= t < s.start + s.duration)
+        x = self._taste0[u].copy()
+        if c.drift_rate > 0:
+            T, z = c.n_ticks, self._drift()[u]
+            for k in range(1, c.drift_terms + 1):
+                kk = (k - 0.5) * math.pi
+                x += c.drift_rate * z[:, k - 1] * math.sqrt(2 * T) * math.sin(kk * t / T) / kk
+        score = a + float(sum(x[d] * self._features[i, d] for d in range(c.dim)))
+        p = 1.0 / (1.0 + math.exp(-score)) if c.click_model == "logistic" else min(max(score, 0.0), 1.0)
+        if c.ctr_halflife is not None:
+            p *= 2.0 ** (-(t - self._birth[i]) / c.ctr_halflife)
+        return p
+
+    def _campaign_tick(self, t: int) -> None:
+        for j, camp in enumerate(self.config.campaigns):
+            if not (camp.start <= t < camp.end):
+                continue
+            if camp.policy is not None and t == camp.start:
+                camp.policy.fit(self._profiles_upto(t - 1))
+            reached, ticks = self._campaign_plan[j]
+            lo, hi = np.searchsorted(ticks, [t, t + 1])
+            users = reached[lo:hi]
+            if users.size == 0:
+                continue
+            if camp.items is not None:
+                slate = np.broadcast_to(np.asarray(camp.items, dtype=np.int64),
+                                        (users.size, len(camp.items)))
+            else:
+                slate = self._policy_slate(camp, j, users)
+            if self.method == "naive":
+                self._campaign_naive(camp, users, slate, t)
+            else:
+                self._campaign_fast(camp, users, slate, t)
+
+    def _policy_slate(self, camp, j: int, users: np.ndarray) -> np.ndarray:
+        rec = np.asarray(camp.policy.recommend(users, camp.k))
+        if rec.shape != (users.size, camp.k) or not np.issubdtype(rec.dtype, np.integer):
+            raise ValueError(f"`campaigns[{j}].policy.recommend` must return an int array of "
+                             f"shape ({users.size}, {camp.k}); got {rec.dtype} {rec.shape}.")
+        if rec.size and (rec.min() < 0 or rec.max() >= self.config.n_items):
+            raise ValueError(f"`campaigns[{j}].policy.recommend` must return items in "
+                             f"[0, {self.config.n_items - 1}]; got {rec.min()}..{rec.max()}.")
+        srt = np.sort(rec, axis=1)
+        if camp.k > 1 and np.any(srt[:, 1:] == srt[:, :-1]):
+            raise ValueError(f"`campaigns[{j}].policy.recommend` must return distinct items "
+                             "in each row; got a repeated item.")
+        return rec.astype(np.int64)
+
+    def _campaign_fast(self, camp, users, slate, t: int) -> None:
+        uu = np.broadcast_to(users[:, None], slate.shape)
+        alive = (self._birth[slate] <= t) & (t < self._death[slate])
+        valid = alive & ~self._has[uu, slate]
+        # Offer the first k valid items of each row (fixed list) / all valid recommendations.
+        valid &= np.cumsum(valid, axis=1) <= camp.k
+        ou, oi = uu[valid], slate[valid]
+        self._offers.append((ou, oi, np.full(ou.size, t, dtype=np.int64)))
+        p = self._p(ou, oi, t)
+        accept = 1.0 - (1.0 - p) ** camp.boost
+        ok = hash_uniforms(self._keys["campaign_accept"], ou, oi, t) < accept
+        self._append(ou[ok], oi[ok], t, _CAMPAIGN)
+
+    def _campaign_naive(self, camp, users, slate, t: int) -> None:
+        key = self._keys["campaign_accept"]
+        off_u, off_i, out_u, out_i = [], [], [], []
+        for r, u in enumerate(users.tolist()):
+            n_offered = 0
+            for i in slate[r].tolist():
+                if n_offered == camp.k:
+                    break
+                if not (self._birth[i] <= t < self._death[i]) or self._has[u, i]:
+                    continue
+                n_offered += 1
+                off_u.append(u)
+                off_i.append(i)
+                if uniforms_reference(key, u, i, t) < 1.0 - (1.0 - self._p_scalar(u, i, t)) ** camp.boost:
+                    out_u.append(u)
+                    out_i.append(i)
+        for u, i in zip(out_u, out_i):
+            self._has[u, i] = True
+        self._offers.append((np.array(off_u, np.int64), np.array(off_i, np.int64),
+                             np.full(len(off_u), t, dtype=np.int64)))
+        self._append(np.array(out_u, np.int64), np.array(out_i, np.int64), t, _CAMPAIGN,
+                     mark=False)
+
+    def _append(self, users, items, t: int, source: int, *, mark: bool = True) -> None:
+        if users.size == 0:
+            return
+        if mark:
+            self._has[users, items] = True
+        self._chunks.append((users.astype(np.int64), items.astype(np.int64),
+                             np.full(users.size, t, dtype=np.int64),
+                             np.full(users.size, source, dtype=np.int8)))
+        self._cat = None
+
+    # ------------------------------------------------------------------------ edges
+    def _edges_arrays(self):
+        if self._cat is None:
+            if self._chunks:
+                self._cat = tuple(np.concatenate(parts) for parts in zip(*self._chunks))
+            else:
+                e = np.zeros(0, np.int64)
+                self._cat = (e, e, e, np.zeros(0, np.int8))
+            self._chunks = [self._cat] if self._chunks else []
+        return self._cat
+
+    @property
+    def edges(self) -> InteractionLog:
+        """Every edge simulated or added so far (user, item, tick, source), in tick order."""
+        u, i, t, s = self._edges_arrays()
+        return InteractionLog(user=u, item=i, tick=t, source=s, n_users=self.config.n_users,
+                              n_items=self.config.n_items,
+                              metadata={"simulated_until": self.simulated_until})
+
+    def _profiles_upto(self, t: int) -> sp.csr_matrix:
+        u, i, tk, _ = self._edges_arrays()
+        n = int(np.searchsorted(tk, t, side="right"))  # edges are in non-decreasing tick order
+        c = self.config
+        m = sp.csr_matrix((np.ones(n), (u[:n], i[:n])), shape=(c.n_users, c.n_items))
+        m.sort_indices()
+        return m
+
+    def profiles(self, t: int) -> sp.csr_matrix:
+        """Binary users x items CSR matrix of the edges with ``tick <= t`` (simulates to t).
+
+        Parameters
+        ----------
+        t : int
+            Tick in ``[0, n_ticks - 1]``.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix, shape (n_users, n_items), float64 ones.
+        """
+        t = self._check_tick(t, "t")
+        self.simulate(t)
+        return self._profiles_upto(t)
+
+    def add_edges(self, users, items, tick: int, source="recommended") -> np.ndarray:
+        """Add edges (e.g. clicks on recommendations) at ``tick``; returns which were new.
+
+        The world is first simulated through ``tick - 1``. Items already in a profile (or
+        repeated in the call) are skipped, so profiles stay binary.
+
+        Parameters
+        ----------
+        users, items : array_like of int, shape (n,)
+        tick : int
+            Must be >= the last simulated tick (history is never rewritten).
+        source : {"organic", "recommended", "campaign"} or its code.
+
+        Returns
+        -------
+        new : ndarray of bool, shape (n,)
+
+        Raises
+        ------
+        ValueError
+            Out-of-range users/items/tick, an item not alive at ``tick``, or ``tick`` before
+            the last simulated tick.
+        """
+        c = self.config
+        tick = self._check_tick(tick, "tick")
+        if isinstance(source, str):
+            if source not in SOURCES:
+                raise ValueError(f"`source` must be one of {SOURCES}; got {source!r}.")
+            code = SOURCES.index(source)
+        else:
+            code = int(source)
+            if not 0 <= code < len(SOURCES):
+                raise ValueError(f"`source` must be in [0, {len(SOURCES) - 1}]; got {source!r}.")
+        users = self._check_ids(users, "users", c.n_users)
+        items = self._check_ids(items, "items", c.n_items)
+        if users.shape != items.shape or users.ndim != 1:
+            raise ValueError(f"`users` and `items` must be 1-d of equal length; got "
+                             f"{users.shape} and {items.shape}.")
+        if tick < self.simulated_until:
+            raise ValueError(f"`tick` must be >= the last simulated tick {self.simulated_until} "
+                             f"(history is not rewritten); got {tick}.")
+        dead = ~((self._birth[items] <= tick) & (tick < self._death[items]))
+        if np.any(dead):
+            j = int(np.flatnonzero(dead)[0])
+            raise ValueError(f"`items` must be alive at tick {tick}; got item {items[j]} "
+                             f"(lifetime [{self._birth[items[j]]}, {self._death[items[j]]})) "
+                             f"at index {j}.")
+        self.simulate(tick - 1) if tick > 0 else None
+        new = ~self._has[users, items]
+        _, first = np.unique(users * c.n_items + items, return_index=True)
+        keep = np.zeros(users.size, dtype=bool)
+        keep[first] = True
+        new &= keep
+        self._append(users[new], items[new], tick, code)
+        return new
+
+    # ------------------------------------------------------------------------ ground truth
+    def item_marginal(self, t: int, item_weights=None, *, method: str = "fast") -> np.ndarray:
+        """Item marginal ``P_t(i)`` of the leave-one-out protocol at tick ``t``.
+
+        Parameters
+        ----------
+        t : int
+            Tick (the world is simulated to it).
+        item_weights : array_like, shape (n_items,), optional
+            Non-negative weights ``w``; ``None`` means all ones.
+        method : {"fast", "naive"}
+            ``"naive"`` loops over users (reference).
+
+        Returns
+        -------
+        ndarray, shape (n_items,)
+            Sums to 1; all ``nan`` (with a ``RuntimeWarning``) if no user has weighted mass.
+
+        Notes
+        -----
+        ``P_t(i) = sum_u P(u) P(i|u, w)`` with ``P(i|u, w) = w_i 1[i in I_u] / sum_{j in I_u} w_j``
+        and ``P(u)`` uniform over users with positive profile mass (or proportional to the
+        configured user weights among them); de Myttenaere et al. (2014), eq. of the weighted
+        LOO score.
+        """
+        c = self.config
+        if method not in ("fast", "naive"):
+            raise ValueError(f"`method` must be 'fast' or 'naive'; got {method!r}.")
+        if item_weights is None:
+            w = np.ones(c.n_items)
+        else:
+            w = np.asarray(item_weights, dtype=np.float64)
+            if w.shape != (c.n_items,):
+                raise ValueError(f"`item_weights` must have shape ({c.n_items},); got {w.shape}.")
+            bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
+            if bad.size:
+                raise ValueError(f"`item_weights` must be finite and >= 0; got {w[bad[0]]} "
+                                 f"at index {bad[0]}.")
+        x = self.profiles(t)
+        if method == "naive":
+            return self._marginal_naive(x, w)
+        mass = x @ w
+        pu = np.where(mass > 0, self._user_w, 0.0)
+        if pu.sum() <= 0:
+            warnings.warn("item_marginal: no user has a profile with positive weight; "
+                          "returning nan.", RuntimeWarning, stacklevel=2)
+            return np.full(c.n_items, np.nan)
+        pu /= pu.sum()
+        scale = np.divide(pu, mass, out=np.zeros_like(pu), where=mass > 0)
+        return w * (x.T @ scale)
+
+    def _marginal_naive(self, x, w) -> np.ndarray:
+        out = np.zeros(self.config.n_items)
+        total = 0.0
+        for u in range(x.shape[0]):
+            prof = x.indices[x.indptr[u]:x.indptr[u + 1]]
+            mass = sum(w[i] for i in prof)
+            if mass <= 0:
+                continue
+            total += self._user_w[u]
+            for i in prof:
+                out[i] += self._user_w[u] * w[i] / mass
+        if total <= 0:
+            warnings.warn("item_marginal: no user has a profile with positive weight; "
+                          "returning nan.", RuntimeWarning, stacklevel=3)
+            return np.full(self.config.n_items, np.nan)
+        return out / total
+
+    def push_counts(self, t0: int, t1: int) -> np.ndarray:
+        """Number of campaign offers of each item in ticks ``[t0, t1]`` (simulates to t1).
+
+        An offer is one item pushed to one user who did not have it (alive at the time).
+
+        Returns
+        -------
+        ndarray of int64, shape (n_items,)
+        """
+        t0 = self._check_tick(t0, "t0")
+        t1 = self._check_tick(t1, "t1")
+        if t1 < t0:
+            raise ValueError(f"`t1` must be >= t0 = {t0}; got {t1}.")
+        self.simulate(t1)
+        counts = np.zeros(self.config.n_items, dtype=np.int64)
+        for _, items, ticks in self._offers:
+            sel = (ticks >= t0) & (ticks <= t1)
+            counts += np.bincount(items[sel], minlength=self.config.n_items)
+        return counts
+
+    def without_campaigns(self) -> "World":
+        """The counterfactual twin: same seed and random streams, campaigns removed.
+
+        Edges added with :meth:`add_edges` are not carried over. With no campaigns configured
+        the twin is identical to this world, edge for edge.
+        """
+        twin = World(dataclasses.replace(self.config, campaigns=()), self._ss,
+                     method=self.method)
+        return twin
+
+    def true_ctr(self, users, items, t) -> np.ndarray:
+        """True click / adoption probability ``p(u, i, t)`` (broadcasting), in [0, 1].
+
+        Parameters
+        ----------
+        users, items, t : array_like of int
+            Broadcast together; ``t`` in ``[0, n_ticks - 1]``.
+
+        Returns
+        -------
+        ndarray of float64 with the broadcast shape; 0 for items outside their lifetime.
+
+        Notes
+        -----
+        ``p = g(a_i(t) + x_u(t) . f_i) * 2**(-(t - birth_i) / h)`` with ``g`` logistic (or
+        clipping for the linear model). Does not depend on the simulated state.
+        """
+        c = self.config
+        u = self._check_ids(users, "users", c.n_users)
+        i = self._check_ids(items, "items", c.n_items)
+        tt = self._check_ids(t, "t", c.n_ticks)
+        return self._p(u, i, tt)
+
+    def policy_value(self, t: int, slate, *, users=None, k: int | None = None,
+                     per_user: bool = False):
+        """Exact expected clicks per visit of a static slate policy at tick ``t``.
+
+        Parameters
+        ----------
+        t : int
+            Tick (the world is simulated to ``t - 1`` only if ``slate`` is a recommender,
+            which is fitted by the caller, not here).
+        slate : array_like of int, shape (k,) or (n, k); or callable; or recommender
+            Items shown: one slate for everyone (k,), one row per visiting user (n, k), a
+            function ``f(users) -> (n, k)``, or an object with ``recommend(users, k)``
+            (then ``k`` is required). Items in a row must be distinct.
+        users : array_like of int, shape (n,), optional
+            Visiting users; default all users.
+        per_user : bool
+            Return the expected clicks of each visiting user instead of the mean.
+
+        Returns
+        -------
+        float, or ndarray (n,) when ``per_user``
+            ``sum_u P(u) sum_j p(u, s_uj, t)`` with ``P(u)`` proportional to the configured
+            user weights over ``users`` (uniform if none).
+        """
+        c = self.config
+        t = self._check_tick(t, "t")
+        users = (np.arange(c.n_users) if users is None
+                 else self._check_ids(users, "users", c.n_users))
+        if users.ndim != 1 or users.size == 0:
+            raise ValueError(f"`users` must be a non-empty 1-d array; got shape {users.shape}.")
+        if hasattr(slate, "recommend"):
+            if k is None:
+                raise ValueError("`k` must be given when `slate` is a recommender; got None.")
+            slate = slate.recommend(users, k)
+        elif callable(slate):
+            slate = slate(users)
+        s = self._check_ids(slate, "slate", c.n_items)
+        if s.ndim == 1:
+            s = np.broadcast_to(s, (users.size, s.size))
+        if s.ndim != 2 or s.shape[0] != users.size:
+            raise ValueError(f"`slate` must have shape (k,) or (n_users_visiting, k) = "
+                             f"({users.size}, k); got {s.shape}.")
+        srt = np.sort(s, axis=1)
+        if np.any(srt[:, 1:] == srt[:, :-1]):
+            raise ValueError("`slate` must hold distinct items in each row; got a repeat.")
+        clicks = self._p(users[:, None], s, t).sum(axis=1)
+        if per_user:
+            return clicks
+        pu = self._user_w[users]
+        if pu.sum() <= 0:
+            warnings.warn("policy_value: the visiting users have zero total weight; "
+                          "returning nan.", RuntimeWarning, stacklevel=2)
+            return math.nan
+        return float(np.dot(pu, clicks) / pu.sum())
+
+    # ------------------------------------------------------------------------ accessors
+    def uniforms(self, users, items, t, stream) -> np.ndarray:
+        """Common-random-number uniforms in [0, 1) for (user, item, tick) in a named stream.
+
+        Same seed, stream and (user, item, tick) give the same number in every world and
+        every run, whatever happened before (counter-based SplitMix64 hash, vectorised).
+
+        Parameters
+        ----------
+        users, items, t : array_like of int >= 0
+            Broadcast together.
+        stream : str or int >= 0
+            The purpose of the draws (e.g. ``"click"``). Stream ids 1-4 belong to the world.
+        """
+        key = seed_key(self._entropy, stream_id(stream))
+        return hash_uniforms(key, self._check_ids(users, "users", None),
+                             self._check_ids(items, "items", None),
+                             self._check_ids(t, "t", None))
+
+    def user_taste(self, t: int) -> np.ndarray:
+        """Taste vectors of all users at tick ``t``, shape (n_users, dim)."""
+        t = self._check_tick(t, "t")
+        return self._taste(np.arange(self.config.n_users), t)
+
+    @property
+    def item_features(self) -> np.ndarray:
+        """Latent item features, shape (n_items, dim) (read-only)."""
+        f = self._features.view()
+        f.flags.writeable = False
+        return f
+
+    def item_appeal(self, t: int) -> np.ndarray:
+        """Appeal of every item at tick ``t`` (base appeal plus active shocks)."""
+        t = self._check_tick(t, "t")
+        return self._appeal_at(np.arange(self.config.n_items), t)
+
+    def alive(self, t: int) -> np.ndarray:
+        """Boolean mask (n_items,) of the items alive at tick ``t``."""
+        t = self._check_tick(t, "t")
+        return (self._birth <= t) & (t < self._death)
+
+    @property
+    def user_weights(self) -> np.ndarray:
+        """Unnormalised importance weights of the users (ones if none configured)."""
+        w = self._user_w.view()
+        w.flags.writeable = False
+        return w
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"World(n_users={c.n_users}, n_items={c.n_items}, n_ticks={c.n_ticks}, "
+                f"campaigns={len(c.campaigns)}, simulated_until={self.simulated_until})")
+
+    # ------------------------------------------------------------------------ validation
+    def _check_tick(self, t, name: str) -> int:
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+            raise TypeError(f"`{name}` must be an int; got {type(t).__name__}.")
+        if not 0 <= t < self.config.n_ticks:
+            raise ValueError(f"`{name}` must be in [0, {self.config.n_ticks - 1}]; got {t}.")
+        return int(t)
+
+    @staticmethod
+    def _check_ids(a, name: str, hi: int | None) -> np.ndarray:
+        arr = np.asarray(a)
+        if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+            raise TypeError(f"`{name}` must hold ints; got dtype {arr.dtype}.")
+        arr = arr.astype(np.int64, copy=False)
+        if arr.size:
+            bad = (arr < 0) if hi is None else (arr < 0) | (arr >= hi)
+            if np.any(bad):
+                j = int(np.flatnonzero(bad.ravel())[0])
+                rng = "[0, inf)" if hi is None else f"[0, {hi - 1}]"
+                raise ValueError(f"`{name}` must be in {rng}; got {arr.ravel()[j]} at index {j}.")
+        return arr
