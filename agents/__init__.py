@@ -7,6 +7,7 @@ from agents._bandits import EpsilonGreedy, LinUCB, ThompsonSampling, UCB1, Unifo
 from agents._base import BanditPolicy, Recommender, as_generator
 from agents._batched import (BatchedEpsilonGreedy, BatchedLinUCB, BatchedThompsonSampling,
                              BatchedUCB1, BatchedUniformRandom)
+from agents._check import AgentCheckError, check_agent
 from agents._recommenders import Constant, NaiveCF, Popularity, UserCosineCF
 
 __all__ = [
@@ -27,4 +28,6 @@ __all__ = [
     "Popularity",
     "UserCosineCF",
     "NaiveCF",
+    "check_agent",
+    "AgentCheckError",
 ]

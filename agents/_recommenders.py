@@ -480,8 +480,9 @@ class UserCosineCF(_Recommender):
 
     Ties go to the lower item id. Scores are compared after rounding to 10 decimals relative to
     the user's best score, so that mathematically equal scores summed in different orders
-    (the removed item's score is a difference) still tie; a user whose reduced profile is empty scores every item 0. If fewer than
-    ``k`` unheld items exist the list is completed with held items, lowest ids first.
+    (the removed item's score is a difference) still tie. A user whose reduced profile is
+    empty scores every item 0. If fewer than ``k`` unheld items exist the list is completed
+    with held items, lowest ids first (never the held-out item, which is unheld).
     """
 
     def __init__(self, *, method: str = "fast"):
