@@ -74,7 +74,7 @@ WORLD_KEYS: tuple[Param, ...] = (
 )
 
 TOP_KEYS = ("run", "world", "agents", "evaluations")
-MAX_CELLS = 1_000_000
+MAX_CELLS = 200_000
 
 
 class ScenarioError(Exception):
@@ -241,8 +241,9 @@ def _validate_agents(problems, raw) -> list[dict]:
         kind_name = table.get("kind")
         kind = reg.AGENTS.get(kind_name) if isinstance(kind_name, str) else None
         if kind is None:
+            # kind unknown: accept any kind's parameter, still catch typos of the rest
             head = _check_table(problems, prefix, table, AGENT_KEYS,
-                                extra=[k for k in table if k not in ("name", "kind")])
+                                extra={p.name for k in reg.AGENTS.values() for p in k.params})
             if "kind" in table:
                 msg = Str(tuple(sorted(reg.AGENTS))).check(kind_name)
                 problems.add(f"{prefix}kind", msg or "expected a known agent kind")
@@ -271,7 +272,7 @@ def _validate_evaluations(problems, raw, agents: list[dict], has_world: bool) ->
         kind = reg.EVALUATIONS.get(kind_name) if isinstance(kind_name, str) else None
         if kind is None:
             _check_table(problems, prefix, table, EVALUATION_KEYS,
-                         extra=[k for k in table if k not in ("kind", "name", "agents", "sweep")])
+                         extra={p.name for k in reg.EVALUATIONS.values() for p in k.params})
             if "kind" in table:
                 msg = Str(tuple(sorted(reg.EVALUATIONS))).check(kind_name)
                 problems.add(f"{prefix}kind", msg or "expected a known evaluation kind")
@@ -348,6 +349,8 @@ def _check_cross(problems, prefix, kind, ev, agents) -> None:
     """Constraints that involve several keys, declared by the kind (optional ``check``)."""
     if not kind.check:
         return
+    if not all(p.name in ev or p.name in (ev.get("sweep") or {}) for p in kind.params):
+        return  # a parameter is invalid (already reported): cross-key rules cannot apply
     func = kind.load(kind.check)
     for combo in sweep_values(ev):
         params = {**{p.name: ev[p.name] for p in kind.params if p.name in ev}, **combo}

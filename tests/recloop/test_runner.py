@@ -1,0 +1,197 @@
+"""The runner: cells seeded by key, 1 vs N workers, local vs Dask, resume after a kill."""
+
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recloop._rundir import COLUMNS, atomic_write, new_run_dir, RunDirError
+from recloop._runner import Cell, CellError, plan_cells, run_scenario
+from recloop._scenario import loads_scenario
+
+TINY = """
+[run]
+name = "tiny"
+replicates = 2
+
+[[agents]]
+name = "a0"
+kind = "fixed_arm"
+
+[[agents]]
+name = "a1"
+kind = "fixed_arm"
+arm = 2
+
+[[evaluations]]
+kind = "selfcheck"
+ticks = 2
+sweep = { n = [10, 50] }
+"""
+
+
+def results(run_dir: Path) -> tuple[bytes, bytes]:
+    return (run_dir / "results.csv").read_bytes(), (run_dir / "results.jsonl").read_bytes()
+
+
+def test_cells_cover_seeds_agents_evaluations_and_sweep():
+    sc = loads_scenario(TINY + '\n[[evaluations]]\nkind = "selfcheck"\nname = "other"\n'
+                        'agents = ["a1"]\n')
+    cells = plan_cells(sc.data)
+    assert len(cells) == 2 * (2 * 2 + 1)
+    assert len({c.id for c in cells}) == len(cells)
+    assert len({c.filename for c in cells}) == len(cells)
+    assert Cell(0, "selfcheck", "a0", (("n", 10),)).id == 'selfcheck/a0/seed=0/n=10'
+
+
+def test_cell_seed_depends_on_key_not_on_order_or_agent():
+    a = Cell(3, "ev", "x", (("n", 10),))
+    same_world = Cell(3, "ev", "y", (("n", 10),))
+    other = [Cell(4, "ev", "x", (("n", 10),)), Cell(3, "ev", "x", (("n", 11),)),
+             Cell(3, "ev2", "x", (("n", 10),))]
+    draw = lambda c: np.random.default_rng(c.seed_sequence()).integers(0, 2**62, 4).tolist()
+    assert draw(a) == draw(Cell(3, "ev", "x", (("n", 10),)))
+    assert draw(a) == draw(same_world)  # common random numbers across agents
+    assert all(draw(a) != draw(c) for c in other)
+    assert a.seed_sequence().entropy == 3
+
+
+def test_results_rows_and_columns(tmp_path):
+    run_dir = run_scenario(loads_scenario(TINY), out=tmp_path, workers=1, quiet=True,
+                           report=False)
+    with open(run_dir / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == COLUMNS
+    assert len(rows) == 2 * 2 * 2 * 2  # seeds x agents x sweep x ticks
+    for row in rows:
+        assert row["scenario"] == "tiny" and row["evaluation"] == "selfcheck"
+        assert row["variant"] == ""  # empty where not applicable
+        assert json.loads(row["params"]) == {"n": int(row["n"])}
+        est, truth = float(row["estimate"]), float(row["truth"])
+        assert math.isclose(float(row["error"]), est - truth, abs_tol=1e-12)
+        assert float(row["ci_low"]) <= est <= float(row["ci_high"])
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    assert len(lines) == len(rows)
+    first = json.loads(lines[0])
+    assert list(first) == list(COLUMNS) and isinstance(first["params"], dict)
+    # the truth of a cell is the same for both agents' cells only if they play the same arm;
+    # same seed and sweep value means the same world: arm means equal across agents' cells
+    env = json.loads((run_dir / "environment.json").read_text())
+    assert env["seeds"] == [0, 1] and env["start"] and env["end"] and env["versions"]["numpy"]
+    assert not list(run_dir.rglob(".*.tmp"))
+
+
+def test_one_and_two_workers_give_identical_results(tmp_path):
+    sc = loads_scenario(TINY)
+    one = run_scenario(sc, out=tmp_path / "one", workers=1, quiet=True, report=False)
+    two = run_scenario(sc, out=tmp_path / "two", workers=2, quiet=True, report=False)
+    assert results(one) == results(two)
+
+
+@pytest.mark.slow
+def test_dask_local_cluster_matches_local_run_row_for_row(tmp_path):
+    pytest.importorskip("dask.distributed")
+    sc = loads_scenario(TINY)
+    local = run_scenario(sc, out=tmp_path / "local", workers=1, quiet=True, report=False)
+    dask = run_scenario(sc, out=tmp_path / "dask", workers=2, executor="dask", quiet=True,
+                        report=False)
+    assert results(local) == results(dask)
+
+
+def test_resume_recomputes_only_missing_cells(tmp_path):
+    sc = loads_scenario(TINY)
+    full = run_scenario(sc, out=tmp_path / "a", workers=1, quiet=True, report=False)
+    partial = run_scenario(sc, out=tmp_path / "b", workers=1, quiet=True, report=False)
+    cells = sorted((partial / "cells").iterdir())
+    for p in cells[::2]:
+        p.unlink()
+    kept = {p.name: p.stat().st_mtime_ns for p in cells[1::2]}
+    (partial / "results.csv").unlink()
+    again = run_scenario(sc, out=tmp_path / "b", workers=1, quiet=True, resume=True,
+                         report=False)
+    assert again == partial
+    assert results(full) == results(again)
+    assert {p.name: p.stat().st_mtime_ns for p in cells[1::2]} == kept  # not recomputed
+
+
+def test_resume_refuses_a_different_scenario(tmp_path):
+    from recloop._runner import _UsageError
+
+    run_scenario(loads_scenario(TINY), out=tmp_path, workers=1, quiet=True, report=False)
+    with pytest.raises(_UsageError, match="different scenario"):
+        run_scenario(loads_scenario(TINY.replace("ticks = 2", "ticks = 3")), out=tmp_path,
+                     workers=1, quiet=True, resume=True, report=False)
+
+
+def test_a_new_run_never_overwrites_an_old_one(tmp_path):
+    sc = loads_scenario(TINY)
+    first = run_scenario(sc, out=tmp_path, workers=1, quiet=True, report=False)
+    second = run_scenario(sc, out=tmp_path, workers=1, quiet=True, report=False)
+    assert first.name == "tiny" and second.name == "tiny-2"
+    assert results(first) == results(second)
+    path, resuming = new_run_dir(tmp_path, "tiny", resume=True)
+    assert path == second and resuming
+
+
+def test_run_dir_names_cannot_escape_out(tmp_path):
+    for bad in ("../x", "/etc", "a/b", "..", ""):
+        with pytest.raises(RunDirError):
+            new_run_dir(tmp_path / "out", bad, resume=False)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "x").exists()
+
+
+def test_atomic_write_replaces_whole_files(tmp_path):
+    target = tmp_path / "f.txt"
+    atomic_write(target, "old")
+    atomic_write(target, "new content")
+    assert target.read_text() == "new content"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]
+
+
+def test_a_failing_cell_is_reported_with_its_id(tmp_path, monkeypatch):
+    import recloop.experiments._selfcheck as selfcheck
+
+    def boom(cell):
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr(selfcheck, "run_selfcheck", boom)
+    with pytest.raises(CellError, match=r"cell selfcheck/a0/seed=0/n=10 failed: RuntimeError: "
+                                        r"kaput"):
+        run_scenario(loads_scenario(TINY), out=tmp_path, workers=1, quiet=True, report=False)
+    assert "kaput" in (tmp_path / "tiny" / "errors.log").read_text()
+    assert not (tmp_path / "tiny" / "results.csv").exists()
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_identical_results(tmp_path):
+    text = TINY.replace("ticks = 2", "ticks = 2\ndelay = 0.2")
+    path = tmp_path / "slow.toml"
+    path.write_text(text)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "recloop", "run", str(path), "--workers", "1", "-q"]
+    proc = subprocess.Popen(cmd + ["--out", str(tmp_path / "killed")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cells_dir = tmp_path / "killed" / "tiny" / "cells"
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list(cells_dir.glob("*.json"))) < 2:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    n_done = len(list(cells_dir.glob("*.json")))
+    assert 2 <= n_done < 8, "the kill should land mid-run"
+    assert not (tmp_path / "killed" / "tiny" / "results.csv").exists()
+    # resumed in-process (the subprocess above already showed the real kill)
+    run_scenario(loads_scenario(text), out=tmp_path / "killed", workers=1, quiet=True,
+                 resume=True, report=False)
+    fresh = run_scenario(loads_scenario(text), out=tmp_path / "fresh", workers=1, quiet=True,
+                         report=False)
+    assert results(tmp_path / "killed" / "tiny") == results(fresh)
+    assert not (tmp_path / "killed" / "tiny-2").exists()
