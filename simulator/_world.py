@@ -44,7 +44,6 @@ WORLD_STREAMS = {"organic": 1, "campaign_accept": 2, "campaign_reach": 3, "campa
 _ORGANIC, _RECOMMENDED, _CAMPAIGN = (SOURCES.index(s) for s in ("organic", "recommended",
                                                                 "campaign"))
 _N_CALIBRATION_USERS = 1000
-_N_CALIBRATION_TICKS = 8
 
 
 def _as_seed_sequence(seed) -> np.random.SeedSequence:
@@ -147,22 +146,31 @@ class World:
         """Expected number of exposure events over the horizon giving the mean profile size.
 
         For user u with event share pi_u = lambda_u / sum(lambda) and per-event adoption
-        chance m_ui = E_t[q_i(t) p(u, i, t)] (time profile phi), the Poisson approximation of
-        the expected organic profile size is ``sum_i 1 - exp(-R pi_u m_ui)``: items already
-        held absorb later exposures, which a plain ``R = n * mean / E[p]`` would ignore. R is
-        found by bisection on a sample of users and ticks.
+        chance m_ui = sum_t phi(t) q_i(t) p(u, i, t), the Poisson approximation of the expected
+        organic profile size is ``sum_i 1 - exp(-R pi_u m_ui)``: items already held absorb
+        later exposures, which a plain ``R = n * mean / E[p]`` would ignore. ``m`` is computed
+        over every tick with the users' initial tastes and base appeals (drift and shocks of
+        p are ignored), on a sample of users; R is then found by bisection.
         """
         c = self.config
         if c.mean_profile_size == 0:
             return 0.0
+        ticks = np.arange(c.n_ticks)[:, None]
+        alive = (self._birth[None, :] <= ticks) & (ticks < self._death[None, :])
+        appeal = np.broadcast_to(self._appeal, alive.shape).copy()
+        for s in c.shocks:
+            appeal[s.start:s.start + s.duration, s.item] += s.delta
+        e = np.where(alive, np.exp(c.exposure * (appeal - appeal.max(axis=1, keepdims=True))), 0.0)
+        z = e.sum(axis=1, keepdims=True)
+        q = np.divide(e, z, out=np.zeros_like(e), where=z > 0)
+        decay = alive.astype(np.float64)
+        if c.ctr_halflife is not None:
+            decay *= np.exp2(-np.maximum(ticks - self._birth[None, :], 0) / c.ctr_halflife)
+        weight = self._phi @ (q * decay)  # (n_items,)
         users = np.arange(min(c.n_users, _N_CALIBRATION_USERS))
-        ticks = np.unique(np.linspace(0, c.n_ticks - 1, _N_CALIBRATION_TICKS).astype(np.int64))
-        w = self._phi[ticks] / self._phi[ticks].sum()
-        m = np.zeros((users.size, c.n_items))
-        for t, wt in zip(ticks, w):
-            q = self._exposure(t)
-            if q.sum() > 0:
-                m += wt * self._p(users[:, None], np.arange(c.n_items)[None, :], t) * (q / q.sum())
+        score = self._appeal[None, :] + self._taste0[users] @ self._features.T
+        g = expit(score) if c.click_model == "logistic" else np.clip(score, 0.0, 1.0)
+        m = g * weight[None, :]
         pi = (lam[users] / lam.sum())[:, None]
         size = lambda r: float((-np.expm1(-r * pi * m)).sum(axis=1).mean())  # noqa: E731
         ceiling = float((m > 0).sum(axis=1).mean())
