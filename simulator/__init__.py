@@ -4,6 +4,11 @@ from simulator.logs import SOURCES, BanditLog, InteractionLog, LogFormatError
 from simulator._config import AppealShock, CampaignConfig, WorldConfig
 from simulator._presets import PRESETS, preset, register_preset
 from simulator._world import WORLD_STREAMS, World
+from simulator._bandit import LinearBanditConfig, LinearBanditEnv
+from simulator._vector import LinearBanditVectorEnv
+from simulator._logging import LogTruth, collect_log
+from simulator._truth import OnlineValue, online_value, oracle_value, static_policy_value
+from simulator._registration import register_envs
 
 __all__ = [
     "AppealShock",
@@ -16,6 +21,17 @@ __all__ = [
     "register_preset",
     "BanditLog",
     "InteractionLog",
+    "LinearBanditConfig",
+    "LinearBanditEnv",
+    "LinearBanditVectorEnv",
+    "LogTruth",
+    "OnlineValue",
     "LogFormatError",
     "SOURCES",
+    "collect_log",
+    "online_value",
+    "oracle_value",
+    "static_policy_value",
 ]
+
+register_envs()

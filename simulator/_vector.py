@@ -1,0 +1,210 @@
+"""Native vector environments: N episodes stepped together with array operations.
+
+``gymnasium.make_vec("recloop/LinearBandit-v0", num_envs=N)`` builds
+:class:`LinearBanditVectorEnv` (the registered ``vector_entry_point``): one step computes the
+N clicks, the N next contexts and the N x K true CTRs with a handful of numpy operations
+instead of N Python environments. Sub-environment ``i`` reset with ``seed=s`` is the episode of
+the single environment reset with ``seed=s + i`` (the convention of Gymnasium's
+``SyncVectorEnv``), so vector and single runs can be compared draw for draw.
+Autoreset follows ``AutoresetMode.NEXT_STEP``: the step after a truncation resets that
+sub-environment (its action is ignored, its reward is 0).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from simulator import _bandit as _b
+
+__all__ = ["LinearBanditVectorEnv"]
+
+
+def _check_num_envs(num_envs) -> int:
+    if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral):
+        raise TypeError(f"`num_envs` must be an int; got {type(num_envs).__name__}.")
+    if num_envs < 1:
+        raise ValueError(f"`num_envs` must be >= 1; got {num_envs}.")
+    return int(num_envs)
+
+
+def _check_max_steps(max_episode_steps):
+    if max_episode_steps is None:
+        return None
+    if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, numbers.Integral):
+        raise TypeError("`max_episode_steps` must be an int or None; "
+                        f"got {type(max_episode_steps).__name__}.")
+    if max_episode_steps < 1:
+        raise ValueError(f"`max_episode_steps` must be >= 1; got {max_episode_steps}.")
+    return int(max_episode_steps)
+
+
+def _seed_list(seed, n: int):
+    """Per-sub-environment seeds: ``s + i`` for an int, the list itself for a list."""
+    if seed is None:
+        return None
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        return [int(seed) + i for i in range(n)]
+    seeds = list(seed)
+    if len(seeds) != n:
+        raise ValueError(f"`seed` must be an int or a list of {n} seeds; got {len(seeds)}.")
+    return seeds
+
+
+def _check_actions(actions, n_envs: int, n_actions: int, available: np.ndarray,
+                   skip: np.ndarray) -> np.ndarray:
+    a = np.asarray(actions)
+    if a.shape != (n_envs,):
+        raise ValueError(f"`actions` must have shape ({n_envs},); got {a.shape}.")
+    if not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"`actions` must be integer arm indices; got dtype {a.dtype}.")
+    a = a.astype(np.int64)
+    bad = np.flatnonzero(((a < 0) | (a >= n_actions)) & ~skip)
+    if bad.size:
+        raise ValueError(f"`actions` must be in [0, {n_actions}); got {a[bad[0]]} in "
+                         f"sub-environment {bad[0]}.")
+    ok = np.where(skip, True, available[np.arange(n_envs), np.clip(a, 0, n_actions - 1)])
+    bad = np.flatnonzero(~ok)
+    if bad.size:
+        raise ValueError(f"`actions` {a[bad[0]]} in sub-environment {bad[0]} is not an "
+                         "available arm.")
+    return a
+
+
+class MaskedMultiDiscrete(spaces.MultiDiscrete):
+    """``MultiDiscrete([K] * N)`` whose ``sample()`` draws, for each sub-environment, an action
+    among its currently available ones (see :class:`simulator._bandit.MaskedDiscrete`)."""
+
+    def __init__(self, nvec, mask_source=None, seed=None):
+        super().__init__(nvec, seed=seed)
+        self._mask_source = mask_source
+
+    def sample(self, mask=None, probability=None):
+        current = self._mask_source() if self._mask_source is not None else None
+        if mask is not None or probability is not None or current is None:
+            return super().sample(mask=mask, probability=probability)
+        n_avail = current.sum(axis=1)
+        pick = np.floor(self.np_random.random(current.shape[0]) * n_avail).astype(np.int64)
+        # index of the pick-th available action of each row
+        return (np.cumsum(current, axis=1) <= pick[:, None]).sum(axis=1).astype(self.dtype)
+
+
+class LinearBanditVectorEnv(VectorEnv):
+    """N episodes of ``recloop/LinearBandit-v0`` stepped with array operations.
+
+    Parameters
+    ----------
+    num_envs : int
+        Number of sub-environments N.
+    config : LinearBanditConfig, str or None
+        As for :class:`simulator.LinearBanditEnv`.
+    max_episode_steps : int or None
+        Truncate each episode after this many steps (besides ``config.horizon``).
+    render_mode : None
+        No rendering.
+
+    Notes
+    -----
+    Observations are batched: ``context`` (N, d), ``available`` (N, K), ``tick`` (N,);
+    ``info`` carries ``ctr`` (N, K), ``expected_reward`` (N,), ``best_expected_reward`` (N,)
+    and ``tick`` (N,) of the rounds just played.
+    """
+
+    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(self, num_envs: int = 1, config=None, *, max_episode_steps=None,
+                 render_mode=None):
+        self.num_envs = _check_num_envs(num_envs)
+        self.config = _b.resolve_config(config)
+        self.max_episode_steps = _check_max_steps(max_episode_steps)
+        if render_mode is not None:
+            raise ValueError(f"`render_mode` must be None (no rendering); got {render_mode!r}.")
+        self.render_mode = None
+        single = _b.LinearBanditEnv(self.config)
+        self.single_action_space = single.action_space
+        self.single_observation_space = single.observation_space
+        self.action_space = MaskedMultiDiscrete(
+            np.full(self.num_envs, self.config.n_arms),
+            None if self.config.lifetime is None else self._current_mask)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.n_actions = self.config.n_arms
+        self._keys = None
+        self._static_alive = self.config.lifetime is None
+
+    def _current_mask(self):
+        return None if self._keys is None else self._A
+
+    @property
+    def keys(self) -> np.ndarray:
+        """The episode keys of the sub-environments (uint64, (N,))."""
+        return self._keys.copy()
+
+    def _observe(self) -> dict:
+        c = self.config
+        self._X = _b.contexts(c, self._keys, self._ticks)
+        arms = None if self._static_alive else _b.arms_alive_between(
+            c, int(self._ticks.min()), int(self._ticks.max()) + 1)
+        self._P = _b.true_ctr(c, self._X, self._ticks, arms)
+        if self._static_alive:
+            self._A = np.ones((self.num_envs, c.n_arms), dtype=bool)
+        else:
+            self._A = _b.alive(c, self._ticks)
+        return {"context": self._X.copy(), "available": self._A.copy(),
+                "tick": self._ticks.copy()}
+
+    def _new_keys(self, n: int) -> np.ndarray:
+        return self._key_rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed if isinstance(seed, numbers.Integral) else None)
+        seeds = _seed_list(seed, self.num_envs)
+        # keys of later episodes: a stream distinct from the seeds' own (a list entropy never
+        # equals an int seed), so an autoreset never replays episode s + i
+        self._key_rng = np.random.default_rng([int(self.np_random.integers(2**63)), 0x5EED])
+        if seeds is None:
+            self._keys = self._new_keys(self.num_envs)
+        else:
+            self._keys = np.array([_b.episode_key(np.random.default_rng(s)) for s in seeds],
+                                  dtype=np.uint64)
+        self._ticks = np.zeros(self.num_envs, np.int64)
+        self._steps = np.zeros(self.num_envs, np.int64)
+        self._autoreset = np.zeros(self.num_envs, bool)
+        return self._observe(), {}
+
+    def step(self, actions):
+        if self._keys is None:
+            raise RuntimeError("call `reset` before `step`.")
+        N = self.num_envs
+        skip = self._autoreset
+        a = _check_actions(actions, N, self.n_actions, self._A, skip)
+        a = np.where(skip, 0, a)
+        rows = np.arange(N)
+        p = self._P[rows, a]
+        clicks = _b.click_uniforms(self._keys, self._ticks, a) < p
+        reward = np.where(skip, 0.0, clicks.astype(np.float64))
+        masked = np.where(self._A, self._P, -np.inf)
+        info = {"ctr": self._P, "expected_reward": np.where(skip, 0.0, p),
+                "best_expected_reward": np.where(skip, 0.0, masked.max(axis=1)),
+                "tick": self._ticks.copy()}
+        # advance; sub-environments truncated last step start a new episode instead
+        self._ticks += 1
+        self._steps += 1
+        if skip.any():
+            n = int(skip.sum())
+            self._keys[skip] = self._new_keys(n)
+            self._ticks[skip] = 0
+            self._steps[skip] = 0
+        truncated = np.zeros(N, bool)
+        horizon = self.config.horizon
+        if horizon is not None:
+            truncated |= self._ticks >= horizon
+        if self.max_episode_steps is not None:
+            truncated |= self._steps >= self.max_episode_steps
+        truncated &= ~skip
+        self._autoreset = truncated
+        obs = self._observe()
+        return obs, reward, np.zeros(N, bool), truncated, info
