@@ -5,13 +5,15 @@ through the agents' protocol (duck typing).
 """
 
 from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
-from evaluators import metrics  # public submodule: evaluators.metrics
+from evaluators import datasets, metrics, splits  # public submodules
 from evaluators._offline import LooQuality, loo_quality, offline_score
 from evaluators._weights import (ItemWeights, UnmatchedItemsWarning, fit_item_weights,
                                  kl_objective, reference_gradient)
 
 __all__ = [
+    "datasets",
     "metrics",
+    "splits",
     "Estimate",
     "ItemWeights",
     "LooQuality",
