@@ -185,7 +185,7 @@ def _pairs_from_relevant(relevant, n_users: int, name: str):
                          f"({n_users}); got {len(relevant)}.")
     us, its = [], []
     for u, r in enumerate(relevant):
-        a = np.asarray(r)
+        a = np.fromiter(r, dtype=np.int64) if isinstance(r, (set, frozenset)) else np.asarray(r)
         if a.size == 0:
             continue
         if a.dtype.kind not in "iu":
@@ -751,8 +751,12 @@ def _binary_interactions(interactions, name: str) -> sp.csr_array:
     m = sp.csr_array(interactions, dtype=np.float64)
     if m.ndim != 2:
         raise ValueError(f"`{name}` must be 2-dimensional; got shape {m.shape}.")
-    if not np.isfinite(m.data).all():
-        raise ValueError(f"`{name}` must be finite; got a non-finite stored value.")
+    bad = ~np.isfinite(m.data)
+    if bad.any():
+        j = int(np.argmax(bad))
+        row = int(np.searchsorted(m.indptr, j, side="right") - 1)
+        raise ValueError(f"`{name}` must be finite; got {m.data[j]} at ({row}, "
+                         f"{m.indices[j]}).")
     # Any stored entry, even a rating of 0, is an interaction.
     m = sp.csr_array((np.ones(m.nnz), m.indices, m.indptr), shape=m.shape)
     m.sum_duplicates()
@@ -911,24 +915,25 @@ def intra_list_diversity(recommended, *, item_vectors=None, similarity=None,
                              f"got shape {v.shape}.")
         v = v.astype(np.float64)
         if not np.isfinite(v).all():
-            i = int(np.argwhere(~np.isfinite(v))[0, 0])
-            raise ValueError(f"`item_vectors` must be finite; row {i} is not.")
+            i, j = np.argwhere(~np.isfinite(v))[0]
+            raise ValueError(f"`item_vectors` must be finite; got {v[i, j]} at [{i}, {j}].")
         n_items = v.shape[0]
     else:
         if sp.issparse(similarity):
             s = sp.csr_array(similarity, dtype=np.float64)
-            finite = np.isfinite(s.data).all()
+            vals = s.data
         else:
             s = np.asarray(similarity)
             if s.dtype.kind not in "biuf":
                 raise TypeError(f"`similarity` must hold real numbers; got dtype {s.dtype}.")
             s = s.astype(np.float64)
-            finite = np.isfinite(s).all()
+            vals = s.ravel()
         if s.ndim != 2 or s.shape[0] != s.shape[1]:
             raise ValueError(f"`similarity` must be square (n_items, n_items); "
                              f"got shape {s.shape}.")
-        if not finite:
-            raise ValueError("`similarity` must be finite; got a non-finite entry.")
+        if not np.isfinite(vals).all():
+            raise ValueError(f"`similarity` must be finite; got "
+                             f"{vals[~np.isfinite(vals)][0]}.")
         n_items = s.shape[0]
     top = _top(_recommended(recommended, n_items=n_items), k)
     n_users, L = top.shape

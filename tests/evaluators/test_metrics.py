@@ -162,6 +162,11 @@ def test_skipped_users_are_reported_and_all_skipped_warns():
     assert math.isnan(res.value) and res.n_skipped == 3
 
 
+def test_relevant_sets_accepted():
+    rec = np.array([[3, 2, 1]])
+    assert M.recall_at_k(rec, [{1, 5}], k=3).value == 0.5
+
+
 def test_sparse_relevant_ignores_stored_zeros_and_matches_sequence():
     rel = sp.csr_array((np.array([1.0, 0.0, 1.0]), (np.array([0, 0, 1]), np.array([2, 3, 0]))),
                        shape=(2, 5))
@@ -382,6 +387,13 @@ REL = [[0], [3]]
                  ValueError, r"item 0 at \[0, 0\] is zero", id="ild-zero-vector"),
     pytest.param(lambda: M.intra_list_diversity(REC, similarity=np.ones((4, 3))), ValueError,
                  r"`similarity` must be square", id="ild-not-square"),
+    pytest.param(lambda: M.item_popularity(sp.csr_array(np.array([[1.0, np.nan]]))), ValueError,
+                 r"`interactions` must be finite; got nan at \(0, 1\)", id="popularity-nan"),
+    pytest.param(lambda: M.intra_list_diversity(REC, item_vectors=np.full((4, 2), np.inf)),
+                 ValueError, r"`item_vectors` must be finite; got inf at \[0, 0\]",
+                 id="ild-inf"),
+    pytest.param(lambda: M.intra_list_diversity(REC, similarity=np.full((4, 4), np.nan)),
+                 ValueError, r"`similarity` must be finite; got nan", id="ild-sim-nan"),
     pytest.param(lambda: M.serendipity(REC, REL, np.zeros((3, 2), int), k=1), ValueError,
                  r"`baseline` must be 1-D or have one row per row", id="baseline-rows"),
 ])
