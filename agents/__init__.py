@@ -8,6 +8,7 @@ from agents._base import BanditPolicy, Recommender, as_generator
 from agents._batched import (BatchedEpsilonGreedy, BatchedLinUCB, BatchedThompsonSampling,
                              BatchedUCB1, BatchedUniformRandom)
 from agents._check import AgentCheckError, check_agent
+from agents._knn import KNNRating
 from agents._recommenders import Constant, NaiveCF, Popularity, UserCosineCF
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "Popularity",
     "UserCosineCF",
     "NaiveCF",
+    "KNNRating",
     "check_agent",
     "AgentCheckError",
 ]

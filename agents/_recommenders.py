@@ -48,6 +48,15 @@ def _as_csr(profiles, name: str = "profiles", *, binary: bool) -> sp.csr_array:
         raise TypeError(f"`{name}` must hold numbers; got dtype {profiles.dtype}.")
     # csr_array(..., copy=True) never shares memory with the caller's matrix: later changes to
     # the input cannot leak into the fitted model, and the model never mutates the input.
+    if not binary and sp.issparse(profiles):
+        # ratings cannot be summed: a duplicate (user, item) entry is an error, and COO -> CSR
+        # conversion would sum it silently, so count them on the COO form first
+        coo = sp.coo_array(profiles)
+        keys = coo.row.astype(np.int64) * n_items + coo.col
+        n_dup = keys.size - np.unique(keys).size
+        if n_dup:
+            raise ValueError(f"`{name}` must store each (user, item) rating at most once; "
+                             f"got {n_dup} duplicate entries.")
     csr = sp.csr_array(profiles, dtype=np.float64, copy=True)
     csr.sum_duplicates()  # also sorts the indices of every row
     if not np.all(np.isfinite(csr.data)):
