@@ -216,7 +216,7 @@ def _fast(text: str, lines: list[str], *, sep, dtype, skip: int):
 
 
 def _load_plain(path, *, sep, n_fields, first_line, skip, names, rating_range,
-                encoding="utf-8") -> RatingData:
+                encoding="utf-8-sig") -> RatingData:
     p = _path(path)
     text, lines = _text(p, encoding)
     dtype = _DT4 if n_fields == 4 else _DT3
@@ -322,7 +322,7 @@ def load_jester(path, *, format=None) -> RatingData:
         raise ValueError(f"`format` must be 'csv' or 'text'; got {format!r}.")
     names = ("user id", "joke id", "rating")
     if format == "csv":
-        _, lines = _text(p, "utf-8")
+        _, lines = _text(p, "utf-8-sig")
         head = [h.strip().lower() for h in lines[0].split(",")] if lines else []
         if head != _JESTER_HEADER:
             raise _err(p, 1, f"expected the header 'userId,jokeId,rating'; got "
@@ -345,7 +345,7 @@ def _id_array(raw: list[str]) -> np.ndarray:
 
 
 def load_csv(path, *, user, item, rating, timestamp=None, delimiter=",", header=True,
-             rating_range=None, encoding="utf-8") -> RatingData:
+             rating_range=None, encoding="utf-8-sig") -> RatingData:
     """Load ratings from a delimited text file with a column mapping.
 
     Parameters
@@ -363,7 +363,8 @@ def load_csv(path, *, user, item, rating, timestamp=None, delimiter=",", header=
         Whether the first line names the columns.
     rating_range : (float, float), optional
         Inclusive bounds every rating must respect.
-    encoding : str, default "utf-8"
+    encoding : str, default "utf-8-sig"
+        A leading byte-order mark (common in spreadsheet exports) is dropped.
 
     Returns
     -------

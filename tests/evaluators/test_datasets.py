@@ -60,6 +60,9 @@ def test_jester_csv_and_text_agree_and_keep_zero_ratings(tmp_path):
         np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
     assert a.to_csr().nnz == 4  # the rating 0 is a stored entry
     assert D.load_jester(txt, format="text").n_ratings == 4
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + csv_.read_bytes())  # spreadsheet exports add one
+    np.testing.assert_array_equal(D.load_jester(bom).ratings, a.ratings)
 
 
 def test_generic_csv_with_names_positions_and_string_ids(tmp_path):
@@ -178,5 +181,5 @@ def test_bad_arguments(tmp_path):
         D.load_movielens_100k(tmp_path / "missing.data")
     bad = tmp_path / "latin.data"
     bad.write_bytes(b"1\t2\t3\t4\n1\t\xff\t3\t4\n")
-    with pytest.raises(DatasetFormatError, match=r"latin.data:2: not valid utf-8"):
+    with pytest.raises(DatasetFormatError, match=r"latin.data:2: not valid utf-8-sig"):
         D.load_movielens_100k(bad)
