@@ -246,23 +246,67 @@ class BatchedEpsilonGreedy(_BatchedCount):
 
 
 class BatchedLinUCB(_Batched):
-    """B copies of :class:`LinUCB`: ``Ainv`` (B, K, d, d), ``b`` and ``theta`` (B, K, d)."""
+    """B copies of :class:`LinUCB`: B x K x d x d inverse matrices (Sherman-Morrison).
+
+    Stored copy-last -- ``Ainv`` as (K, d, d, B), ``b`` and ``theta`` as (K, d, B) -- so the
+    compiled loops run across copies and vectorise; :attr:`Ainv` and :attr:`theta` give the
+    (B, K, d, d) and (B, K, d) views.
+    """
 
     _state_names = ("_Ainv", "_b", "_theta")
+
+    def __init__(self, agents):
+        super().__init__(agents)
+        if self._K is not None:
+            self._to_lanes()
+
+    def _init_state(self, K, d):
+        super()._init_state(K, d)
+        self._to_lanes()
+
+    def _to_lanes(self):
+        for name in self._state_names:  # (B, ...) -> (..., B), contiguous
+            setattr(self, name, np.ascontiguousarray(np.moveaxis(getattr(self, name), 0, -1)))
+
+    @property
+    def Ainv(self) -> np.ndarray:
+        """(B, K, d, d) inverse design matrices (read-only view)."""
+        v = np.moveaxis(self._Ainv, -1, 0).view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def theta(self) -> np.ndarray:
+        """(B, K, d) ridge estimates (read-only view)."""
+        v = np.moveaxis(self._theta, -1, 0).view()
+        v.flags.writeable = False
+        return v
 
     def act(self, context, available) -> np.ndarray:
         X, avail = self._arrays(context, available)
         out = np.empty(self.n_copies, dtype=np.int64)
-        kn.linucb_act_batch(self._Ainv, self._theta, self.alpha, X, avail,
+        kn.linucb_act_lanes(self._Ainv, self._theta, self.alpha, X, avail,
                             np.ascontiguousarray(self._take(1)[:, 0]), out)
         return out
 
     def _update(self, active, X, action, reward):
-        kn.linucb_update_batch(self._Ainv, self._b, self._theta, active, X, action, reward)
+        kn.linucb_update_lanes(self._Ainv, self._b, self._theta, active, X, action, reward)
 
     def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
-        kn.linucb_replay(self._Ainv, self._b, self._theta, self.alpha, X, avail, logged,
-                         reward, eligible, index, jitter, np.ascontiguousarray(u[:, :, 0]), out)
+        kn.linucb_replay_lanes(self._Ainv, self._b, self._theta, self.alpha, X, avail, logged,
+                               reward, eligible, index, jitter,
+                               np.ascontiguousarray(u[:, :, 0]), out)
+
+    def unbatch(self) -> list:
+        lanes = {name: getattr(self, name) for name in self._state_names}
+        try:
+            if self._K is not None:
+                for name in self._state_names:
+                    setattr(self, name, np.moveaxis(lanes[name], -1, 0))
+            return super().unbatch()
+        finally:
+            for name, value in lanes.items():
+                setattr(self, name, value)
 
 
 class BatchedThompsonSampling(_Batched):

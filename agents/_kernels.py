@@ -125,18 +125,16 @@ def linucb_act_one(Ainv, theta, alpha, x, avail, u, score, y):
         if not avail[k]:
             score[k] = -np.inf
             continue
-        # y = Ainv_k x, written as a sum of columns (Ainv is symmetric) so the inner loop
-        # is an axpy that vectorises without reassociating floating-point sums.
-        for i in range(d):
-            y[i] = 0.0
-        for j in range(d):
-            xj = x[j]
-            for i in range(d):
-                y[i] += Ainv[k, j, i] * xj
+        # x^T Ainv_k x from the upper triangle (Ainv is kept exactly symmetric): half the
+        # multiplications of a full product.
         w = 0.0
+        for i in range(d):
+            s = 0.0
+            for j in range(i):
+                s += Ainv[k, j, i] * x[j]
+            w += x[i] * (Ainv[k, i, i] * x[i] + 2.0 * s)
         m = 0.0
         for i in range(d):
-            w += x[i] * y[i]
             m += theta[k, i] * x[i]
         if w < 0.0:  # rounding only: Ainv is positive definite
             w = 0.0
@@ -157,10 +155,12 @@ def linucb_update_one(Ainv, b, theta, x, a, r, y):
     den = 1.0
     for i in range(d):
         den += x[i] * y[i]
-    for i in range(d):
-        yi = y[i] / den
-        for j in range(d):
-            Ainv[a, i, j] -= yi * y[j]
+    for i in range(d):  # symmetric update keeps Ainv bitwise symmetric
+        for j in range(i, d):
+            v = y[i] * y[j] / den
+            Ainv[a, i, j] -= v
+            if j != i:
+                Ainv[a, j, i] -= v
     for i in range(d):
         b[a, i] += r * x[i]
     for i in range(d):
@@ -299,3 +299,153 @@ def uniform_replay(avail, index, u, out):
 def pick_batch(score, avail, u, out):
     for i in range(score.shape[0]):
         out[i] = pick(score[i], avail[i], u[i])
+
+
+# --------------------------------------------------------------------------------------
+# LinUCB across copies ("lanes"): state stored copy-last, Ainv (K, d, d, B), b and theta
+# (K, d, B), so the inner loops run over the B copies and vectorise. Every copy performs
+# exactly the operations of ``linucb_act_one`` / ``linucb_update_one`` in the same order
+# (no reassociation: numba does not enable fast-math), hence the same bits.
+
+
+@njit(cache=False)
+def linucb_scores_lanes(Ainv, theta, alpha, x, avail, score, y, w, m):
+    """score (K, B) of B copies on contexts x (d, B); avail (B, K)."""
+    K, d, _, B = Ainv.shape
+    for k in range(K):
+        for c in range(B):
+            w[c] = 0.0
+            m[c] = 0.0
+        for i in range(d):
+            for c in range(B):
+                y[0, c] = 0.0
+            for j in range(i):
+                for c in range(B):
+                    y[0, c] += Ainv[k, j, i, c] * x[j, c]
+            for c in range(B):
+                w[c] += x[i, c] * (Ainv[k, i, i, c] * x[i, c] + 2.0 * y[0, c])
+        for i in range(d):
+            for c in range(B):
+                m[c] += theta[k, i, c] * x[i, c]
+        for c in range(B):
+            wc = w[c]
+            if wc < 0.0:
+                wc = 0.0
+            score[c, k] = m[c] + alpha * math.sqrt(wc)
+    for c in range(B):
+        for k in range(K):
+            if not avail[c, k]:
+                score[c, k] = -np.inf
+
+
+@njit(cache=False)
+def linucb_update_lane(Ainv, b, theta, x, c, a, r, y):
+    """``linucb_update_one`` for copy c of lane-stored state; x is (d, B)."""
+    d = Ainv.shape[1]
+    for i in range(d):
+        y[i] = 0.0
+    for j in range(d):
+        xj = x[j, c]
+        for i in range(d):
+            y[i] += Ainv[a, j, i, c] * xj
+    den = 1.0
+    for i in range(d):
+        den += x[i, c] * y[i]
+    for i in range(d):
+        for j in range(i, d):
+            v = y[i] * y[j] / den
+            Ainv[a, i, j, c] -= v
+            if j != i:
+                Ainv[a, j, i, c] -= v
+    for i in range(d):
+        b[a, i, c] += r * x[i, c]
+    for i in range(d):
+        s = 0.0
+        for j in range(d):
+            s += Ainv[a, i, j, c] * b[a, j, c]
+        theta[a, i, c] = s
+
+
+@njit(cache=False)
+def linucb_act_lanes(Ainv, theta, alpha, X, avail, u, out):
+    """One step of B copies: X (B, d), avail (B, K), u (B,) -> out (B,)."""
+    K, d, _, B = Ainv.shape
+    x = np.ascontiguousarray(X.T)
+    score = np.empty((B, K))
+    y = np.empty((d, B))
+    w = np.empty(B)
+    m = np.empty(B)
+    linucb_scores_lanes(Ainv, theta, alpha, x, avail, score, y, w, m)
+    for c in range(B):
+        out[c] = pick(score[c], avail[c], u[c])
+
+
+@njit(cache=False)
+def linucb_update_lanes(Ainv, b, theta, active, X, action, reward):
+    B = Ainv.shape[3]
+    x = np.ascontiguousarray(X.T)
+    y = np.empty(Ainv.shape[1])
+    for c in range(B):
+        if active[c]:
+            linucb_update_lane(Ainv, b, theta, x, c, action[c], reward[c], y)
+
+
+# Replay runs the copies in groups of ``group`` lanes: a group's state (K*d*d*group
+# doubles) stays in cache while the group walks all its records; the copies are
+# independent, so grouping changes nothing but speed.
+LANE_GROUP = 32
+
+
+@njit(cache=False)
+def linucb_replay_lanes(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, index,
+                        jitter, u, out, _G=LANE_GROUP):
+    """Batched LinUCB replay; copy c walks records ``index[c]``; state stored copy-last."""
+    K, d, _, B = Ainv.shape
+    n = index.shape[1]
+    A = np.empty((K, d, d, _G))
+    bb = np.empty((K, d, _G))
+    th = np.empty((K, d, _G))
+    x = np.zeros((d, _G))
+    score = np.empty((_G, K))
+    y = np.empty((d, _G))
+    y1 = np.empty(d)
+    w = np.empty(_G)
+    m = np.empty(_G)
+    av = np.zeros((_G, K), dtype=np.bool_)  # padding lanes: nothing available
+    has_jitter = jitter.shape[0] > 0
+    for c0 in range(0, B, _G):
+        nc = min(_G, B - c0)
+        # load the group (padding lanes: identity matrices, zero context, never picked)
+        for k in range(K):
+            for i in range(d):
+                for c in range(_G):
+                    bb[k, i, c] = b[k, i, c0 + c] if c < nc else 0.0
+                    th[k, i, c] = theta[k, i, c0 + c] if c < nc else 0.0
+                for j in range(d):
+                    for c in range(_G):
+                        if c < nc:
+                            A[k, i, j, c] = Ainv[k, i, j, c0 + c]
+                        else:
+                            A[k, i, j, c] = 1.0 if i == j else 0.0
+        for j in range(n):
+            for c in range(nc):
+                r = index[c0 + c, j]
+                for q in range(d):
+                    x[q, c] = X[r, q] + jitter[c0 + c, j, q] if has_jitter else X[r, q]
+                for k in range(K):
+                    av[c, k] = avail[r, k]
+            linucb_scores_lanes(A, th, alpha, x, av, score, y, w, m)
+            for c in range(nc):
+                r = index[c0 + c, j]
+                a = pick(score[c], avail[r], u[c0 + c, j])
+                out[c0 + c, j] = a
+                if a == logged[r] and eligible[c0 + c, j]:
+                    linucb_update_lane(A, bb, th, x, c, a, reward[r], y1)
+        for k in range(K):
+            for i in range(d):
+                for c in range(nc):
+                    b[k, i, c0 + c] = bb[k, i, c]
+                    theta[k, i, c0 + c] = th[k, i, c]
+                for j in range(d):
+                    for c in range(nc):
+                        Ainv[k, i, j, c0 + c] = A[k, i, j, c]
