@@ -619,11 +619,20 @@ class NaiveCF(_Recommender):
         rows, cols, _ = self._held_mask_rows(users, pos)
         scores = np.zeros((users.size, n_items))
         if rows.size:
+            # max over each profile's items j of row j of ratio_t, slot by slot: with users
+            # sorted by profile length, those holding an s-th item form a prefix, updated in
+            # place (contiguous; far faster than maximum.reduceat over a gathered block).
+            # Ratios are >= 0, so starting from 0 leaves empty profiles at 0.
             lengths = np.bincount(rows, minlength=users.size)
-            nonempty = np.flatnonzero(lengths)
-            starts = (np.cumsum(lengths) - lengths)[nonempty]
-            # max over each profile's gathered rows; ratios are >= 0 so empty profiles keep 0
-            scores[nonempty] = np.maximum.reduceat(self._ratio_t[cols], starts, axis=0)
+            starts = np.cumsum(lengths) - lengths
+            order = np.argsort(-lengths, kind="stable")
+            by_len = np.zeros((users.size, n_items))
+            first = starts[order]
+            for slot in range(int(lengths.max())):
+                m = int(np.searchsorted(-lengths[order], -slot, side="left"))
+                block = by_len[:m]
+                np.maximum(block, self._ratio_t[cols[first[:m] + slot]], out=block)
+            scores[order] = by_len
             has = removed[rows] >= 0
             if np.any(has):
                 # the removed item r: #(U_r ∩ U_j) loses u itself; rows are sorted, so each
