@@ -179,7 +179,7 @@ def test_sparse_relevant_ignores_stored_zeros_and_matches_sequence():
 
 # -- regression / classification ------------------------------------------------------------
 
-finite = st.floats(-1e3, 1e3, allow_nan=False)
+finite = st.floats(-1e3, 1e3, allow_nan=False, allow_subnormal=False)
 
 
 @settings(max_examples=40)
@@ -191,7 +191,7 @@ def test_regression_against_loops(pairs):
     assert M.mae(t, p) == pytest.approx(sum(abs(a - b) for a, b in pairs) / n)
     assert M.mse(t, p) == pytest.approx(sum((a - b) ** 2 for a, b in pairs) / n)
     assert M.rmse(t, p) == pytest.approx(math.sqrt(sum((a - b) ** 2 for a, b in pairs) / n))
-    if all(a != 0 for a in t):
+    if all(abs(a) > 1e-9 for a in t):  # tiny targets overflow the ratio
         assert M.mape(t, p) == pytest.approx(sum(abs(a - b) / abs(a) for a, b in pairs) / n)
     if any(a != 0 for a in t):
         assert M.tre(t, p) == pytest.approx(sum(abs(a - b) for a, b in pairs)
