@@ -125,13 +125,14 @@ def test_filtering_recommenders_never_return_held_items_when_avoidable(cls, grap
         assert not held_in_list[:min(k, n_free)].any()
 
 
-def test_batches_do_not_change_results(monkeypatch):
+def test_batches_and_sparse_statistics_do_not_change_results(monkeypatch):
     rng = np.random.default_rng(3)
     graph = sp.csr_array((rng.random((60, 9)) < 0.3).astype(float))
     u, i = _edges(graph)
     for cls in (UserCosineCF, NaiveCF, Popularity):
         whole = cls().fit(graph).recommend(u, 4, removed=i)
         monkeypatch.setattr(rec, "_BATCH_CELLS", 20)  # 2 users per batch
+        monkeypatch.setattr(rec, "_DENSE_ITEMS", 0)  # the sparse item x item path
         np.testing.assert_array_equal(cls().fit(graph).recommend(u, 4, removed=i), whole)
         monkeypatch.undo()
 
