@@ -8,9 +8,12 @@ time) and the :class:`Param` list that the scenario loader validates against and
 
 An evaluation callable is called once per cell as ``func(cell)`` where ``cell`` is a
 :class:`recloop._runner.CellContext` (parameters, agents, world section, seed sequence) and
-returns a list of ``recloop._results.Measurement``. An agent callable takes the agent's
-parameters as keyword arguments and returns an agent *factory*: ``factory(rng) -> agent``, so
-that an experiment can build as many independent copies as it needs.
+returns a list of ``recloop._results.Measurement``. An agent kind's callable is the agent's
+constructor: it takes the agent's parameters as keyword arguments, and
+``CellContext.make_agent(name)`` wraps it into a factory ``factory(rng) -> agent`` (constructed,
+then ``reset(rng)``), so that an experiment can build as many independent copies as it needs.
+Recommender kinds that need the world's data (``constant_agreeing``, ``constant_disagreeing``)
+are built by the experiment itself.
 """
 
 from __future__ import annotations
@@ -222,7 +225,8 @@ class Kind:
     needs_world: bool = False
     min_agents: int = 1
     family: str = ""  # for agent kinds
-    check: str = ""  # "module:function" (params, agents) -> [(key, message)], cross-key rules
+    check: str = ""  # "module:function" (params, agents, world) -> [(key, msg)]: cross-key rules
+    figures: str = ""  # "module:function" (measurements, out_dir, world) -> [png paths]
 
     def param(self, name: str) -> Param | None:
         for p in self.params:
@@ -232,7 +236,10 @@ class Kind:
 
     def load(self, target: str | None = None) -> Callable:
         module, _, attr = (target or self.target).partition(":")
-        return getattr(importlib.import_module(module), attr)
+        obj = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
 
 
 # --- the registries -------------------------------------------------------------------------
@@ -273,8 +280,124 @@ _register(EVALUATIONS, Kind(
 
 _register(AGENTS, Kind(
     name="fixed_arm",
-    target="recloop.experiments._selfcheck:make_fixed_arm",
+    target="recloop.experiments._selfcheck:FixedArm",
     summary="Always plays the same arm (the selfcheck evaluation's agent).",
     params=(Param("arm", Int(low=0), 0, "Index of the arm played (must be < n_arms)."),),
     family="test",
 ))
+
+
+# --- agents from the `agents` package ----------------------------------------------------------
+
+_ALPHA = Float(low=0.0)
+for _name, _target, _summary, _params in (
+    ("uniform_random", "agents:UniformRandom", "Uniform random choice among available arms "
+     "(the usual logging policy; exact action probabilities).", ()),
+    ("ucb1", "agents:UCB1", "UCB1: mean + alpha * sqrt(2 ln t / n_a); every arm once first.",
+     (Param("alpha", _ALPHA, 1.0, "Exploration weight."),)),
+    ("linucb", "agents:LinUCB", "LinUCB, disjoint model (Li et al. 2010): per-arm ridge "
+     "regression, upper confidence bound with width alpha.",
+     (Param("alpha", _ALPHA, 1.0, "Exploration weight."),
+      Param("ridge", Float(low=0.0, low_open=True), 1.0, "Ridge penalty of each arm's model."))),
+    ("epsilon_greedy", "agents:EpsilonGreedy", "Best empirical mean, a uniform arm with "
+     "probability epsilon.", (Param("epsilon", Float(low=0.0, high=1.0), 0.1,
+                                    "Exploration probability."),)),
+    ("thompson_sampling", "agents:ThompsonSampling", "Beta-Bernoulli Thompson sampling.",
+     (Param("a0", Float(low=0.0, low_open=True), 1.0, "Prior Beta(a0, b0): a0."),
+      Param("b0", Float(low=0.0, low_open=True), 1.0, "Prior Beta(a0, b0): b0."))),
+):
+    _register(AGENTS, Kind(name=_name, target=_target, summary=_summary, params=_params,
+                           family="bandit"))
+
+for _name, _target, _summary, _params in (
+    ("constant", "agents:Constant", "Always recommends the same list of items.",
+     (Param("items", ListOf(Int(low=0), unique=True), REQUIRED, "The recommended items, in "
+            "rank order."),)),
+    ("constant_agreeing", "agents:Constant.agreeing", "g1 of de Myttenaere et al.: the k "
+     "items most pushed by the campaigns in the evaluation window (built by the evaluation "
+     "from the world; k is the evaluation's).", ()),
+    ("constant_disagreeing", "agents:Constant.disagreeing", "g2: the k most frequent items at "
+     "the window's first tick among items never pushed (built by the evaluation).", ()),
+    ("popularity", "agents:Popularity", "The most popular items the profile does not hold.",
+     ()),
+    ("user_cosine_cf", "agents:UserCosineCF", "User-based CF on binary profiles: score_i = "
+     "sum_v cos(B_u, B_v) B_vi.", ()),
+    ("naive_cf", "agents:NaiveCF", "Item co-occurrence CF: score_i = max_j #(U_i & U_j) / "
+     "#U_j over the profile's items j.", ()),
+):
+    _register(AGENTS, Kind(name=_name, target=_target, summary=_summary, params=_params,
+                           family="recommender"))
+
+# --- evaluations from recloop.experiments --------------------------------------------------------
+
+_P_VALUE = OneOf((Int(low=0), Str(choices=("all",))))
+
+_register(EVALUATIONS, Kind(
+    name="campaign_bias",
+    target="recloop._registry:run_campaign_bias",
+    summary="Offline LOO score of recommenders over a window of ticks -- unweighted, with "
+            "item weights fitted on p items (`weighted_p{p}`), and on the counterfactual twin "
+            "without campaigns (`twin`, the truth) -- de Myttenaere et al. 2014/2015.",
+    params=(
+        Param("ticks", ListOf(Int(low=0), unique=True), REQUIRED, "Evaluation ticks; the "
+              "first is the reference of the item weights (must be < the world's n_ticks)."),
+        Param("p_values", ListOf(_P_VALUE, min_len=0, unique=True), [0, 5, 20, "all"],
+              "Numbers of reweighted items (`\"all\"`: every item)."),
+        Param("k", Int(low=1, high=10_000), 5, "Length of the recommended lists "
+              "(metric `loo_hit@{k}`)."),
+        Param("n_samples", Int(low=0, high=10**8), 20_000, "Draws of the stochastic "
+              "evaluation (metric `loo_hit@{k}_sampled`); 0 skips it."),
+    ),
+    per_agent=False,
+    agent_family="recommender",
+    needs_world=True,
+    check="recloop._registry:check_campaign_bias",
+    figures="recloop._registry:figures_campaign_bias",
+))
+
+
+def figures_campaign_bias(measurements, out_dir, world):
+    """The paper-like figures of ``campaign_bias`` (score over time per p; pushed marginals)."""
+    from recloop.experiments._campaign_bias import plot_campaign_bias
+
+    starts = [c["start"] for c in (world or {}).get("campaigns", [])]
+    prefix = measurements[0].evaluation if measurements else "campaign_bias"
+    return plot_campaign_bias(measurements, out_dir, campaign_ticks=starts, prefix=prefix)
+
+
+def check_campaign_bias(params, agents, world):
+    """Cross-key rules of ``campaign_bias``: a recommendation world, ticks inside it."""
+    from recloop._scenario import world_config
+
+    if not world:
+        return
+    config = world_config(world)
+    n_ticks = getattr(config, "n_ticks", None)
+    if n_ticks is None or not hasattr(config, "campaigns"):
+        yield "kind", (f"expected a [world] with a recommendation preset (users, items, "
+                       f"campaigns), got preset {world['preset']!r}")
+        return
+    late = [t for t in params["ticks"] if t >= n_ticks]
+    if late:
+        yield "ticks", f"expected ticks < n_ticks = {n_ticks} of the world, got {late[0]}"
+    for a in agents:
+        if a.get("kind") == "constant" and any(i >= config.n_items for i in a.get("items", ())):
+            yield "agents", (f"expected constant agents whose items are < n_items = "
+                             f"{config.n_items}, got agent {a['name']!r}")
+
+
+def run_campaign_bias(cell):
+    """Adapter: one cell of ``campaign_bias`` (all its recommenders on one world)."""
+    from recloop._scenario import world_config
+    from recloop.experiments._campaign_bias import campaign_bias
+
+    recommenders = {}
+    for name in cell.agent_names:
+        kind = next(a["kind"] for a in cell.agents if a["name"] == name)
+        recommenders[name] = cell.make_agent(name)(None) if kind == "constant" else kind
+    p = cell.params
+    return campaign_bias(
+        world_config(cell.world), recommenders=recommenders, ticks=p["ticks"],
+        p_values=[None if v == "all" else v for v in p["p_values"]], k=p["k"],
+        n_samples=p["n_samples"] or None, rng=cell.seed_sequence, progress=cell.progress,
+        evaluation=cell.evaluation)

@@ -109,8 +109,33 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:80] or "figure"
 
 
-def _figures(run_dir: Path, groups: dict) -> list[tuple[str, str]]:
-    """Draw one figure per (evaluation, metric); returns ``[(title, relative path)]``."""
+def _kind_figures(run_dir: Path, scenario: dict, folder: Path) -> tuple[list, set]:
+    """Figures drawn by the evaluation kinds themselves (rows of the first seed)."""
+    from recloop import _registry as reg
+    from recloop._results import Measurement
+
+    made, covered = [], set()
+    first_seed = scenario["run"]["seeds"][0]
+    for ev in scenario["evaluations"]:
+        kind = reg.EVALUATIONS.get(ev["kind"])
+        if kind is None or not kind.figures:
+            continue
+        rows = [Measurement(evaluation=r["evaluation"], agent=r["agent"], metric=r["metric"],
+                            estimate=r["estimate"], stderr=r["stderr"], ci_low=r["ci_low"],
+                            ci_high=r["ci_high"], truth=r["truth"], n=r["n"], tick=r["tick"],
+                            variant=r["variant"] or "", params=r["params"] or {})
+                for r in _rundir.read_results(run_dir)
+                if r["evaluation"] == ev["name"] and r["seed"] == first_seed]
+        if not rows:
+            continue
+        for path in kind.load(kind.figures)(rows, folder, scenario.get("world")):
+            made.append((f"{ev['name']}: {Path(path).stem}", f"figures/{Path(path).name}"))
+        covered.add(ev["name"])
+    return made, covered
+
+
+def _figures(run_dir: Path, groups: dict, scenario: dict) -> list[tuple[str, str]]:
+    """Draw the kinds' own figures, then one per (evaluation, metric) for the others."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -120,10 +145,11 @@ def _figures(run_dir: Path, groups: dict) -> list[tuple[str, str]]:
     folder.mkdir(exist_ok=True)
     for old in folder.glob("*.png"):
         old.unlink()
+    made, covered = _kind_figures(run_dir, scenario, folder)
     by_plot: dict[tuple, list] = {}
     for key, g in groups.items():
-        by_plot.setdefault((key[0], key[3]), []).append((key, g))
-    made = []
+        if key[0] not in covered:
+            by_plot.setdefault((key[0], key[3]), []).append((key, g))
     for (evaluation, metric), items in list(by_plot.items())[:MAX_FIGURES]:
         ticks = [k[4] for k, _ in items if k[4] is not None]
         params = [json.loads(k[5]) for k, _ in items]
@@ -188,7 +214,7 @@ def write_report(run_dir) -> Path:
     env_path = run_dir / "environment.json"
     env = json.loads(env_path.read_text(encoding="utf-8")) if env_path.exists() else {}
     groups = _aggregate(run_dir)
-    figures = _figures(run_dir, groups)
+    figures = _figures(run_dir, groups, scenario)
     run = scenario["run"]
     out = [f"# {run['name']}", ""]
     if run.get("description"):

@@ -101,10 +101,18 @@ class CellContext:
         return {k: v for k, v in table.items() if k not in ("name", "kind")}
 
     def make_agent(self, name: str) -> Callable:
-        """The factory ``factory(rng) -> agent`` of agent ``name``."""
+        """The factory ``factory(rng) -> agent`` of agent ``name`` (constructed, then reset)."""
         table = next(a for a in self.agents if a["name"] == name)
-        kind = reg.AGENTS[table["kind"]]
-        return kind.load()(**self.agent_params(name))
+        cls = reg.AGENTS[table["kind"]].load()
+        params = self.agent_params(name)
+
+        def factory(rng=None):
+            agent = cls(**params)
+            if callable(getattr(agent, "reset", None)):
+                agent.reset(rng)
+            return agent
+
+        return factory
 
     def rng(self) -> np.random.Generator:
         """A Generator on the cell's seed sequence."""
@@ -307,7 +315,7 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
     try:
         if executor == "dask":
             _run_dask(data, todo, workers, scheduler, on_done)
-        elif workers <= 1:
+        elif workers <= 1 or len(todo) <= 1:  # a pool would only add start-up time
             _run_inline(data, todo, not quiet, on_done)
         else:
             _run_pool(data, todo, workers, on_done)

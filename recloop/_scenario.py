@@ -46,8 +46,8 @@ RUN_PARAMS: tuple[Param, ...] = (
           "`seed + 1`, ..."),
     Param("seeds", ListOf(Int(low=0, high=2**63 - 1), unique=True), None,
           "Explicit replicate seeds (instead of `seed` and `replicates`)."),
-    Param("horizon", Int(low=0, high=10**9), 0, "Number of ticks the world is simulated "
-          "(0: each evaluation decides from its own parameters)."),
+    Param("horizon", Int(low=0, high=10**9), 0, "Ticks the world is simulated: sets "
+          "`world.n_ticks` for world presets that have it (0: the preset's value)."),
 )
 
 AGENT_KEYS: tuple[Param, ...] = (
@@ -227,10 +227,10 @@ def _validate_run(problems, raw) -> dict:
             if k in run}
 
 
-def _validate_world(problems, raw) -> dict:
+def _validate_world(problems, raw, horizon: int) -> dict:
     if not _expect_table(problems, "world", raw, "a [world] table"):
         return {}
-    return validate_world(problems, raw)
+    return validate_world(problems, raw, horizon)
 
 
 def _validate_agents(problems, raw) -> list[dict]:
@@ -258,7 +258,7 @@ def _validate_agents(problems, raw) -> list[dict]:
     return agents
 
 
-def _validate_evaluations(problems, raw, agents: list[dict], has_world: bool) -> list[dict]:
+def _validate_evaluations(problems, raw, agents: list[dict], world: dict | None) -> list[dict]:
     evaluations = []
     names: set[str] = set()
     tables = _expect_tables(problems, "evaluations", raw)
@@ -335,17 +335,17 @@ def _validate_evaluations(problems, raw, agents: list[dict], has_world: bool) ->
                 m.startswith(f"{problems.file}: agents") for m in problems.items):
             problems.add(f"{prefix}agents", f"expected at least {kind.min_agents} "
                          f"{kind.agent_family} agent(s), got {len(ev['agents'])}")
-        if kind.needs_world and not has_world:
+        if kind.needs_world and world is None:
             problems.add("world", f"expected a [world] table (evaluation kind {kind.name!r} "
                          "runs on a simulated world), got nothing")
         order = ["kind", "name", "agents"] + [p.name for p in kind.params] + ["sweep"]
         ev = {k: ev[k] for k in order if k in ev}
         evaluations.append(ev)
-        _check_cross(problems, prefix, kind, ev, agents)
+        _check_cross(problems, prefix, kind, ev, agents, world)
     return evaluations
 
 
-def _check_cross(problems, prefix, kind, ev, agents) -> None:
+def _check_cross(problems, prefix, kind, ev, agents, out_world) -> None:
     """Constraints that involve several keys, declared by the kind (optional ``check``)."""
     if not kind.check:
         return
@@ -355,7 +355,7 @@ def _check_cross(problems, prefix, kind, ev, agents) -> None:
     for combo in sweep_values(ev):
         params = {**{p.name: ev[p.name] for p in kind.params if p.name in ev}, **combo}
         chosen = [a for a in agents if a.get("name") in ev["agents"]]
-        for path, msg in func(params, chosen):
+        for path, msg in func(params, chosen, out_world):
             problems.add(f"{prefix}{path}", msg)
         if problems.items:
             return
@@ -383,14 +383,17 @@ def validate(data: Any, file: str) -> Scenario:
     else:
         out["run"] = _validate_run(problems, data["run"])
     if "world" in data:
-        out["world"] = _validate_world(problems, data["world"])
+        out["world"] = _validate_world(problems, data["world"],
+                                       out.get("run", {}).get("horizon", 0))
     if "agents" not in data:
         problems.add("agents", "expected at least one [[agents]] table, got nothing")
     out["agents"] = _validate_agents(problems, data.get("agents", []))
     if "evaluations" not in data:
         problems.add("evaluations", "expected at least one [[evaluations]] table, got nothing")
+    world_ok = "world" in out and not any(m.startswith(f"{file}: world") for m in problems.items)
     out["evaluations"] = _validate_evaluations(problems, data.get("evaluations", []),
-                                               out["agents"], "world" in data)
+                                               out["agents"], out.get("world") if world_ok
+                                               else ({} if "world" in data else None))
     if not problems.items:
         n_cells = count_cells(out)
         if n_cells > MAX_CELLS:
@@ -504,36 +507,152 @@ def dumps_toml(data: dict, *, inline=("sweep",)) -> str:
 # --- the [world] section: a simulator preset plus overrides --------------------------------------
 
 def _presets() -> dict:
-    """The simulator's world presets (name -> config), empty when the simulator has none."""
-    try:
-        import simulator
-    except ImportError:  # pragma: no cover - simulator is part of the distribution
-        return {}
-    presets = getattr(simulator, "PRESETS", None)
-    return dict(presets) if isinstance(presets, dict) else {}
+    """The simulator's world presets (name -> config factory)."""
+    import simulator
+
+    return dict(simulator.PRESETS)
+
+
+#: Upper bounds the harness puts on world sizes (the simulator has none): a scenario must not
+#: be able to ask validation itself for terabytes.
+_SIZE_LIMITS = {"n_users": 10**8, "n_items": 10**6, "n_ticks": 10**6, "dim": 10**4,
+                "n_arms": 10**6, "n_universal": 10**6, "n_nonzero": 10**4, "drift_terms": 10**4,
+                "n_alive": 10**6, "lifetime": 10**9}
+
+
+def _field_type(annotation: str, name: str = ""):
+    """The scenario type of a config field from its annotation (None: not settable)."""
+    base = annotation.replace(" | None", "").strip()
+    if base == "int":
+        return Int(high=_SIZE_LIMITS.get(name, 2**63 - 1))
+    if base == "float":
+        return reg.Float()
+    if base == "bool":
+        return Bool()
+    if base == "str":
+        return Str()
+    if base.startswith("tuple[") and base.count(",") == 1:
+        item = Int() if "int" in base else reg.Float()
+        return ListOf(item, min_len=2, max_len=2)
+    if base == "tuple" or base.startswith("tuple"):
+        return ListOf(reg.OneOf((Int(), reg.Float())), min_len=0, max_len=10**6)
+    return None
+
+
+_NOT_OVERRIDABLE = ("campaigns", "shocks", "policy")
+
+
+def _config_fields(config) -> list[Param]:
+    import dataclasses
+
+    out = []
+    for f in dataclasses.fields(config):
+        t = _field_type(f.type, f.name) if isinstance(f.type, str) else None
+        if t is None or f.name in _NOT_OVERRIDABLE:
+            continue
+        out.append(Param(f.name, t, getattr(config, f.name), ""))
+    return out
 
 
 def world_params() -> tuple[Param, ...]:
-    """The override keys of ``[world]`` (fields of the simulator's world config)."""
-    return ()
+    """The override keys of ``[world]``: fields of the presets' config types (union)."""
+    seen: dict[str, Param] = {}
+    users: dict[str, list[str]] = {}
+    for name, factory in _presets().items():
+        config = factory()
+        for p in _config_fields(config):
+            seen.setdefault(p.name, p)
+            users.setdefault(p.name, []).append(name)
+    return tuple(Param(p.name, p.type, None, f"Overrides the preset's value (presets "
+                       f"{', '.join(users[p.name])}); see the simulator's config docs.")
+                 for p in seen.values())
+
+
+_CAMPAIGN_DOCS = {
+    "start": (Int(low=0), REQUIRED, "First tick of the campaign."),
+    "duration": (Int(low=1), 1, "Number of ticks; each reached user is pushed once in it."),
+    "reach": (reg.Float(low=0.0, high=1.0), 0.5, "Fraction of users reached."),
+    "items": (ListOf(Int(low=0), unique=True), REQUIRED, "Pushed items (distinct ids)."),
+    "k": (Int(low=1), None, "Slate size (default: all `items`)."),
+    "boost": (reg.Float(low=1.0), 5.0, "Acceptance boost: a pushed item is accepted with "
+              "probability 1 - (1 - p)^boost."),
+}
 
 
 def campaign_params() -> tuple[Param, ...]:
-    """The keys of ``[[world.campaigns]]`` (fields of the simulator's campaign type)."""
-    return ()
+    """The keys of ``[[world.campaigns]]`` (simulator.CampaignConfig with a fixed item list)."""
+    return tuple(Param(k, t, d, doc) for k, (t, d, doc) in _CAMPAIGN_DOCS.items())
 
 
-def validate_world(problems: _Problems, raw: dict) -> dict:
+def _config_problem(problems: _Problems, prefix: str, exc: Exception) -> None:
+    """Turn a config's "`field` must be ...; got ..." message into a scenario problem."""
+    m = re.match(r"`([^`]+)` must (?:be )?(.*?);\s*got (.*?)\.?$", str(exc), re.S)
+    if m:
+        field, rule, got = m.groups()
+        field = re.sub(r"^campaigns\[(\d+)\]\.?", r"campaigns[\1].", field).rstrip(".")
+        problems.add(f"{prefix}{field}", f"expected {rule}, got {got}")
+    else:
+        problems.add(prefix.rstrip("."), f"expected a valid world, got {type(exc).__name__}: {exc}")
+
+
+def world_config(world: dict):
+    """The simulator config of a resolved ``[world]`` table."""
+    import simulator
+
+    overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in world.items()
+                 if k not in ("preset", "campaigns")}
+    if "campaigns" in world:
+        overrides["campaigns"] = tuple(
+            simulator.CampaignConfig(**{k: tuple(v) if isinstance(v, list) else v
+                                        for k, v in c.items()}) for c in world["campaigns"])
+    return simulator.preset(world["preset"], **overrides)
+
+
+def validate_world(problems: _Problems, raw: dict, horizon: int = 0) -> dict:
     presets = _presets()
-    out = _check_table(problems, "world.", raw, WORLD_KEYS + world_params())
-    if "preset" in out:
-        msg = Str(tuple(sorted(presets))).check(out["preset"])
-        if msg is not None:
-            problems.add("world.preset", msg)
+    name = raw.get("preset")
+    msg = Str(tuple(sorted(presets))).check(name) if "preset" in raw else None
+    if msg is not None:
+        problems.add("world.preset", msg)
+    if not isinstance(name, str) or name not in presets:
+        if "preset" not in raw:
+            problems.add("world.preset", f"expected one of {', '.join(map(repr, sorted(presets)))}"
+                         ", got nothing (required key missing)")
+        return {}
+    base = presets[name]()
+    fields = _config_fields(base)
+    has_campaigns = hasattr(base, "campaigns")
+    before = len(problems.items)
+    resolved = _check_table(problems, "world.", raw,
+                            tuple(Param(p.name, p.type, None) for p in fields)
+                            + (WORLD_KEYS if has_campaigns else WORLD_KEYS[:1]))
     campaigns = raw.get("campaigns")
-    if isinstance(campaigns, list):
-        out["campaigns"] = [_check_table(problems, f"world.campaigns[{j}].", c, campaign_params())
-                            for j, c in enumerate(campaigns) if isinstance(c, dict)]
+    if has_campaigns and isinstance(campaigns, list):
+        resolved["campaigns"] = [
+            _check_table(problems, f"world.campaigns[{j}].", c, campaign_params())
+            for j, c in enumerate(campaigns) if isinstance(c, dict)]
+    if len(problems.items) > before:
+        return resolved
+    if horizon and hasattr(base, "n_ticks"):
+        if "n_ticks" in resolved and resolved["n_ticks"] != horizon:
+            problems.add("world.n_ticks", f"expected {horizon} (run.horizon) or no key, got "
+                         f"{resolved['n_ticks']!r}")
+            return resolved
+        resolved["n_ticks"] = horizon
+    try:
+        config = world_config(resolved)
+    except (ValueError, TypeError, OverflowError, MemoryError) as exc:
+        _config_problem(problems, "world.", exc)
+        return resolved
+    out = {"preset": name}
+    for p in _config_fields(config):
+        value = getattr(config, p.name)
+        if value is not None:
+            out[p.name] = list(value) if isinstance(value, tuple) else value
+    if has_campaigns and all(c.items is not None for c in config.campaigns):
+        out["campaigns"] = [{"start": c.start, "duration": c.duration, "reach": c.reach,
+                             "items": list(c.items), "k": c.k, "boost": c.boost}
+                            for c in config.campaigns]
     return out
 
 

@@ -12,16 +12,17 @@ import time
 
 import numpy as np
 
-from evaluators import normal_estimate
 from recloop._results import Measurement
 
-__all__ = ["FixedArm", "make_fixed_arm", "run_selfcheck"]
+__all__ = ["FixedArm", "check_selfcheck", "run_selfcheck"]
+
+_Z95 = 1.959963984540054  # standard normal quantile 0.975
 
 
 class FixedArm:
     """A policy that always plays ``arm``."""
 
-    def __init__(self, arm: int):
+    def __init__(self, arm: int = 0):
         self.arm = int(arm)
 
     def reset(self, rng=None) -> None:
@@ -32,11 +33,6 @@ class FixedArm:
 
     def update(self, observation, action, reward) -> None:
         pass
-
-
-def make_fixed_arm(*, arm: int = 0):
-    """Factory of :class:`FixedArm` policies (the registry's agent constructor)."""
-    return lambda rng=None: FixedArm(arm)
 
 
 def run_selfcheck(cell) -> list[Measurement]:
@@ -52,17 +48,21 @@ def run_selfcheck(cell) -> list[Measurement]:
             raise ValueError(f"agent {name!r} plays arm {arm}; the selfcheck has "
                              f"n_arms = {p['n_arms']}")
         for tick in range(p["ticks"]):
-            pulls = pull_rng.random(p["n"]) < means[arm]
-            est = normal_estimate(pulls.astype(np.float64))
-            rows.append(Measurement.from_estimate(
-                est, evaluation=cell.evaluation, agent=name, metric="mean_reward",
+            pulls = (pull_rng.random(p["n"]) < means[arm]).astype(np.float64)
+            mean = float(pulls.mean())
+            # normal interval computed here, not by `evaluators`: the self-check must not
+            # depend on the code it is used to test around
+            se = float(pulls.std(ddof=1) / np.sqrt(p["n"])) if p["n"] > 1 else float("nan")
+            rows.append(Measurement(
+                evaluation=cell.evaluation, agent=name, metric="mean_reward", estimate=mean,
+                stderr=se, ci_low=mean - _Z95 * se, ci_high=mean + _Z95 * se, n=p["n"],
                 truth=float(means[arm]), tick=tick if p["ticks"] > 1 else None))
     if p["delay"]:
         time.sleep(p["delay"])
     return rows
 
 
-def check_selfcheck(params, agents):
+def check_selfcheck(params, agents, world):
     """Cross-key rule: every agent's arm exists (the registry's ``check`` hook)."""
     for a in agents:
         if a.get("arm", 0) >= params["n_arms"]:

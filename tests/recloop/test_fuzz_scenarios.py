@@ -17,6 +17,24 @@ from recloop._runner import run_scenario
 from recloop._scenario import builtin_scenarios, dumps_toml, load_scenario
 
 BUILTIN = {name: path.read_text() for name, path in builtin_scenarios().items()}
+SELFCHECK = """
+[run]
+name = "x"
+replicates = 2
+
+[[agents]]
+name = "a"
+kind = "fixed_arm"
+
+[[agents]]
+name = "b"
+kind = "fixed_arm"
+
+[[evaluations]]
+kind = "selfcheck"
+sweep = { n = [10, 20] }
+"""
+BUILTIN["selfcheck (test)"] = SELFCHECK
 
 scalars = st.one_of(
     st.integers(min_value=-(2**63), max_value=2**63 - 1), st.floats(allow_nan=True),
@@ -108,8 +126,7 @@ def load_scenario_text(text, folder):
 @given(name=st.text(min_size=1, max_size=20))
 def test_scenario_names_cannot_escape_out(tmp_path_factory, name):
     folder = tmp_path_factory.mktemp("escape")
-    text = BUILTIN["quickstart"]
-    data = tomllib.loads(text)
+    data = tomllib.loads(SELFCHECK)
     data["run"]["name"] = name
     path = folder / "s.toml"
     path.write_text(dumps_toml(data))
@@ -142,7 +159,7 @@ def _cheap(sc):
 
 @pytest.mark.parametrize("name", ["../evil", "/abs", "a/b", "..", ".hidden", "x" * 65])
 def test_escaping_names_are_rejected(tmp_path, name, capsys):
-    data = tomllib.loads(BUILTIN["quickstart"])
+    data = tomllib.loads(SELFCHECK)
     data["run"]["name"] = name
     path = tmp_path / "s.toml"
     path.write_text(dumps_toml(data))

@@ -112,8 +112,8 @@ x = 1
         "f.toml: run.sede: expected one of the keys",
         "(did you mean 'seed'?)",
         "f.toml: agents[0].arm: expected an integer >= 0, got -1",
-        "f.toml: agents[1].kind: expected one of 'fixed_arm' (did you mean 'fixed_arm'?), "
-        "got 'fixed_armm'",
+        "f.toml: agents[1].kind: expected one of 'constant', ",
+        "(did you mean 'fixed_arm'?), got 'fixed_armm'",
         "f.toml: evaluations[0].n: expected an integer in [1, 10000000], got str 'many'",
         "f.toml: evaluations[0].agents[1]: expected the name of an agent defined in "
         "[[agents]], got 'nobody'",
