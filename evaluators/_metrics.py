@@ -954,11 +954,28 @@ def intra_list_diversity(recommended, *, item_vectors=None, similarity=None,
         pair_sum = np.einsum("ij,ij->i", total, total) - L
     else:
         iu, ju = np.nonzero(~np.eye(L, dtype=bool))
+        if sp.issparse(s):
+            # scipy's element-wise fancy indexing is slow; look the pairs up in the sorted
+            # CSR keys instead (absent key = similarity 0).
+            s = s.copy()
+            s.sum_duplicates()
+            keys = (np.repeat(np.arange(n_items, dtype=np.int64), np.diff(s.indptr))
+                    * n_items + s.indices)
         pair_sum = np.empty(n_users)
         for lo in range(0, n_users, _CHUNK):
             blk = top[lo:lo + _CHUNK]
             r, c = blk[:, iu].ravel(), blk[:, ju].ravel()
-            vals = np.asarray(s[r, c]).ravel() if sp.issparse(s) else s[r, c]
+            if sp.issparse(s):
+                q = r * n_items + c
+                # Sorted needles make the binary searches cache-friendly (~10x here).
+                order = np.argsort(q, kind="stable")
+                pos = np.empty(q.size, dtype=np.intp)
+                pos[order] = np.searchsorted(keys, q[order])
+                pos = np.minimum(pos, max(keys.size - 1, 0))
+                vals = (np.where(keys[pos] == q, s.data[pos], 0.0) if keys.size
+                        else np.zeros(q.size))
+            else:
+                vals = s[r, c]
             pair_sum[lo:lo + _CHUNK] = vals.reshape(blk.shape[0], -1).sum(axis=1)
     return _result(1.0 - pair_sum / (L * (L - 1)), np.ones(n_users, bool),
                    "intra_list_diversity")

@@ -289,6 +289,11 @@ def test_intra_list_diversity_against_pair_loop(seed, n_users, L, use_k):
     np.testing.assert_allclose(
         M.intra_list_diversity(rec, similarity=sp.csr_array(cos), k=k).per_user,
         expected, atol=1e-12)
+    # A sparse similarity with absent entries (read as 0) against its dense form.
+    pos = np.where(cos > 0, cos, 0.0)
+    np.testing.assert_allclose(
+        M.intra_list_diversity(rec, similarity=sp.csr_array(pos), k=k).per_user,
+        M.intra_list_diversity(rec, similarity=pos, k=k).per_user, atol=1e-12)
 
 
 def test_cooccurrence_similarity_hand_case():
