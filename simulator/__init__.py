@@ -5,7 +5,8 @@ from simulator._config import AppealShock, CampaignConfig, WorldConfig
 from simulator._presets import PRESETS, preset, register_preset
 from simulator._world import WORLD_STREAMS, World
 from simulator._bandit import LinearBanditConfig, LinearBanditEnv
-from simulator._vector import LinearBanditVectorEnv
+from simulator._vector import LinearBanditVectorEnv, RecommendationVectorEnv
+from simulator._envs import RecommendationConfig, RecommendationEnv
 from simulator._logging import LogTruth, collect_log
 from simulator._truth import OnlineValue, online_value, oracle_value, static_policy_value
 from simulator._registration import register_envs
@@ -24,6 +25,9 @@ __all__ = [
     "LinearBanditConfig",
     "LinearBanditEnv",
     "LinearBanditVectorEnv",
+    "RecommendationConfig",
+    "RecommendationEnv",
+    "RecommendationVectorEnv",
     "LogTruth",
     "OnlineValue",
     "LogFormatError",

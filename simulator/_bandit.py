@@ -330,7 +330,7 @@ def true_ctr(config: LinearBanditConfig, x, ticks, arms=None) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     cols = slice(None) if arms is None else np.asarray(arms, dtype=np.int64)
     base, birth, death = tab.base[cols], tab.birth[cols], tab.death[cols]
-    p = x @ tab.weights[cols].T + base
+    p = np.einsum("...d,kd->...k", x, tab.weights[cols]) + base  # no BLAS threads (see _envs)
     t = np.asarray(ticks, dtype=np.int64)[..., None]
     if config.half_life is not None:
         p = p * np.exp2(-(t - birth) / config.half_life)

@@ -177,7 +177,8 @@ def _collect_env(env: gym.Env, n_rounds, policy, rng):
         nobs, r, term, trunc, info = env.step(a)
         ctx.append(x), act.append(a), rew.append(float(r)), ps.append(p[0, a])
         av.append(avail), tk.append(tick), us.append(user)
-        er.append(np.where(avail, np.asarray(info["ctr"], dtype=np.float64), 0.0))
+        er.append(np.where(avail, np.asarray(info.get("item_ctr", info["ctr"]), dtype=np.float64),
+                           0.0))
         if (term or trunc) and j + 1 < n_rounds:
             raise ValueError(f"`n_rounds` ({n_rounds}) exceeds the episode, which ended after "
                              f"{j + 1} rounds.")

@@ -13,13 +13,15 @@ older Gymnasium versions.
 from __future__ import annotations
 
 #: ids registered by :func:`register_envs`, with their entry points and default kwargs.
-ENV_IDS = ("recloop/LinearBandit-v0", "recloop/DynamicNews-v0")
+ENV_IDS = ("recloop/LinearBandit-v0", "recloop/DynamicNews-v0", "recloop/Recommendation-v0")
 
 _SPECS = (
     ("recloop/LinearBandit-v0", "simulator._bandit:LinearBanditEnv",
      "simulator._vector:LinearBanditVectorEnv", {}),
     ("recloop/DynamicNews-v0", "simulator._bandit:LinearBanditEnv",
      "simulator._vector:LinearBanditVectorEnv", {"config": "dynamic_news"}),
+    ("recloop/Recommendation-v0", "simulator._envs:RecommendationEnv",
+     "simulator._vector:RecommendationVectorEnv", {}),
 )
 
 

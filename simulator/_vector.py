@@ -6,7 +6,8 @@ N clicks, the N next contexts and the N x K true CTRs with a handful of numpy op
 instead of N Python environments. Sub-environment ``i`` reset with ``seed=s`` is the episode of
 the single environment reset with ``seed=s + i`` (the convention of Gymnasium's
 ``SyncVectorEnv``), so vector and single runs can be compared draw for draw.
-Autoreset follows ``AutoresetMode.NEXT_STEP``: the step after a truncation resets that
+``gymnasium.make_vec("recloop/Recommendation-v0", num_envs=N)`` builds
+:class:`RecommendationVectorEnv` the same way. Autoreset follows ``AutoresetMode.NEXT_STEP``: the step after a truncation resets that
 sub-environment (its action is ignored, its reward is 0).
 """
 
@@ -21,7 +22,7 @@ from gymnasium.vector.utils import batch_space
 
 from simulator import _bandit as _b
 
-__all__ = ["LinearBanditVectorEnv"]
+__all__ = ["LinearBanditVectorEnv", "RecommendationVectorEnv"]
 
 
 def _check_num_envs(num_envs) -> int:
@@ -206,5 +207,148 @@ class LinearBanditVectorEnv(VectorEnv):
             truncated |= self._steps >= self.max_episode_steps
         truncated &= ~skip
         self._autoreset = truncated
+        obs = self._observe()
+        return obs, reward, np.zeros(N, bool), truncated, info
+
+
+class RecommendationVectorEnv(VectorEnv):
+    """N episodes of ``recloop/Recommendation-v0`` stepped with array operations.
+
+    All sub-environments share one :class:`World` (built once from the config, read only):
+    visits and clicks come from each sub-environment's episode key. ``add_clicks`` is not
+    supported here (the sub-environments would write into one shared profile graph).
+
+    Parameters
+    ----------
+    num_envs : int
+        Number of sub-environments N.
+    config : RecommendationConfig or None
+        As for :class:`simulator.RecommendationEnv`.
+    max_episode_steps : int or None
+        Truncate each episode after this many steps (besides the world's horizon).
+    render_mode : None
+        No rendering.
+
+    Notes
+    -----
+    Batched observations: ``user`` (N,), ``context`` (N, dim), ``available`` (N, n_items),
+    ``tick`` (N,). Actions: (N,) items when ``k == 1``, else (N, k) slates. ``info``:
+    ``ctr`` (N, k), ``clicks`` (N, k), ``expected_reward``, ``best_expected_reward``,
+    ``user``, ``tick`` (N,) of the visits just played. Unlike the single environment it
+    carries no ``item_ctr`` (N x n_items per step would dominate the cost); the model's
+    ``env.model.ctr(users, ticks)`` gives it.
+    """
+
+    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(self, num_envs: int = 1, config=None, *, max_episode_steps=None,
+                 render_mode=None):
+        from simulator import _envs
+
+        self.num_envs = _check_num_envs(num_envs)
+        self.config = _envs.resolve_config(config)
+        if self.config.add_clicks:
+            raise ValueError("`config.add_clicks` must be False for the vector environment "
+                             "(its sub-environments share one world); got True.")
+        self.max_episode_steps = _check_max_steps(max_episode_steps)
+        if render_mode is not None:
+            raise ValueError(f"`render_mode` must be None (no rendering); got {render_mode!r}.")
+        self.render_mode = None
+        single = _envs.RecommendationEnv(self.config)
+        self.world = single.world
+        self.model = single.model
+        self.single_action_space = single.action_space
+        self.single_observation_space = single.observation_space
+        N, k, n_items = self.num_envs, self.config.k, self.model.n_items
+        source = None if (self.model.static_items and k == 1) else self._current_mask
+        if k == 1:
+            self.action_space = MaskedMultiDiscrete(np.full(N, n_items), source)
+        else:
+            self.action_space = _envs.MaskedSlate(np.full((N, k), n_items), source)
+        self.observation_space = batch_space(self.single_observation_space, N)
+        self._keys = None
+        self._envs = _envs
+
+    def _current_mask(self):
+        return None if self._keys is None else self._A
+
+    def _observe(self) -> dict:
+        m = self.model
+        self._T = m.ticks(self._steps)
+        self._U = m.users(self._keys, self._steps)
+        self._X, self._A = m.visit(self._U, self._T)
+        return {"user": self._U.copy(), "context": np.array(self._X),
+                "available": np.array(self._A), "tick": self._T.copy()}
+
+    def _new_keys(self, n: int) -> np.ndarray:
+        return self._key_rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed if isinstance(seed, numbers.Integral) else None)
+        seeds = _seed_list(seed, self.num_envs)
+        self._key_rng = np.random.default_rng([int(self.np_random.integers(2**63)), 0x5EED])
+        if seeds is None:
+            self._keys = self._new_keys(self.num_envs)
+        else:
+            self._keys = np.array([_b.episode_key(np.random.default_rng(s)) for s in seeds],
+                                  dtype=np.uint64)
+        self._steps = np.zeros(self.num_envs, np.int64)
+        self._autoreset = np.zeros(self.num_envs, bool)
+        return self._observe(), {}
+
+    def _check(self, actions, skip) -> np.ndarray:
+        N, k, n_items = self.num_envs, self.config.k, self.model.n_items
+        a = np.asarray(actions)
+        shape = (N,) if k == 1 else (N, k)
+        if a.shape != shape:
+            raise ValueError(f"`actions` must have shape {shape}; got {a.shape}.")
+        if not np.issubdtype(a.dtype, np.integer):
+            raise ValueError(f"`actions` must be integer item ids; got dtype {a.dtype}.")
+        a = np.where(skip.reshape((N,) + (1,) * (a.ndim - 1)), 0, a).astype(np.int64)
+        a = a.reshape(N, k)
+        bad = np.flatnonzero(np.any((a < 0) | (a >= n_items), axis=1))
+        if bad.size:
+            raise ValueError(f"`actions` items must be in [0, {n_items}); got {a[bad[0]]} in "
+                             f"sub-environment {bad[0]}.")
+        if k > 1:
+            srt = np.sort(a, axis=1)
+            bad = np.flatnonzero(np.any(srt[:, 1:] == srt[:, :-1], axis=1) & ~skip)
+            if bad.size:
+                raise ValueError(f"`actions` must hold {k} distinct items per slate; got "
+                                 f"{a[bad[0]].tolist()} in sub-environment {bad[0]}.")
+        ok = self._A[np.arange(N)[:, None], a].all(axis=1) | skip
+        bad = np.flatnonzero(~ok)
+        if bad.size:
+            raise ValueError(f"`actions` {a[bad[0]].tolist()} in sub-environment {bad[0]} "
+                             "holds an item that is not available.")
+        return a
+
+    def step(self, actions):
+        if self._keys is None:
+            raise RuntimeError("call `reset` before `step`.")
+        N, k, n_items = self.num_envs, self.config.k, self.model.n_items
+        skip = self._autoreset
+        slate = self._check(actions, skip)
+        p, best = self.model.shown_and_best(self._U, self._T, slate, self._A)
+        skey = _b._stream_keys(self._keys, self._envs._STREAM_REC_CLICK)[:, None]
+        u = _b._uniform2(skey, self._T[:, None], self._U[:, None] * n_items + slate)
+        clicks = (u < p) & ~skip[:, None]
+        reward = clicks.sum(axis=1).astype(np.float64)
+        info = {"ctr": p, "clicks": clicks,
+                "expected_reward": np.where(skip, 0.0, p.sum(axis=1)),
+                "best_expected_reward": np.where(skip, 0.0, best),
+                "user": self._U.copy(), "tick": self._T.copy()}
+        self._steps += 1
+        if skip.any():
+            self._keys[skip] = self._new_keys(int(skip.sum()))
+            self._steps[skip] = 0
+        truncated = self._steps >= self.config.n_steps
+        if self.max_episode_steps is not None:
+            truncated |= self._steps >= self.max_episode_steps
+        truncated &= ~skip
+        self._autoreset = truncated
+        # a sub-environment past its horizon shows its last visit again until the reset
+        self._steps = np.where(self._steps >= self.config.n_steps, self.config.n_steps - 1,
+                               self._steps)
         obs = self._observe()
         return obs, reward, np.zeros(N, bool), truncated, info

@@ -1,0 +1,411 @@
+"""``recloop/Recommendation-v0``: one user visit per step in a simulated :class:`World`.
+
+Each step a user visits (drawn with probability proportional to the world's user weights
+``P(u)``); the agent sees the user's id, a context vector (the user's taste at the current
+tick: a fully observed contextual setting) and the mask of items alive; it shows a slate of
+``k`` distinct alive items; each shown item is clicked independently with the world's true
+probability ``p(u, i, t)``; the reward is the number of clicks. ``visits_per_tick`` visits
+make a tick; the episode ends (truncation) at the world's horizon ``n_ticks``.
+
+Common random numbers: the visiting user of step ``n`` and the click coin of
+``(user, item, tick)`` are counter-based hashes of the episode key (see
+:mod:`simulator._bandit`), so two agents run on the same seed meet the same users and the same
+coin for the same ``(user, item, tick)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import numbers
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from simulator import _bandit as _b
+from simulator._config import WorldConfig
+from simulator._world import World
+
+__all__ = ["RecommendationConfig", "RecommendationEnv"]
+
+_STREAM_VISIT = 11
+_STREAM_REC_CLICK = 12
+_BLOCK = 512
+_MAX_TABLE = 1 << 23  # cells of the cached user x item CTR table (64 MiB of float64)
+
+
+@dataclass(frozen=True)
+class RecommendationConfig:
+    """Configuration of ``recloop/Recommendation-v0`` (validated, immutable).
+
+    Parameters
+    ----------
+    world : WorldConfig or str, default "viadeo_like"
+        The world (a preset name is looked up).
+    world_seed : int, default 0
+        Seed of the world (users, items, organic adoption); the episode seed given to
+        ``reset`` drives only visits and clicks.
+    k : int, default 1
+        Slate size, in [1, fewest items alive at any tick of the episode].
+    visits_per_tick : int, default 100
+        User visits (steps) per tick, >= 1.
+    start_tick : int, default 0
+        Tick of the first visit, in [0, n_ticks - 1].
+    add_clicks : bool, default False
+        Whether clicked items enter the user's profile (edges with source ``recommended``;
+        the world then simulates organic adoption up to the clicks' tick).
+    """
+
+    world: WorldConfig | str = "viadeo_like"
+    world_seed: int = 0
+    k: int = 1
+    visits_per_tick: int = 100
+    start_tick: int = 0
+    add_clicks: bool = False
+
+    def __post_init__(self):
+        w = self.world
+        if isinstance(w, str):
+            from simulator._presets import preset
+            w = preset(w)
+            object.__setattr__(self, "world", w)
+        if not isinstance(w, WorldConfig):
+            raise TypeError(f"`world` must be a WorldConfig or a preset name; got "
+                            f"{type(w).__name__}.")
+        _b._check_int("world_seed", self.world_seed, 0)
+        _b._check_int("visits_per_tick", self.visits_per_tick, 1)
+        _b._check_int("start_tick", self.start_tick, 0, w.n_ticks - 1)
+        if not isinstance(self.add_clicks, bool):
+            raise TypeError(f"`add_clicks` must be a bool; got {self.add_clicks!r}.")
+        birth, death = w.birth_array(), w.death_array()
+        ticks = np.arange(self.start_tick, w.n_ticks)[:, None]
+        fewest = int(((birth <= ticks) & (ticks < death)).sum(axis=1).min())
+        _b._check_int("k", self.k, 1)
+        if self.k > fewest:
+            raise ValueError(f"`k` must be <= the number of items alive at every tick of the "
+                             f"episode ({fewest}); got {self.k}.")
+
+    @property
+    def n_steps(self) -> int:
+        """Length of an episode in steps (visits)."""
+        return (self.world.n_ticks - self.start_tick) * self.visits_per_tick
+
+
+def resolve_config(config) -> RecommendationConfig:
+    if config is None:
+        return RecommendationConfig()
+    if not isinstance(config, RecommendationConfig):
+        raise TypeError("`config` must be a RecommendationConfig or None; got "
+                        f"{type(config).__name__}.")
+    return config
+
+
+class RecModel:
+    """The world's click model as array operations over visits (shared with the vector env).
+
+    :meth:`ctr` computes ``p(u, i, t)`` for all items with one matrix product per tick; the
+    tests check it against ``World.true_ctr``, the reference.
+    """
+
+    def __init__(self, config: RecommendationConfig, world: World):
+        self.config = config
+        self.world = world
+        w = config.world
+        self.n_items = w.n_items
+        self.features = np.asarray(world.item_features)
+        self.birth, self.death = w.birth_array(), w.death_array()
+        self.static_items = bool(np.all(self.birth <= config.start_tick)
+                                 and np.all(self.death >= w.n_ticks))
+        uw = np.asarray(world.user_weights, dtype=np.float64)
+        cdf = np.cumsum(uw)
+        self.user_cdf = cdf / cdf[-1]
+        self.uniform_users = bool(np.all(uw == uw[0]))
+        self._ones = np.ones(self.n_items, dtype=bool)
+        self._tick_cache: dict[int, tuple] = {}
+        self._static_taste = None
+        self._table = False  # not computed yet
+        self._best = None
+
+    def ticks(self, steps) -> np.ndarray:
+        return self.config.start_tick + np.asarray(steps, np.int64) // self.config.visits_per_tick
+
+    def users(self, keys, steps) -> np.ndarray:
+        u = _b._uniform2(_b._stream_keys(keys, _STREAM_VISIT), steps, 0)
+        n = self.user_cdf.size
+        if self.uniform_users:  # same law as the search below, without the search
+            return np.minimum((u * n).astype(np.int64), n - 1)
+        return np.minimum(np.searchsorted(self.user_cdf, u, side="right"), n - 1).astype(np.int64)
+
+    def visit(self, users, ticks):
+        """``(taste (n, dim), alive (n, n_items))`` of visits; no CTRs."""
+        ticks = np.asarray(ticks, np.int64)
+        uniq = np.unique(ticks)
+        if uniq.size == 1:
+            taste, _, _, alive = self._per_tick(int(uniq[0]))
+            return taste[users], np.broadcast_to(alive, (ticks.size, self.n_items))
+        X = np.empty((ticks.size, self.features.shape[1]))
+        A = np.empty((ticks.size, self.n_items), dtype=bool)
+        for t in uniq.tolist():
+            rows = np.flatnonzero(ticks == t)
+            taste, _, _, alive = self._per_tick(t)
+            X[rows], A[rows] = taste[users[rows]], alive
+        return X, A
+
+    def shown_and_best(self, users, ticks, slate, A):
+        """``(p (n, k) of the shown items, best achievable expected clicks (n,))``."""
+        full = self._static_table()
+        if full is not None:
+            return full[users[:, None], slate], self._best_table()[users]
+        P = self.ctr(users, ticks)[0]
+        return P[np.arange(users.size)[:, None], slate], top_k_sum(P, A, self.config.k)
+
+    def _best_table(self):
+        if self._best is None:
+            self._best = top_k_sum(self._table, np.ones(self._table.shape, bool), self.config.k)
+        return self._best
+
+    def _per_tick(self, t: int):
+        hit = self._tick_cache.get(t)
+        if hit is None:
+            w, c = self.world, self.config.world
+            if c.drift_rate == 0:  # tastes do not move: compute them once
+                if self._static_taste is None:
+                    self._static_taste = w.user_taste(self.config.start_tick)
+                taste = self._static_taste
+            else:
+                taste = w.user_taste(t)
+            appeal = w.item_appeal(t)
+            alive = (self.birth <= t) & (t < self.death)
+            decay = alive.astype(np.float64)
+            if c.ctr_halflife is not None:
+                decay = np.where(alive, np.exp2(-np.maximum(t - self.birth, 0) / c.ctr_halflife),
+                                 0.0)
+            if len(self._tick_cache) > 16:
+                self._tick_cache.clear()
+            hit = self._tick_cache[t] = (taste, appeal, decay, alive)
+        return hit
+
+    def ctr(self, users, ticks):
+        """``(p (n, n_items), taste (n, dim), alive (n, n_items))`` for visits ``(users, ticks)``."""
+        users = np.asarray(users, np.int64)
+        ticks = np.asarray(ticks, np.int64)
+        full = self._static_table()
+        if full is not None:  # p does not depend on the tick: one gather
+            taste = self._per_tick(int(ticks[0]))[0]
+            return full[users], taste[users], np.ones((users.size, self.n_items), dtype=bool)
+        n = users.size
+        uniq = np.unique(ticks)
+        if uniq.size == 1:
+            return self._ctr_tick(users, int(uniq[0]))
+        P = np.empty((n, self.n_items))
+        X = np.empty((n, self.features.shape[1]))
+        A = np.empty((n, self.n_items), dtype=bool)
+        for t in uniq.tolist():
+            rows = np.flatnonzero(ticks == t)
+            P[rows], X[rows], A[rows] = self._ctr_tick(users[rows], t)
+        return P, X, A
+
+    def _ctr_tick(self, users, t: int):
+        taste, appeal, decay, alive = self._per_tick(t)
+        x = taste[users]
+        # einsum, not BLAS matmul: these products are small and BLAS threads thrash on a
+        # busy machine (20x slower measured on 2 shared cores)
+        score = np.einsum("nd,id->ni", x, self.features)
+        score += appeal
+        if self.config.world.click_model == "logistic":
+            p = _sigmoid(score)
+        else:
+            p = np.clip(score, 0.0, 1.0)
+        p *= decay
+        return p, x, np.broadcast_to(alive, p.shape).copy()
+
+    def _static_table(self):
+        """``p(u, i)`` of every user and item when it does not depend on the tick (no taste
+        drift, shocks, CTR decay or item lifetimes) and the table is small enough."""
+        if self._table is False:
+            c = self.config.world
+            static = (c.drift_rate == 0 and not c.shocks and c.ctr_halflife is None
+                      and self.static_items and c.n_users * c.n_items <= _MAX_TABLE)
+            self._table = None
+            if static:
+                t = self.config.start_tick
+                users = np.arange(c.n_users)
+                self._table = np.concatenate(
+                    [self._ctr_tick(users[j:j + 4096], t)[0]
+                     for j in range(0, c.n_users, 4096)])
+        return self._table
+
+
+def _sigmoid(s: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(-s))``, in place on ``s``; scipy's ``expit`` is several times slower
+    here and differs from it by at most a few ulp (within 1e-15)."""
+    np.negative(s, out=s)
+    np.exp(s, out=s)
+    s += 1.0
+    return np.reciprocal(s, out=s)
+
+
+def top_k_sum(P: np.ndarray, A: np.ndarray, k: int) -> np.ndarray:
+    """Sum of the ``k`` largest probabilities among available items, per row."""
+    Q = np.where(A, P, -np.inf)
+    if k == 1:
+        return Q.max(axis=1)
+    part = np.partition(Q, Q.shape[1] - k, axis=1)[:, -k:]
+    return part.sum(axis=1)
+
+
+def check_slate(action, k: int, n_items: int, available: np.ndarray, tick: int) -> np.ndarray:
+    """Validate one slate; returns it as an int64 array (k,)."""
+    if k == 1:
+        if isinstance(action, np.ndarray) and action.shape == (1,):
+            action = action[0]
+        return np.array([_b.check_action(action, n_items, available, tick)], np.int64)
+    a = np.asarray(action)
+    if a.shape != (k,) or not (np.issubdtype(a.dtype, np.integer)):
+        raise ValueError(f"`action` must be a slate of {k} integer item ids; got {action!r}.")
+    a = a.astype(np.int64)
+    bad = np.flatnonzero((a < 0) | (a >= n_items))
+    if bad.size:
+        raise ValueError(f"`action` items must be in [0, {n_items}); got {a[bad[0]]} at "
+                         f"slot {bad[0]}.")
+    if np.unique(a).size != k:
+        raise ValueError(f"`action` must hold {k} distinct items; got {a.tolist()}.")
+    bad = np.flatnonzero(~available[a])
+    if bad.size:
+        raise ValueError(f"`action` item {a[bad[0]]} (slot {bad[0]}) is not available at tick "
+                         f"{tick}.")
+    return a
+
+
+class MaskedSlate(spaces.MultiDiscrete):
+    """``MultiDiscrete([n_items] * k)`` whose ``sample()`` draws ``k`` distinct items among the
+    currently available ones (see :class:`simulator._bandit.MaskedDiscrete` for why)."""
+
+    def __init__(self, nvec, mask_source=None, seed=None):
+        super().__init__(nvec, seed=seed)
+        self._mask_source = mask_source
+
+    def sample(self, mask=None, probability=None):
+        current = self._mask_source() if self._mask_source is not None else None
+        if mask is not None or probability is not None or current is None:
+            return super().sample(mask=mask, probability=probability)
+        k = self.shape[-1]
+        r = self.np_random.random(current.shape)
+        r[~current] = 2.0
+        pick = np.argpartition(r, k - 1, axis=-1)[..., :k]
+        return pick.astype(self.dtype)
+
+
+class RecommendationEnv(gym.Env):
+    """``recloop/Recommendation-v0``: a user visit per step; show a slate, count the clicks.
+
+    Observation: ``{"user": () int64, "context": (dim,) float64 (the user's taste at the
+    tick), "available": (n_items,) bool, "tick": () int64}``. Action: an item
+    (``Discrete(n_items)``) when ``k == 1``, else ``MultiDiscrete([n_items] * k)`` of distinct
+    available items. Reward: the number of clicks. ``info``: ``ctr`` (k,) the true click
+    probabilities of the shown items, ``item_ctr`` (n_items,) those of every item (0 for dead
+    items), ``expected_reward`` (sum of ``ctr``), ``best_expected_reward`` (the best slate's),
+    ``clicks`` (k,) bool, ``user`` and ``tick`` of the visit just played.
+
+    Parameters
+    ----------
+    config : RecommendationConfig or None
+        ``None``: ``RecommendationConfig()`` (the ``viadeo_like`` world, k = 1).
+    render_mode : None
+        No rendering.
+
+    Notes
+    -----
+    The world (``env.unwrapped.world``) is built once; ``reset`` restores it to its pristine
+    state when ``add_clicks`` is set. Ground truth: ``env.unwrapped.world.true_ctr``.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, config=None, *, render_mode=None):
+        self.config = resolve_config(config)
+        if render_mode is not None:
+            raise ValueError(f"`render_mode` must be None (no rendering); got {render_mode!r}.")
+        self.render_mode = None
+        c = self.config
+        self._pristine = World(c.world, seed=c.world_seed)
+        self.world = self._pristine
+        self.model = RecModel(c, self.world)
+        n_items, k = c.world.n_items, c.k
+        source = None if self.model.static_items else self._current_mask
+        if k == 1:
+            self.action_space = _b.MaskedDiscrete(n_items, source)
+        else:
+            self.action_space = MaskedSlate(np.full(k, n_items), self._current_mask)
+        self.observation_space = spaces.Dict({
+            "user": spaces.Box(0, c.world.n_users - 1, shape=(), dtype=np.int64),
+            "context": spaces.Box(-np.inf, np.inf, shape=(c.world.dim,), dtype=np.float64),
+            "available": spaces.Box(0, 1, shape=(n_items,), dtype=np.bool_),
+            "tick": spaces.Box(0, c.world.n_ticks - 1, shape=(), dtype=np.int64),
+        })
+        self._key = None
+
+    @property
+    def key(self):
+        return self._key
+
+    def _current_mask(self):
+        if self._key is None:
+            return None
+        return self._A[min(self._n - self._n0, self._A.shape[0] - 1)]
+
+    def _fill_block(self, n0: int) -> None:
+        m = self.model
+        steps = np.arange(n0, min(n0 + _BLOCK, self.config.n_steps), dtype=np.int64)
+        self._n0 = n0
+        self._T = m.ticks(steps)
+        self._U = m.users(self._key, steps)
+        self._P, self._X, self._A = m.ctr(self._U, self._T)
+        self._best = top_k_sum(self._P, self._A, self.config.k)
+
+    def _obs(self, i=None) -> dict:
+        i = self._n - self._n0 if i is None else i
+        return {"user": np.array(self._U[i], dtype=np.int64), "context": self._X[i].copy(),
+                "available": self._A[i].copy(), "tick": np.array(self._T[i], dtype=np.int64)}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if self.config.add_clicks:
+            self.world = copy.deepcopy(self._pristine)
+            self.model.world = self.world
+            self.model._tick_cache.clear()
+        self._key = _b.episode_key(self.np_random)
+        self._click_skey = _b._stream_key(self._key, _STREAM_REC_CLICK)
+        self._n = 0
+        self._fill_block(0)
+        return self._obs(), {}
+
+    def step(self, action):
+        c = self.config
+        if self._key is None or self._n >= c.n_steps:
+            raise RuntimeError("call `reset` before `step` (and after the episode ends).")
+        i = self._n - self._n0
+        t, user = int(self._T[i]), int(self._U[i])
+        slate = check_slate(action, c.k, self.model.n_items, self._A[i], t)
+        p = self._P[i, slate]
+        base = user * self.model.n_items
+        # one scalar hash per shown item: cheaper than a numpy call for a slate of a few
+        hits = [_b._uniform2_int(self._click_skey, t, base + s) < q
+                for s, q in zip(slate.tolist(), p.tolist())]
+        n_clicks = sum(hits)
+        clicks = np.array(hits)
+        if c.add_clicks and n_clicks:
+            self.world.add_edges(np.full(n_clicks, user), slate[clicks], t, "recommended")
+        info = {"ctr": p, "item_ctr": self._P[i].copy(), "expected_reward": float(p.sum()),
+                "best_expected_reward": float(self._best[i]), "clicks": clicks, "user": user,
+                "tick": t}
+        self._n += 1
+        truncated = self._n >= c.n_steps
+        if truncated:  # the episode is over: repeat the last observation
+            obs = self._obs(i)
+        else:
+            if self._n - self._n0 >= self._T.size:
+                self._fill_block(self._n)
+            obs = self._obs()
+        return obs, float(n_clicks), False, truncated, info
