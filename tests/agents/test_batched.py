@@ -1,0 +1,132 @@
+"""Batched twins: bit-for-bit identical to B single agents with the same generators."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agents
+from tests.agents.test_bandits import FACTORIES, random_stream
+
+STATE = {
+    "uniform": (),
+    "ucb1": ("_counts", "_sums"),
+    "egreedy": ("_counts", "_sums"),
+    "linucb": ("_Ainv", "_b", "_theta"),
+    "thompson": ("_a", "_b"),
+}
+
+
+def singles(name, B, seed):
+    out = []
+    for i in range(B):
+        a = FACTORIES[name]()
+        a.reset(np.random.default_rng([seed, i]))
+        out.append(a)
+    return out
+
+
+def assert_same_state(name, xs, ys):
+    for a, b in zip(xs, ys):
+        for attr in STATE[name]:
+            assert np.array_equal(getattr(a, attr), getattr(b, attr)), attr
+        assert a._ptr == b._ptr and np.array_equal(a._buf, b._buf)
+
+
+@pytest.mark.parametrize("name", list(FACTORIES))
+@settings(max_examples=6)
+@given(seed=st.integers(0, 2**32 - 1), B=st.integers(1, 9), K=st.integers(1, 5),
+       warm=st.integers(0, 300))
+def test_batched_equals_single_copies(name, seed, B, K, warm):
+    T, d = 50, 3
+    alone = singles(name, B, seed)
+    twins = singles(name, B, seed)
+    # warm-up: the copies start from agents that have already acted a different number of
+    # times (their uniform buffers are at different positions)
+    X0, av0, _ = random_stream(seed, 1, K, d)
+    for i, (a, b) in enumerate(zip(alone, twins)):
+        for _ in range((warm * (i + 1)) % 301):
+            a.act({"context": X0[0], "available": av0[0]})
+            b.act({"context": X0[0], "available": av0[0]})
+    batched = type(alone[0]).batch(twins)
+    g = np.random.default_rng(seed)
+    X = g.normal(size=(T, B, d))
+    avail = g.random((T, B, K)) < 0.6
+    avail[:, :, 0] |= ~avail.any(axis=2)
+    R = (g.random((T, B, K)) < 0.4).astype(float)
+    active = g.random((T, B)) < 0.7
+    for t in range(T):
+        want = np.array([a.act({"context": X[t, i], "available": avail[t, i]})
+                         for i, a in enumerate(alone)])
+        got = batched.act(X[t], avail[t])
+        assert np.array_equal(got, want), t
+        r = R[t, np.arange(B), got]
+        for i, a in enumerate(alone):
+            if active[t, i]:
+                a.update({"context": X[t, i], "available": avail[t, i]}, int(want[i]), r[i])
+        batched.update(active[t], X[t], got, r)
+    if name != "thompson":
+        assert_same_state(name, alone, batched.unbatch())
+
+
+@pytest.mark.parametrize("name", ["uniform", "ucb1", "egreedy", "linucb"])
+@settings(max_examples=8)
+@given(seed=st.integers(0, 2**32 - 1), B=st.integers(1, 40), n=st.integers(0, 120),
+       jitter=st.booleans())
+def test_batched_replay_arrays_equals_single_replays(name, seed, B, n, jitter):
+    T, K, d = 50, 4, 3
+    X, avail, R = random_stream(seed, T, K, d)
+    g = np.random.default_rng(seed)
+    logged = np.array([g.choice(np.flatnonzero(row)) for row in avail], dtype=np.int64)
+    reward = R[np.arange(T), logged]
+    index = g.integers(0, T, size=(B, n))
+    jit = g.normal(size=(B, n, d)) * 0.1 if jitter else None
+    eligible = g.random((B, n)) < 0.9
+    ref = singles(name, B, seed)
+    batched = type(ref[0]).batch(singles(name, B, seed))
+    got = batched.replay_arrays(X, avail, logged, reward, index, jit, eligible)
+    for i, a in enumerate(ref):
+        idx = index[i]
+        ctx = X[idx] + jit[i] if jitter else X[idx]
+        want = a.replay_arrays(ctx, avail[idx], logged[idx], reward[idx], eligible[i])
+        assert np.array_equal(got[i], want)
+    assert_same_state(name, ref, batched.unbatch())
+
+
+def test_linucb_batched_views_have_b_k_d_d_shape():
+    bt = agents.LinUCB.batch([agents.LinUCB() for _ in range(3)])
+    bt.act(np.zeros((3, 2)), np.ones((3, 4), bool))
+    assert bt.Ainv.shape == (3, 4, 2, 2) and bt.theta.shape == (3, 4, 2)
+    assert np.array_equal(bt.Ainv[1, 2], np.eye(2))
+
+
+# -- bad input ------------------------------------------------------------------------------
+
+def test_batch_needs_one_class():
+    with pytest.raises(TypeError, match="must all be UCB1"):
+        agents.UCB1.batch([agents.UCB1(), agents.LinUCB()])
+
+
+def test_batch_needs_equal_hyper_parameters():
+    with pytest.raises(ValueError, match="hyper-parameters"):
+        agents.UCB1.batch([agents.UCB1(1.0), agents.UCB1(2.0)])
+
+
+def test_batch_needs_agents():
+    with pytest.raises(ValueError, match="at least one"):
+        agents.LinUCB.batch([])
+
+
+def test_batched_no_available_arm_names_the_copy():
+    bt = agents.UCB1.batch([agents.UCB1() for _ in range(3)])
+    avail = np.ones((3, 4), bool)
+    avail[2] = False
+    with pytest.raises(ValueError, match="copy 2"):
+        bt.act(np.zeros((3, 1)), avail)
+
+
+def test_batched_update_checks_actions():
+    bt = agents.LinUCB.batch([agents.LinUCB() for _ in range(2)])
+    bt.act(np.zeros((2, 2)), np.ones((2, 3), bool))
+    with pytest.raises(ValueError, match="copy 1"):
+        bt.update(np.array([True, True]), np.zeros((2, 2)), np.array([0, 5]), np.zeros(2))
