@@ -61,7 +61,8 @@ def check_agent(agent, *, profiles=None, k: int = 3, n_actions: int = 5,
     Parameters
     ----------
     agent : object
-        A fresh agent (recommender not fitted; bandit state is reset by the check).
+        A fresh agent (recommender not fitted; bandit state is reset by the check). The
+        check leaves it fitted on, or having learnt from, the synthetic data.
     profiles : sparse matrix (n_users, n_items), optional
         Profiles for a recommender (default: random 1-5 ratings on 12 users x 7 items with an
         empty user and a single-item user; binary recommenders treat nonzero as held).
@@ -194,8 +195,7 @@ def _check_recommender(agent, profiles, k, gen):
         _fail(agent, "fit kept a reference to `profiles`: overwriting them after fit changed "
                      "the recommendations.")
 
-    held = profiles.toarray() != 0
-    missing = [(u, i) for u in range(n_users) for i in range(n_items) if not held[u, i]]
+    missing = np.argwhere(profiles.toarray() == 0) if n_users * n_items <= 10**6 else []
     bad_calls = [
         ("k=0", ("`k`",), lambda: agent.recommend(users, 0)),
         (f"k=n_items+1={n_items + 1}", ("`k`",), lambda: agent.recommend(users, n_items + 1)),
@@ -204,8 +204,8 @@ def _check_recommender(agent, profiles, k, gen):
         ("`removed` of the wrong length", ("`removed`",),
          lambda: agent.recommend(users, 1, removed=np.zeros(n_users + 1, dtype=np.int64))),
     ]
-    if missing:
-        u, i = missing[0]
+    if len(missing):
+        u, i = (int(x) for x in missing[0])
         bad_calls.append((f"`removed` item {i} not held by user {u}", ("`removed",),
                           lambda: agent.recommend([u], 1, removed=[i])))
     for what, names, call in bad_calls:

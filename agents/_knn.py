@@ -180,13 +180,13 @@ class KNNRating(_Recommender):
                 raters, b = raters[others], b[others]
                 new_mean = ((self._isum[r] - a) / (self._icount[r] - 1)
                             if raters.size else np.nan)
-                # the raters of r: recompute their norm over I_v with m_r without r_ur
-                rest = np.empty(raters.size)
-                for j, w in enumerate(raters):  # few raters; exact direct sum per rater
-                    wl, wh = csr.indptr[w], csr.indptr[w + 1]
-                    items_w, r_w = csr.indices[wl:wh], csr.data[wl:wh]
-                    not_r = items_w != r
-                    rest[j] = np.sum((r_w[not_r] - self._imean[items_w[not_r]]) ** 2)
+                # the raters of r: their norm over I_v, recomputed with m_r without r_ur
+                sel = csr[raters]
+                owner = np.repeat(np.arange(raters.size), np.diff(sel.indptr))
+                not_r = sel.indices != r
+                rest = np.bincount(owner[not_r], (sel.data[not_r]
+                                                  - self._imean[sel.indices[not_r]]) ** 2,
+                                   minlength=raters.size)
                 dv = dv.copy()
                 mv = dv.copy()
                 dv[raters] = rest + (b - new_mean) ** 2
