@@ -363,6 +363,8 @@ class RecommendationEnv(gym.Env):
         self._U = m.users(self._key, steps)
         self._P, self._X, self._A = m.ctr(self._U, self._T)
         self._best = top_k_sum(self._P, self._A, self.config.k)
+        # Python lists for the per-step scalars (indexing numpy arrays costs more)
+        self._Tl, self._Ul, self._bestl = self._T.tolist(), self._U.tolist(), self._best.tolist()
 
     def _obs(self, i=None) -> dict:
         i = self._n - self._n0 if i is None else i
@@ -386,19 +388,31 @@ class RecommendationEnv(gym.Env):
         if self._key is None or self._n >= c.n_steps:
             raise RuntimeError("call `reset` before `step` (and after the episode ends).")
         i = self._n - self._n0
-        t, user = int(self._T[i]), int(self._U[i])
-        slate = check_slate(action, c.k, self.model.n_items, self._A[i], t)
-        p = self._P[i, slate]
-        base = user * self.model.n_items
-        # one scalar hash per shown item: cheaper than a numpy call for a slate of a few
-        hits = [_b._uniform2_int(self._click_skey, t, base + s) < q
-                for s, q in zip(slate.tolist(), p.tolist())]
-        n_clicks = sum(hits)
-        clicks = np.array(hits)
+        t, user = self._Tl[i], self._Ul[i]
+        n_items = self.model.n_items
+        row = self._P[i]
+        if c.k == 1:  # the common case, without slate arrays
+            a = _b.check_action(action, n_items, self._A[i], t)
+            q = float(row[a])
+            hit = _b._uniform2_int(self._click_skey, t, user * n_items + a) < q
+            n_clicks = int(hit)
+            slate, p, clicks = [a], np.array([q]), np.array([hit])
+            expected = q
+        else:
+            slate = check_slate(action, c.k, n_items, self._A[i], t)
+            p = row[slate]
+            base = user * n_items
+            # one scalar hash per shown item: cheaper than a numpy call for a few items
+            hits = [_b._uniform2_int(self._click_skey, t, base + s) < q
+                    for s, q in zip(slate.tolist(), p.tolist())]
+            n_clicks = sum(hits)
+            clicks = np.array(hits)
+            expected = float(p.sum())
         if c.add_clicks and n_clicks:
-            self.world.add_edges(np.full(n_clicks, user), slate[clicks], t, "recommended")
-        info = {"ctr": p, "item_ctr": self._P[i].copy(), "expected_reward": float(p.sum()),
-                "best_expected_reward": float(self._best[i]), "clicks": clicks, "user": user,
+            self.world.add_edges(np.full(n_clicks, user), np.asarray(slate)[clicks], t,
+                                 "recommended")
+        info = {"ctr": p, "item_ctr": row.copy(), "expected_reward": expected,
+                "best_expected_reward": self._bestl[i], "clicks": clicks, "user": user,
                 "tick": t}
         self._n += 1
         truncated = self._n >= c.n_steps
