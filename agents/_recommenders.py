@@ -593,6 +593,10 @@ class NaiveCF(_Recommender):
     ``i = r``, so ``score(r) = max_{j in I_u'} (C_rj - 1) / #U_j`` with ``C = B^T B``: exactly
     a refit on the graph without the edge. The ratios are single divisions of integers, so
     fast and naive scores agree bit for bit and ties (lower item id first) are exact.
+
+    Fast path: ``fit`` keeps the dense item x item co-occurrence matrix (``8 n_items^2``
+    bytes: 0.26 MB for 180 items, 32 MB for 2,000); ``recommend`` costs
+    ``O(|I_u'| n_items)`` per user.
     """
 
     def __init__(self, *, method: str = "fast"):
@@ -627,9 +631,9 @@ class NaiveCF(_Recommender):
             starts = np.cumsum(lengths) - lengths
             order = np.argsort(-lengths, kind="stable")
             by_len = np.zeros((users.size, n_items))
-            first = starts[order]
+            first, neg_sorted = starts[order], -lengths[order]
             for slot in range(int(lengths.max())):
-                m = int(np.searchsorted(-lengths[order], -slot, side="left"))
+                m = int(np.searchsorted(neg_sorted, -slot, side="left"))  # lengths > slot
                 block = by_len[:m]
                 np.maximum(block, self._ratio_t[cols[first[:m] + slot]], out=block)
             scores[order] = by_len
