@@ -208,8 +208,9 @@ def collect_log(env_or_config, n_rounds: int, *, policy=None, rng=None):
         The world to log. For the linear bandit (a config, a preset name, or a
         ``LinearBanditEnv``) only the configuration is used and the log is produced with array
         operations; any other environment with a ``Dict`` observation holding ``context`` and
-        ``available``, a ``Discrete`` action space and ``info["ctr"]`` (such as
-        ``recloop/Recommendation-v0`` with ``k=1``) is stepped round by round.
+        ``available``, a ``Discrete`` action space and the true click probability of every
+        action in ``info["item_ctr"]`` (or ``info["ctr"]``) is stepped round by round (such as
+        ``recloop/Recommendation-v0`` with ``k=1``).
     n_rounds : int
         Number of records, >= 1 (and within the episode's horizon).
     policy : None, callable or object, optional
