@@ -639,6 +639,16 @@ def validate_world(problems: _Problems, raw: dict, horizon: int = 0) -> dict:
                          f"{resolved['n_ticks']!r}")
             return resolved
         resolved["n_ticks"] = horizon
+    import simulator
+
+    for j, c in enumerate(resolved.get("campaigns", [])):
+        try:
+            simulator.CampaignConfig(**{k: tuple(v) if isinstance(v, list) else v
+                                        for k, v in c.items()})
+        except (ValueError, TypeError) as exc:
+            _config_problem(problems, f"world.campaigns[{j}].", exc)
+    if len(problems.items) > before:
+        return resolved
     try:
         config = world_config(resolved)
     except (ValueError, TypeError, OverflowError, MemoryError) as exc:
