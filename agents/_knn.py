@@ -80,6 +80,16 @@ class KNNRating(_Recommender):
     ``recommend`` ranks the items the reduced profile does not hold by predicted rating
     (rounded to 10 decimals; ties: lower item id); fewer than ``k`` candidates are completed
     with held items, lowest ids first.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> R = sp.csr_array(np.array([[5., 3., 0.], [4., 2., 5.], [1., 5., 1.]]))
+    >>> knn = KNNRating("pearson", 2).fit(R)
+    >>> round(float(knn.predict([0], [2])[0]), 4)  # only u1 is positively correlated
+    5.3333
+    >>> knn.recommend([0], 1, removed=[1]).tolist()
+    [[1]]
     """
 
     _binary = False
