@@ -59,6 +59,23 @@ def _as_seed_sequence(seed) -> np.random.SeedSequence:
                     f"got {type(seed).__name__}.")
 
 
+def _alias_table(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Vose's alias table for the distribution p: (acceptance probabilities, aliases)."""
+    n = p.size
+    prob = p * n
+    alias = np.arange(n)
+    small = [j for j in range(n) if prob[j] < 1.0]
+    large = [j for j in range(n) if prob[j] >= 1.0]
+    while small and large:
+        s, g = small.pop(), large.pop()
+        alias[s] = g
+        prob[g] -= 1.0 - prob[s]
+        (small if prob[g] < 1.0 else large).append(g)
+    for j in small + large:  # leftovers are 1 up to rounding
+        prob[j] = 1.0
+    return prob, alias
+
+
 def _child(ss: np.random.SeedSequence, j: int) -> np.random.Generator:
     # Explicit spawn keys (not ss.spawn(), which counts calls) so that a twin built from the
     # same SeedSequence gets exactly the same children.
@@ -113,12 +130,13 @@ class World:
         appeal = rng.normal(c.appeal_mean, c.appeal_std, c.n_items)
         appeal[: c.n_universal] = c.universal_appeal
         self._appeal = appeal
+        self._ones_dim = np.ones(c.dim)
         # Pareto (type I, x_m = 1) activity weights: heavy-tailed profile sizes.
         lam = 1.0 + rng.pareto(c.activity_shape, c.n_users)
-        self._activity_cdf = np.cumsum(lam)
         self._lam = lam
-        self._activity_cdf /= self._activity_cdf[-1]
+        self._activity_cdf = np.cumsum(lam) / lam.sum()
         self._events_rng = _child(self._ss, 1)
+        self._alias_cache = None
         self._drift_ss_index = 2
         self._drift_z = None  # (n_users, dim, K), drawn on first use
         self._birth = c.birth_array()
@@ -180,7 +198,7 @@ class World:
         lo, hi = 0.0, 1.0
         while size(hi) < c.mean_profile_size:
             lo, hi = hi, hi * 2.0
-        for _ in range(60):
+        for _ in range(40):
             mid = 0.5 * (lo + hi)
             lo, hi = (mid, hi) if size(mid) < c.mean_profile_size else (lo, mid)
         return 0.5 * (lo + hi)
@@ -214,9 +232,9 @@ class World:
 
     def _taste(self, u, t) -> np.ndarray:
         """Tastes of users ``u`` at ticks ``t`` (broadcast): shape u.shape + (dim,)."""
-        x = self._taste0[u]
+        x = np.take(self._taste0, u, axis=0)  # take: 3x faster than fancy indexing here
         if self.config.drift_rate > 0:
-            z = self._drift()[u]  # (..., dim, K)
+            z = np.take(self._drift(), u, axis=0)  # (..., dim, K)
             b = self._basis(t)  # (..., K) or (K,)
             x = x + self.config.drift_rate * np.einsum("...dk,...k->...d", z, b)
         return x
@@ -238,13 +256,35 @@ class World:
     def _p(self, u, i, t) -> np.ndarray:
         """p(u, i, t) for broadcastable int arrays (no validation)."""
         u, i, t = np.broadcast_arrays(np.asarray(u), np.asarray(i), np.asarray(t))
-        score = self._appeal_at(i, t) + np.einsum("...d,...d->...", self._taste(u, t),
-                                                  self._features[i])
+        score = self._appeal_at(i, t) + self._rowdot(self._taste(u, t), i)
         if self.config.click_model == "logistic":
             p = expit(score)
         else:
             p = np.clip(score, 0.0, 1.0)
         return p * self._decay(i, t)
+
+    def _rowdot(self, x: np.ndarray, i) -> np.ndarray:
+        """``sum_d x[..., d] * features[i, d]``; x is overwritten (it is always a temporary).
+
+        A product with a ones vector (BLAS) instead of einsum, which is slow for short rows;
+        used by every path so that all of them compute bit-identical scores.
+        """
+        x *= np.take(self._features, i, axis=0)
+        return x @ self._ones_dim
+
+    def _p_tick(self, u: np.ndarray, i: np.ndarray, t: int) -> np.ndarray:
+        """p(u, i, t) for 1-d arrays u, i at one tick (the hot path of the simulation)."""
+        items = np.arange(self.config.n_items)
+        score = self._appeal_at(items, t)[i]
+        score += self._rowdot(self._taste(u, t), i)
+        if self.config.click_model == "logistic":
+            p = expit(score, out=score)
+        else:
+            p = np.clip(score, 0.0, 1.0, out=score)
+        decay = self._decay(items, t)
+        if not np.all(decay == 1.0):
+            p *= decay[i]
+        return p
 
     def _exposure(self, t: int) -> np.ndarray:
         """Unnormalised exposure weights of the items at tick t (0 for dead items)."""
@@ -276,32 +316,52 @@ class World:
         return self
 
     def _draw_events(self, t: int):
-        # State-independent draws, always in the same order: the twin sees the same events.
+        """Exposure events of tick t: (users ascending, items); independent of the state.
+
+        ``Poisson(R phi(t))`` events; users drawn with probability ``lambda_u / sum(lambda)``
+        from *sorted* uniforms (normalised cumulative exponential spacings are distributed as
+        uniform order statistics), so the binary searches in the activity table and the
+        later gathers of user rows walk memory in order (a 3x speed-up at 200,000 users).
+        """
         rng = self._events_rng
         n = int(rng.poisson(self._rate * self._phi[t]))
-        users = np.searchsorted(self._activity_cdf, rng.random(n), side="right")
+        spacings = np.cumsum(rng.standard_exponential(n + 1))
+        users = np.searchsorted(self._activity_cdf, spacings[:-1] / spacings[-1], side="right")
         users = np.minimum(users, self.config.n_users - 1)
-        q = self._exposure(t)
-        cdf = np.cumsum(q)
         r = rng.random(n)
-        if cdf[-1] <= 0:
+        table = self._alias_table(t)
+        if table is None:
             return users[:0], users[:0]
-        items = np.minimum(np.searchsorted(cdf / cdf[-1], r, side="right"),
-                           self.config.n_items - 1)
+        prob, alias = table
+        # Walker's alias method: one uniform gives the column and the coin (O(1) per event).
+        x = r * prob.size
+        col = np.minimum(x.astype(np.int64), prob.size - 1)
+        items = np.where(x - col < np.take(prob, col), col, np.take(alias, col))
         return users, items
+
+    def _alias_table(self, t: int):
+        """Alias table of the exposure distribution at tick t (cached while it is unchanged)."""
+        q = self._exposure(t)
+        if self._alias_cache is not None and np.array_equal(self._alias_cache[0], q):
+            return self._alias_cache[1]
+        total = q.sum()
+        table = None if total <= 0 else _alias_table(q / total)
+        self._alias_cache = (q, table)
+        return table
 
     def _organic_tick(self, t: int) -> None:
         users, items = self._draw_events(t)
         if self.method == "naive":
             self._organic_naive(users, items, t)
             return
-        new = ~self._has[users, items]
-        users, items = users[new], items[new]
+        flat = users * self.config.n_items + items
+        new = ~self._has.reshape(-1)[flat]
+        users, items, flat = users[new], items[new], flat[new]
         u = hash_uniforms(self._keys["organic"], users, items, t)
-        ok = u < self._p(users, items, t)
-        users, items = users[ok], items[ok]
+        ok = u < self._p_tick(users, items, t)
+        users, items, flat = users[ok], items[ok], flat[ok]
         # Two events of one user on one item in the same tick share the coin: keep one edge.
-        _, first = np.unique(users * self.config.n_items + items, return_index=True)
+        _, first = np.unique(flat, return_index=True)
         first.sort()
         self._append(users[first], items[first], t, _ORGANIC)
 
@@ -380,7 +440,7 @@ class World:
         valid &= np.cumsum(valid, axis=1) <= camp.k
         ou, oi = uu[valid], slate[valid]
         self._offers.append((ou, oi, np.full(ou.size, t, dtype=np.int64)))
-        p = self._p(ou, oi, t)
+        p = self._p_tick(ou, oi, t)
         accept = 1.0 - (1.0 - p) ** camp.boost
         ok = hash_uniforms(self._keys["campaign_accept"], ou, oi, t) < accept
         self._append(ou[ok], oi[ok], t, _CAMPAIGN)

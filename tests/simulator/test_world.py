@@ -443,3 +443,39 @@ def test_viadeo_like_campaigns_shift_the_marginal_strongly():
     never = np.flatnonzero(pushes == 0)
     g2 = never[np.argsort(-q0[never], kind="stable")[:5]]
     assert abs(q1[g2].sum() / q0[g2].sum() - 1) < 0.1
+
+
+# -- exposure sampling ---------------------------------------------------------------------------
+@given(st.lists(st.floats(0.0, 10.0), min_size=1, max_size=30).filter(lambda v: sum(v) > 0))
+def test_alias_table_reproduces_the_distribution_exactly(weights):
+    from simulator._world import _alias_table
+    p = np.array(weights) / sum(weights)
+    prob, alias = _alias_table(p.copy())
+    n = p.size
+    implied = np.bincount(np.arange(n), weights=prob / n, minlength=n)
+    implied += np.bincount(alias, weights=(1 - prob) / n, minlength=n)
+    np.testing.assert_allclose(implied, p, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_exposure_events_follow_activity_and_exposure_laws():
+    from scipy import stats
+    cfg = WorldConfig(n_users=6, n_items=5, n_ticks=200, mean_profile_size=3.0, n_universal=1,
+                      activity_halflife=50.0)
+    world = World(cfg, 4)
+    users, items, ticks = [], [], []
+    for t in range(cfg.n_ticks):
+        u, i = world._draw_events(t)
+        users.append(u)
+        items.append(i)
+        ticks.append(np.full(u.size, t))
+    users, items, ticks = (np.concatenate(a) for a in (users, items, ticks))
+    lam = world._lam / world._lam.sum()
+    q = world._exposure(0) / world._exposure(0).sum()
+    for obs, p in ((users, lam), (items, q)):
+        counts = np.bincount(obs, minlength=p.size)
+        assert stats.chisquare(counts, p * counts.sum()).pvalue > 1e-4
+    # the number of events per tick follows the time profile
+    per_tick = np.bincount(ticks, minlength=cfg.n_ticks)
+    early, late = per_tick[:50].sum(), per_tick[150:].sum()
+    assert early > 4 * late

@@ -1,0 +1,84 @@
+"""Speed of the simulator (issue 2, section 7).
+
+    python benchmarks/simulator.py                      # every measurement
+    python benchmarks/simulator.py --only organic_adoptions_per_s
+
+Prints progress lines, then ONE JSON object on the last line. Each key is produced by a
+small function registered in ``MEASUREMENTS`` (name -> function returning a dict of
+figures); more keys (environment steps) are added by registering more functions.
+
+``organic_adoptions_per_s``: bulk ``World`` simulation of ``viadeo_like`` scaled to 200,000
+users over its whole horizon (construction included), organic edges per second; the naive
+per-event reference is timed on a small world for the ratio. Target: >= 1,000,000 / s on
+2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+# Run as a script, this file's folder comes first on sys.path and its name would shadow the
+# `simulator` package; drop that folder before importing.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+from simulator import World, preset  # noqa: E402
+
+MEASUREMENTS: dict[str, Callable[[argparse.Namespace], dict]] = {}
+
+
+def measurement(fn: Callable[[argparse.Namespace], dict]) -> Callable:
+    """Register ``fn`` under its name; it returns a dict of JSON-serialisable figures."""
+    MEASUREMENTS[fn.__name__] = fn
+    return fn
+
+
+def _organic_rate(n_users: int, method: str, seed: int = 0) -> tuple[float, int, float]:
+    cfg = preset("viadeo_like", n_users=n_users)
+    start = time.perf_counter()
+    world = World(cfg, seed, method=method)
+    world.simulate(cfg.n_ticks - 1)
+    elapsed = time.perf_counter() - start
+    n_organic = int((world.edges.source == 0).sum())
+    return n_organic / elapsed, n_organic, elapsed
+
+
+@measurement
+def organic_adoptions_per_s(args: argparse.Namespace) -> dict:
+    """Organic adoptions per second, viadeo_like at ``args.users`` users."""
+    _organic_rate(2000, "fast")  # warm caches and imports
+    rate, n, elapsed = _organic_rate(args.users, "fast")
+    print(f"organic: {n} adoptions of {args.users} users in {elapsed:.2f} s", file=sys.stderr)
+    naive_rate, n_naive, naive_s = _organic_rate(args.naive_users, "naive")
+    print(f"naive reference: {n_naive} adoptions in {naive_s:.2f} s", file=sys.stderr)
+    return {
+        "organic_adoptions_per_s": round(rate),
+        "organic_adoptions": n,
+        "organic_users": args.users,
+        "organic_seconds": round(elapsed, 3),
+        "organic_naive_adoptions_per_s": round(naive_rate),
+        "organic_speedup_vs_naive": round(rate / naive_rate, 1),
+    }
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=None, choices=sorted(MEASUREMENTS),
+                        help="measure only these keys")
+    parser.add_argument("--users", type=int, default=200_000)
+    parser.add_argument("--naive-users", type=int, default=2000)
+    args = parser.parse_args(argv)
+    out = {}
+    for name in args.only or list(MEASUREMENTS):
+        out.update(MEASUREMENTS[name](args))
+    print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    main()
