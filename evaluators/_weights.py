@@ -125,7 +125,7 @@ def _reference_gradient(pb: _Problem, w: np.ndarray) -> np.ndarray:
             items_u = B.indices[B.indptr[u]:B.indptr[u + 1]]
             dq[k] += pb.pu[u] / W[u]
             dq[items_u] -= pb.pu[u] * w[items_u] / W[u] ** 2
-        grad[k] = -float(rho @ dq)
+        grad[k] = -float(np.sum(rho * dq))
     return grad
 
 
@@ -199,11 +199,9 @@ def reference_gradient(reference, current, weights, *, user_weights=None,
 # optimisers
 # ---------------------------------------------------------------------------------------------
 
-def _lbfgs(pb, sel, tol, max_iter):
-    n_items = pb.B.shape[1]
-
+def _lbfgs(pb, base, sel, tol, max_iter):
     def fun(theta):
-        w = np.ones(n_items)
+        w = base.copy()
         w[sel] = np.exp(theta)
         value, g = _value_and_log_gradient(pb, w)
         return value, g[sel]
@@ -214,16 +212,14 @@ def _lbfgs(pb, sel, tol, max_iter):
     return res.x, int(res.nit), bool(res.success)
 
 
-def _gradient_descent(pb, sel, tol, max_iter):
+def _gradient_descent(pb, base, sel, tol, max_iter):
     """Plain gradient descent on the log-weights with the per-coordinate reference gradient.
 
     Backtracking (Armijo) step; stops like L-BFGS-B: relative decrease <= tol or
     max |gradient| <= tol.
     """
-    n_items = pb.B.shape[1]
-
     def weights(theta):
-        w = np.ones(n_items)
+        w = base.copy()
         w[sel] = np.exp(theta)
         return w
 
@@ -239,7 +235,7 @@ def _gradient_descent(pb, sel, tol, max_iter):
             cand = np.clip(theta - step * g, -_LOG_W_BOUND, _LOG_W_BOUND)
             w_new = weights(cand)
             f_new = _objective(pb, w_new)
-            if f_new <= f - 1e-4 * float(g @ (theta - cand)) or step < 1e-20:
+            if f_new <= f - 1e-4 * float(np.sum(g * (theta - cand))) or step < 1e-20:
                 break
             step *= 0.5
         done = (f - f_new) <= tol * max(abs(f), abs(f_new), 1.0)
@@ -339,10 +335,16 @@ def fit_item_weights(reference, current, *, p=None, method: str = "lbfgs", tol: 
     kl_before = _objective(pb, np.ones(n_items))
     if sel.size == 0:
         return _result(np.ones(n_items), sel, kl_before, kl_before, 0, True, unmatched, method)
+    # A selected item the reference does not hold (P_ref = 0) only takes mass away: D keeps
+    # decreasing as its weight goes to 0, so the optimiser would crawl towards the bound with a
+    # vanishing log-gradient. Put it at the bound directly; optimise the others.
+    base = np.ones(n_items)
+    base[sel[pb.p_ref[sel] == 0]] = math.exp(-_LOG_W_BOUND)
+    free = sel[pb.p_ref[sel] > 0]
     opt = _lbfgs if method == "lbfgs" else _gradient_descent
-    theta, n_iter, converged = opt(pb, sel, float(tol), int(max_iter))
-    w = np.ones(n_items)
-    w[sel] = np.exp(theta)
+    theta, n_iter, converged = opt(pb, base, free, float(tol), int(max_iter))
+    w = base.copy()
+    w[free] = np.exp(theta)
     kl_after = _objective(pb, w)
     if kl_after > kl_before:  # never hand back weights worse than none
         w, kl_after = np.ones(n_items), kl_before

@@ -1,0 +1,343 @@
+"""Campaign bias of offline LOO evaluation, measured against the counterfactual twin.
+
+de Myttenaere, Le Grand, Golden, Rossi (2014/2015): recommendation campaigns push items into
+profiles, the item marginal ``P_t(i)`` drifts and the offline LOO score ``L_t(g)`` drifts with
+it -- up for a recommender that agrees with the campaigns (g1), down for one that disagrees
+(g2). Item weights fitted so that ``P_t(i|w)`` matches the marginal at the window's first tick
+remove that bias exactly for a constant recommender; for CF a structural part remains.
+
+The simulator gives what the paper could not have: the same world without its campaigns (same
+seed, same random numbers). The LOO score on that twin is the unbiased reference, so every
+score here is reported beside it (``truth``), and the bias of a CF recommender is split into
+what weighting removes (item-selection bias) and what remains (structural bias).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import numbers
+import zlib
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from evaluators import fit_item_weights, loo_quality
+from recloop._results import Measurement
+
+__all__ = ["RECOMMENDER_KINDS", "campaign_bias", "plot_campaign_bias"]
+
+#: Recommender kinds a spec string may name; resolved with the world's data in the window.
+RECOMMENDER_KINDS = ("constant_agreeing", "constant_disagreeing", "user_cosine_cf", "naive_cf",
+                     "popularity")
+
+EVALUATION = "offline_bias"
+_N_MARGINAL_ITEMS = 6  # most pushed items whose P_t(i) is reported
+
+
+def _seed_sequence(rng) -> np.random.SeedSequence:
+    if isinstance(rng, np.random.SeedSequence):
+        return rng
+    if isinstance(rng, np.random.Generator):
+        return np.random.SeedSequence(int(rng.integers(0, 2**63)))
+    if rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool)):
+        return np.random.SeedSequence(rng)
+    raise TypeError(f"`rng` must be None, an int, a SeedSequence or a Generator; "
+                    f"got {type(rng).__name__}.")
+
+
+def _child(root: np.random.SeedSequence, *key: int) -> np.random.SeedSequence:
+    # Keyed by the measurement's identity (recommender name, tick, variant), never by the
+    # order of computation, so adding a recommender does not change the others' draws.
+    return np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + key,
+                                  pool_size=root.pool_size)
+
+
+def _name_key(name: str) -> int:
+    return zlib.crc32(name.encode("utf-8"))
+
+
+def _variant(p) -> str:
+    return "weighted_pall" if p is None else f"weighted_p{p}"
+
+
+def _check_options(recommenders, ticks, p_values, k, n_samples):
+    if not isinstance(recommenders, Mapping) or not recommenders:
+        raise TypeError("`recommenders` must be a non-empty mapping name -> recommender or kind; "
+                        f"got {type(recommenders).__name__}.")
+    for name, spec in recommenders.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"`recommenders` keys must be non-empty strings; got {name!r}.")
+        if isinstance(spec, str):
+            if spec not in RECOMMENDER_KINDS:
+                raise ValueError(f"`recommenders[{name!r}]` must be one of {RECOMMENDER_KINDS} "
+                                 f"or a recommender instance; got {spec!r}.")
+        elif not (callable(getattr(spec, "fit", None))
+                  and callable(getattr(spec, "recommend", None))):
+            raise TypeError(f"`recommenders[{name!r}]` must be a kind name or an object with "
+                            f"`fit` and `recommend`; got {type(spec).__name__}.")
+    try:
+        ticks = [int(t) for t in ticks]
+    except (TypeError, ValueError):
+        raise TypeError(f"`ticks` must be a sequence of integers; got {ticks!r}.") from None
+    if not ticks:
+        raise ValueError("`ticks` must hold at least one tick; got none.")
+    ticks = sorted(set(ticks))
+    ps = []
+    for p in p_values:
+        if p is not None and (isinstance(p, bool) or not isinstance(p, numbers.Integral)
+                              or p < 0):
+            raise ValueError(f"`p_values` must hold integers >= 0 or None (all items); got {p!r}.")
+        if p not in ps:
+            ps.append(None if p is None else int(p))
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"`k` must be an integer >= 1; got {k!r}.")
+    if n_samples is not None and (isinstance(n_samples, bool)
+                                  or not isinstance(n_samples, numbers.Integral)
+                                  or n_samples < 1):
+        raise ValueError(f"`n_samples` must be an integer >= 1 or None; got {n_samples!r}.")
+    return ticks, ps
+
+
+def _resolve(name, spec, *, push, marginal_ref, k):
+    """A fresh recommender for ``spec`` (a kind resolved with the world's data, or a copy)."""
+    import agents  # harness side: recloop may import agents
+
+    if not isinstance(spec, str):
+        return copy.deepcopy(spec)  # fitting must not touch the caller's object
+    try:
+        if spec == "constant_agreeing":
+            return agents.Constant.agreeing(push, k)
+        if spec == "constant_disagreeing":
+            return agents.Constant.disagreeing(marginal_ref, push, k)
+    except ValueError as exc:
+        raise ValueError(f"`recommenders[{name!r}]` = {spec!r} cannot be built from this "
+                         f"world's campaigns in the window: {exc}") from None
+    if spec == "user_cosine_cf":
+        return agents.UserCosineCF()
+    if spec == "naive_cf":
+        return agents.NaiveCF()
+    return agents.Popularity()
+
+
+def campaign_bias(config, *, recommenders: Mapping, ticks, p_values=(0, 5, 20, None),
+                  k: int = 5, n_samples: int | None = 20000, rng=None,
+                  progress: bool = False, evaluation: str = EVALUATION) -> list[Measurement]:
+    """LOO scores over a window, unweighted, reweighted and on the counterfactual twin.
+
+    Parameters
+    ----------
+    config : simulator.WorldConfig
+        The world (with its campaigns), e.g. ``simulator.preset("viadeo_like")``.
+    recommenders : mapping str -> recommender or kind
+        Names (used as the ``agent`` column) to recommender instances (copied, then fitted at
+        every tick) or kinds in :data:`RECOMMENDER_KINDS`: ``constant_agreeing`` (g1: the
+        ``k`` items most pushed in the window), ``constant_disagreeing`` (g2: the ``k`` most
+        frequent never-pushed items at the first tick), ``user_cosine_cf``, ``naive_cf``,
+        ``popularity``.
+    ticks : sequence of int
+        Evaluation ticks; the smallest is the reference tick ``t0`` of the weights and the
+        window is ``[min(ticks), max(ticks)]``.
+    p_values : sequence of (int or None)
+        Numbers of reweighted items (``None``: all items).
+    k : int
+        Length of the recommended lists (metric ``loo_hit@{k}``).
+    n_samples : int or None
+        Draws of the stochastic evaluation (metric ``loo_hit@{k}_sampled``); ``None`` skips it.
+    rng : None, int, SeedSequence or Generator
+        Root of the world's seed and of the sampling streams (keyed by recommender name, tick
+        and variant).
+    progress : bool
+        Show a tqdm bar over ticks.
+    evaluation : str
+        The ``evaluation`` column.
+
+    Returns
+    -------
+    list of Measurement
+        Per (recommender, tick) and variant in ``unweighted``, ``weighted_p{p}``
+        (``weighted_pall`` for all items), ``twin``:
+
+        * ``loo_hit@{k}``: the exhaustive (exact) score, ``stderr`` 0;
+        * ``loo_hit@{k}_sampled``: the paper's stochastic score (u from P(u), i from P(i|u,w))
+          with its 95% Wilson interval.
+
+        ``truth`` is the exhaustive score on the twin at the same tick (unweighted), so
+        ``error`` is the bias against ground truth. When ``None`` is in ``p_values`` each
+        recommender also gets, with variant ``bias``, ``loo_hit@{k}_selection_bias``
+        (unweighted - weighted_pall: what weighting removes) and
+        ``loo_hit@{k}_structural_bias`` (weighted_pall - twin: what remains).
+        Diagnostics: agent ``item_weights``, metric ``kl`` (``D`` before -- variant
+        ``unweighted`` -- and after fitting, ``n`` = optimiser iterations); agent ``world``,
+        metric ``item_marginal``, variant ``item{i}`` for the most pushed items: ``P_t(i)``
+        beside the twin's as ``truth``.
+
+    Notes
+    -----
+    The sampled score reuses the exhaustive per-edge qualities (``evaluators.loo_quality``):
+    the recommendations do not depend on the weights, and looking a drawn edge up gives
+    exactly what calling the recommender on it would. Weights are fitted on the world's
+    profiles with the profiles at ``t0`` as reference; scores on the twin are unweighted.
+    """
+    import simulator  # harness side: recloop may import simulator
+
+    ticks, ps = _check_options(recommenders, ticks, p_values, k, n_samples)
+    root = _seed_sequence(rng)
+    world = simulator.World(config, _child(root, 0))
+    twin = world.without_campaigns()
+    t0, t1 = ticks[0], ticks[-1]
+    uw = world.user_weights if config.user_weights is not None else None
+    push = world.push_counts(t0, t1)
+    marginal_ref = world.item_marginal(t0)
+    recs = {name: _resolve(name, spec, push=push, marginal_ref=marginal_ref, k=k)
+            for name, spec in recommenders.items()}
+    pushed = np.flatnonzero(push > 0)
+    top_pushed = pushed[np.lexsort((pushed, -push[pushed]))][:_N_MARGINAL_ITEMS]
+    reference = world.profiles(t0)
+    metric = f"loo_hit@{k}"
+    variant_names = ["unweighted"] + [_variant(p) for p in ps] + ["twin"]
+
+    rows: list[Measurement] = []
+    iterator = ticks
+    if progress:
+        from tqdm.auto import tqdm
+        iterator = tqdm(ticks, desc="campaign_bias", unit="tick")
+    for t in iterator:
+        current, twin_profiles = world.profiles(t), twin.profiles(t)
+        fits = {p: fit_item_weights(reference, current, p=p, user_weights=uw) for p in ps}
+        kl_before = next(iter(fits.values())).kl_before if fits else math.nan
+        rows.append(Measurement(evaluation=evaluation, agent="item_weights", metric="kl",
+                                estimate=kl_before, tick=t, variant="unweighted", n=0))
+        for p, fit in fits.items():
+            rows.append(Measurement(evaluation=evaluation, agent="item_weights", metric="kl",
+                                    estimate=fit.kl_after, tick=t, variant=_variant(p),
+                                    n=fit.n_iter, params={"converged": fit.converged}))
+        m_world = world.item_marginal(t)
+        m_twin = twin.item_marginal(t)
+        for i in top_pushed:
+            rows.append(Measurement(evaluation=evaluation, agent="world", metric="item_marginal",
+                                    estimate=m_world[i], truth=m_twin[i], tick=t,
+                                    variant=f"item{i}", n=int(push[i])))
+
+        for name, rec in recs.items():
+            lq = loo_quality(current, rec, k=k)
+            lq_twin = loo_quality(twin_profiles, rec, k=k)
+            truth = lq_twin.score(user_weights=uw).value
+            setups = ([("unweighted", lq, None)]
+                      + [(_variant(p), lq, fits[p].weights) for p in ps]
+                      + [("twin", lq_twin, None)])
+            exact = {}
+            for variant, table, w in setups:
+                est = table.score(user_weights=uw, item_weights=w)
+                exact[variant] = est.value
+                rows.append(Measurement.from_estimate(est, evaluation=evaluation, agent=name,
+                                                      metric=metric, truth=truth, tick=t,
+                                                      variant=variant))
+                if n_samples is not None:
+                    stream = _child(root, 1, _name_key(name), t, variant_names.index(variant))
+                    est = table.score(n_samples=n_samples, user_weights=uw, item_weights=w,
+                                      rng=np.random.default_rng(stream))
+                    rows.append(Measurement.from_estimate(
+                        est, evaluation=evaluation, agent=name, metric=f"{metric}_sampled",
+                        truth=truth, tick=t, variant=variant))
+            if None in ps:
+                for part, value in (
+                        ("selection_bias", exact["unweighted"] - exact["weighted_pall"]),
+                        ("structural_bias", exact["weighted_pall"] - exact["twin"])):
+                    rows.append(Measurement(evaluation=evaluation, agent=name,
+                                            metric=f"{metric}_{part}", estimate=value,
+                                            stderr=0.0, ci_low=value, ci_high=value, tick=t,
+                                            variant="bias", n=lq.quality.size))
+    return rows
+
+
+def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None = None,
+                       prefix: str = "campaign_bias") -> list[Path]:
+    """Figures like the paper's, from :func:`campaign_bias` rows; returns the PNG paths.
+
+    One figure per recommender: the exhaustive score over time for each variant (unweighted,
+    each p), the twin as the dashed reference, and the sampled scores with their intervals as
+    points. One figure of ``P_t(i)`` of the most pushed items (twin dashed), with vertical
+    markers at ``campaign_ticks``.
+
+    Parameters
+    ----------
+    rows : iterable of Measurement
+    out_dir : str or Path
+        Created if missing.
+    campaign_ticks : sequence of int
+        Start ticks of the campaigns (e.g. ``[c.start for c in config.campaigns]``).
+    metric : str or None
+        The score metric (default: the ``loo_hit@*`` metric found in ``rows``).
+    prefix : str
+        File name prefix.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    rows = list(rows)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if metric is None:
+        found = sorted({r.metric for r in rows if r.metric.startswith("loo_hit@")
+                        and r.metric.count("_") == 1})
+        metric = found[0] if found else "loo_hit@5"
+    paths = []
+    agents = [a for a in dict.fromkeys(r.agent for r in rows)
+              if a not in ("item_weights", "world")]
+
+    def marks(ax):
+        for j, t in enumerate(campaign_ticks):
+            ax.axvline(t, color="grey", lw=0.8, ls=":", label="campaign" if j == 0 else None)
+
+    for agent in agents:
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        mine = [r for r in rows if r.agent == agent]
+        variants = list(dict.fromkeys(r.variant for r in mine if r.metric == metric))
+        for v in variants:
+            pts = sorted((r.tick, r.estimate) for r in mine if r.metric == metric
+                         and r.variant == v)
+            if not pts:
+                continue
+            x, y = zip(*pts)
+            style = dict(color="black", ls="--", lw=1.5) if v == "twin" else dict(marker=".")
+            ax.plot(x, y, label=v, **style)
+            smp = sorted((r.tick, r.estimate, r.ci_low, r.ci_high) for r in mine
+                         if r.metric == f"{metric}_sampled" and r.variant == v)
+            if smp and v != "twin":
+                xs, ys, lo, hi = map(np.array, zip(*smp))
+                ax.errorbar(xs, ys, yerr=[ys - lo, hi - ys], fmt="none", alpha=0.4,
+                            color=ax.lines[-1].get_color())
+        marks(ax)
+        ax.set_xlabel("tick")
+        ax.set_ylabel(metric)
+        ax.set_title(f"{agent}: offline LOO score (twin = no campaigns)")
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        path = out / f"{prefix}_{agent}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+
+    marg = [r for r in rows if r.agent == "world" and r.metric == "item_marginal"]
+    if marg:
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        for v in dict.fromkeys(r.variant for r in marg):
+            pts = sorted((r.tick, r.estimate, r.truth) for r in marg if r.variant == v)
+            x, y, tw = zip(*pts)
+            line, = ax.plot(x, y, marker=".", label=v.replace("item", "item "))
+            ax.plot(x, tw, ls="--", color=line.get_color(), lw=0.8)
+        marks(ax)
+        ax.set_xlabel("tick")
+        ax.set_ylabel("P_t(i)")
+        ax.set_title("Most pushed items (dashed: twin without campaigns)")
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        path = out / f"{prefix}_marginals.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
