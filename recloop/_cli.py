@@ -112,6 +112,8 @@ def _cmd_report(args, out, err) -> int:
 
 
 def _cmd_run(args, out, err, argv) -> int:
+    from concurrent.futures.process import BrokenProcessPool
+
     from recloop._runner import CellError, _UsageError, plan_cells, run_scenario
 
     problems = []
@@ -148,6 +150,11 @@ def _cmd_run(args, out, err, argv) -> int:
         except CellError as exc:
             print(f"recloop run: {exc} (traceback in errors.log of the run directory; fix it "
                   "and continue with --resume)", file=err)
+            return 1
+        except (BrokenProcessPool, OSError, TimeoutError) as exc:
+            # a worker died (killed, out of memory) or the Dask scheduler is unreachable
+            print(f"recloop run: {type(exc).__name__}: {exc}; finished cells are kept, "
+                  "continue with --resume", file=err)
             return 1
         except KeyboardInterrupt:
             print("recloop run: interrupted; finished cells are kept, continue with --resume",

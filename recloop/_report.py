@@ -18,7 +18,7 @@ from recloop import _rundir
 
 __all__ = ["write_report"]
 
-MAX_TABLE_ROWS = 80
+MAX_TABLE_ROWS = 200
 MAX_FIGURES = 24
 MAX_LINES = 12
 
@@ -207,6 +207,29 @@ def _figures(run_dir: Path, groups: dict, scenario: dict) -> list[tuple[str, str
     return made
 
 
+def _table(items, *, truth: bool, limit: int = MAX_TABLE_ROWS) -> list[str]:
+    head = "| evaluation | agent | variant | metric | tick | params | seeds | estimate |"
+    rule = "|---|---|---|---|---|---|---|---|"
+    if truth:
+        head += " truth | error (bias) | RMSE | coverage |"
+        rule += "---|---|---|---|"
+    out = [head, rule]
+    for j, (key, g) in enumerate(items):
+        if j == limit:
+            out += ["", f"({len(items) - limit} more rows in results.csv)"]
+            break
+        evaluation, agent, variant, metric, tick, params = key
+        est = _num(g.mean) + (f" ± {_num(g.spread, 2)}" if not math.isnan(g.spread) else "")
+        line = (f"| {evaluation} | {agent} | {variant} | {metric} | "
+                f"{'' if tick is None else tick} | {'' if params == '{}' else params} | {g.n} | "
+                f"{est} |")
+        if truth:
+            line += (f" {_num(g.truth_mean)} | {_num(g.bias, 3)} | {_num(g.rmse, 3)} | "
+                     f"{_num(g.coverage, 3)} |")
+        out.append(line)
+    return out
+
+
 def write_report(run_dir) -> Path:
     """(Re)write ``report.md`` and ``figures/`` of ``run_dir`` from its results files."""
     run_dir = Path(run_dir)
@@ -234,23 +257,17 @@ def write_report(run_dir) -> Path:
         sweep = ev.get("sweep")
         out.append(f"- evaluation `{ev['name']}` ({ev['kind']}) on {', '.join(ev['agents'])}: "
                    f"{params}" + (f"; swept {json.dumps(sweep)}" if sweep else ""))
+    with_truth = [(k, g) for k, g in groups.items() if g.n_truth]
+    others = [(k, g) for k, g in groups.items() if not g.n_truth]
     out += ["", "## Estimates against the truth", "",
             "Mean over seeds; `±` is the standard error over seeds (or the estimator's own "
-            "standard error for one seed); coverage is the share of 95% intervals that "
-            "contain the truth.", "",
-            "| evaluation | agent | variant | metric | tick | params | seeds | estimate | truth "
-            "| error (bias) | RMSE | coverage |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for j, (key, g) in enumerate(groups.items()):
-        if j == MAX_TABLE_ROWS:
-            out.append(f"\n({len(groups) - MAX_TABLE_ROWS} more groups in results.csv)")
-            break
-        evaluation, agent, variant, metric, tick, params = key
-        est = f"{_num(g.mean)} ± {_num(g.spread, 2)}" if not math.isnan(g.spread) else _num(g.mean)
-        out.append(f"| {evaluation} | {agent} | {variant} | {metric} | "
-                   f"{'' if tick is None else tick} | {'' if params == '{}' else params} | {g.n} | "
-                   f"{est} | {_num(g.truth_mean)} | {_num(g.bias, 3)} | {_num(g.rmse, 3)} | "
-                   f"{_num(g.coverage, 3)} |")
+            "standard error for one seed); error is estimate - truth (its mean: the bias); "
+            "coverage is the share of 95% intervals that contain the truth.", ""]
+    out += _table(with_truth, truth=True) if with_truth else ["No measurement has a ground "
+                                                               "truth in this run."]
+    if others:
+        out += ["", "## Other measurements (no ground truth)", ""]
+        out += _table(others, truth=False, limit=MAX_TABLE_ROWS // 2)
     out += ["", "## Figures", ""]
     for title, path in figures:
         out += [f"### {title}", "", f"![{title}]({path})", ""]
