@@ -169,12 +169,12 @@ def _check_action(a, avail_row, run, t):
     return a
 
 
-def _run_loop(config, agent, key, T, run):
-    """One online run; returns the expected reward of each step (T,)."""
+def _run_loop(config, agent, key, T, run, start=0):
+    """One online run over ticks ``start .. start + T - 1``; expected reward per step (T,)."""
     skey = _b._stream_key(key, _b._STREAM_CLICK)
     out = np.empty(T)
-    for t0 in range(0, T, _CHUNK_TICKS):
-        ticks = np.arange(t0, min(T, t0 + _CHUNK_TICKS), dtype=np.int64)
+    for t0 in range(start, start + T, _CHUNK_TICKS):
+        ticks = np.arange(t0, min(start + T, t0 + _CHUNK_TICKS), dtype=np.int64)
         X = _b.contexts(config, key, ticks)
         X.setflags(write=False)
         P = _b.true_ctr(config, X, ticks, _b.arms_alive_between(config, t0, t0 + ticks.size))
@@ -186,18 +186,18 @@ def _run_loop(config, agent, key, T, run):
             p = float(P[i, a])
             reward = 1.0 if _b._uniform2_int(skey, t, a) < p else 0.0
             agent.update(obs, a, reward)
-            out[t] = p
+            out[t - start] = p
     return out
 
 
-def _run_batched(config, batched, keys, T):
+def _run_batched(config, batched, keys, T, start=0):
     """All runs in lockstep through the agents' batched twin; returns (T, B)."""
     B = keys.shape[0]
     rows = np.arange(B)
     active = np.ones(B, dtype=bool)
     out = np.empty((T, B))
-    for t0 in range(0, T, _CHUNK_TICKS):
-        ticks = np.arange(t0, min(T, t0 + _CHUNK_TICKS), dtype=np.int64)
+    for t0 in range(start, start + T, _CHUNK_TICKS):
+        ticks = np.arange(t0, min(start + T, t0 + _CHUNK_TICKS), dtype=np.int64)
         X = _b.contexts(config, keys[:, None], ticks[None, :])      # (B, n, d)
         P = _b.true_ctr(config, X, ticks[None, :],                  # (B, n, K)
                         _b.arms_alive_between(config, t0, t0 + ticks.size))
@@ -218,11 +218,11 @@ def _run_batched(config, batched, keys, T):
             p = P[rows, i, a]
             reward = (_b.click_uniforms(keys, t, a) < p).astype(np.float64)
             batched.update(active, x, a, reward)
-            out[t] = p
+            out[t - start] = p
     return out
 
 
-def online_value(config, make_agent, T: int, *, n_runs: int = 200, rng=None,
+def online_value(config, make_agent, T: int, *, n_runs: int = 200, start: int = 0, rng=None,
                  method: str = "auto") -> OnlineValue:
     """Expected average reward of a learning agent's first ``t`` online steps, ``t <= T``.
 
@@ -237,6 +237,9 @@ def online_value(config, make_agent, T: int, *, n_runs: int = 200, rng=None,
         Horizon, >= 1 (and <= ``config.horizon`` when that is set).
     n_runs : int, default 200
         Independent online runs, >= 1.
+    start : int, default 0
+        Tick of the first step: a fresh agent plays ticks ``start .. start + T - 1`` (for
+        the dynamic variant, the value of an agent launched at ``start``).
     rng : None, int, SeedSequence or Generator
         Run ``i`` uses child ``i`` of ``rng.spawn(n_runs)``, itself split into the episode key
         and the agent's generator, so results do not depend on ``method``.
@@ -273,8 +276,13 @@ def online_value(config, make_agent, T: int, *, n_runs: int = 200, rng=None,
             raise TypeError(f"`{name}` must be an int; got {type(v).__name__}.")
         if v < 1:
             raise ValueError(f"`{name}` must be >= 1; got {v}.")
-    if config.horizon is not None and T > config.horizon:
-        raise ValueError(f"`T` must be <= the horizon {config.horizon}; got {T}.")
+    if isinstance(start, bool) or not isinstance(start, numbers.Integral):
+        raise TypeError(f"`start` must be an int; got {type(start).__name__}.")
+    if start < 0:
+        raise ValueError(f"`start` must be >= 0; got {start}.")
+    if config.horizon is not None and start + T > config.horizon:
+        raise ValueError(f"`start + T` must be <= the horizon {config.horizon}; got "
+                         f"{start} + {T} = {start + T}.")
     if method not in ("auto", "loop", "batched"):
         raise ValueError(f"`method` must be 'auto', 'loop' or 'batched'; got {method!r}.")
     T, n_runs = int(T), int(n_runs)
@@ -290,9 +298,9 @@ def online_value(config, make_agent, T: int, *, n_runs: int = 200, rng=None,
         raise ValueError(f"`method='batched'` needs `{type(agents[0]).__name__}.batch`; the "
                          "agent class has none.")
     if method == "batched" or (method == "auto" and has_batch):
-        R = _run_batched(config, type(agents[0]).batch(agents), keys, T)
+        R = _run_batched(config, type(agents[0]).batch(agents), keys, T, int(start))
     else:
-        R = np.column_stack([_run_loop(config, ag, int(k), T, i)
+        R = np.column_stack([_run_loop(config, ag, int(k), T, i, int(start))
                              for i, (ag, k) in enumerate(zip(agents, keys))])
     steps = np.arange(1, T + 1, dtype=np.float64)[:, None]
     cum = np.cumsum(R, axis=0) / steps                      # (T, n_runs)

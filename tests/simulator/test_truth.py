@@ -202,6 +202,19 @@ def test_online_run_sees_the_env_episode():
     assert np.isnan(v.stderr)
 
 
+def test_online_value_with_a_start_tick():
+    kw = dict(n_runs=5, rng=3)
+    late = online_value(DYN, Greedy, 40, start=200, method="loop", **kw)
+    np.testing.assert_array_equal(
+        late.curve, online_value(DYN, Greedy, 40, start=200, method="batched", **kw).curve)
+    # a static agent's value from tick 200 is its static value over ticks 200..239
+    arm = int(np.flatnonzero(B.alive(DYN, 200) & B.alive(DYN, 239))[0])
+    v = online_value(DYN, lambda g: FixedArm(arm), 40, start=200, n_runs=200, rng=1)
+    truth = static_policy_value(DYN, lambda x, a: np.tile(np.eye(DYN.n_arms)[arm], (len(x), 1)),
+                                ticks=np.arange(200, 240))
+    assert abs(v.value - truth) < 4 * v.stderr + 1e-12
+
+
 @pytest.mark.slow
 def test_online_value_of_static_agents_equals_static_value():
     c = DYN
@@ -219,8 +232,10 @@ def test_online_rejects_bad_agents_and_arguments():
         online_value(LinearBanditConfig(), lambda g: FixedArm(12), 5, n_runs=2, rng=0)
     with pytest.raises(ValueError, match="not available"):
         online_value(DYN, lambda g: FixedArm(39), 5, n_runs=2, rng=0)
-    with pytest.raises(ValueError, match="`T` must be <= the horizon"):
+    with pytest.raises(ValueError, match="`start \\+ T` must be <= the horizon"):
         online_value(DYN, Greedy, DYN.horizon + 1)
+    with pytest.raises(ValueError, match="`start` must be >= 0; got -1"):
+        online_value(DYN, Greedy, 5, start=-1)
     with pytest.raises(ValueError, match="`n_runs` must be >= 1; got 0"):
         online_value(DYN, Greedy, 5, n_runs=0)
     with pytest.raises(TypeError, match="`make_agent` must be callable"):
