@@ -26,12 +26,9 @@ from evaluators._loo_knn_naive import (
     loo_knn_naive,
 )
 
-__all__ = ["LooResult", "loo_knn", "kfold_loo_knn"]
+__all__ = ["LooKnnWarning", "LooResult", "kfold_loo_knn", "loo_knn"]
 
 _METHODS = ("fast", "naive")
-# Elements per similarity block (held-out rows x candidate columns) in the fast method: a few
-# tens of MB of temporaries whatever the popularity of the item.
-_BLOCK = 1 << 20
 
 
 class LooKnnWarning(UserWarning):
@@ -225,7 +222,7 @@ def _check_options(similarity, k, min_support, method, clip):
 
 
 class _Prepared:
-    """Per-user, per-item and per-pair sums of the full data, computed once on demand."""
+    """Per-user and per-item sums and orderings of the full data, shared by k-fold runs."""
 
     def __init__(self, data: _Data):
         self.data = data
@@ -244,178 +241,38 @@ class _Prepared:
         # raters of each item, sorted by user index (ties go to the lower index)
         self.order_i = np.lexsort((u, i))
         self.istart = np.searchsorted(i[self.order_i], np.arange(ni + 1))
-        self._pairs: dict[str, np.ndarray] = {}
-
-    def _csr(self, values) -> sp.csr_matrix:
-        d = self.data
-        m = sp.csr_matrix((values, (d.user, d.item)), shape=(self.n_users, self.n_items))
-        m.sort_indices()
-        return m
-
-    def pair(self, name: str) -> np.ndarray:
-        """Dense users x users sums over co-rated items (``P[u, v]`` sums u's side)."""
-        if name not in self._pairs:
-            r = self.data.rating
-            ones = self._csr(np.ones_like(r))
-            if name == "n":
-                m = ones @ ones.T
-            elif name == "xy":
-                rr = self._csr(r)
-                m = rr @ rr.T
-            elif name == "x":
-                m = self._csr(r) @ ones.T
-            elif name == "xx":
-                m = self._csr(r * r) @ ones.T
-            elif name == "ee":
-                e = self._csr(self.dev)
-                m = e @ e.T
-            self._pairs[name] = m.toarray()
-            del m
-        return self._pairs[name]
+        # each user's ratings, items ascending, with their input positions
+        self.u_pos = np.lexsort((i, u))
+        self.u_ptr = np.searchsorted(u[self.u_pos], np.arange(nu + 1))
+        self.u_item, self.u_rating = i[self.u_pos], r[self.u_pos]
 
     @property
     def dev(self) -> np.ndarray:
         """Deviation of every rating from its (full-data) item mean."""
         return self.data.rating - self.mean_i[self.data.item]
 
-    @property
-    def dev_sq_u(self) -> np.ndarray:
-        if "dev_sq_u" not in self._pairs:
-            e = self.dev
-            self._pairs["dev_sq_u"] = np.bincount(self.data.user, weights=e * e,
-                                                  minlength=self.n_users)
-        return self._pairs["dev_sq_u"]
-
-
-def _block_similarity(prep: _Prepared, name, H, V, a, b, kk):
-    """Similarity (len(H), len(V)) of held-out users H (without r_uk = a) and raters V of k.
-
-    Returns ``(sim, n_common)``; ``sim`` is nan where the candidate is dropped for a zero
-    denominator. Each formula is the definition with the term of item k removed from the
-    full-data pair sums; pearson is scaled by ``(n_u - 1) n_v`` so that integer ratings give
-    integer (hence exact) numerators and denominators.
-    """
-    ix = np.ix_(H, V)
-    ixt = np.ix_(V, H)
-    ac, bc = a[:, None], b[None, :]
-    n = prep.pair("n")[ix] - 1.0
-    if name in ("pearson", "pearson_corated", "cosine", "cosine_corated"):
-        sxy = prep.pair("xy")[ix] - ac * bc
-    if name in ("pearson", "pearson_corated"):
-        px = prep.pair("x")
-        sx = px[ix] - ac
-        sy = px[ixt].T - bc
-    if name in ("pearson", "pearson_corated", "cosine_corated"):
-        pxx = prep.pair("xx")
-        mu = pxx[ix]
-        mv = pxx[ixt].T
-        sxx = mu - ac * ac
-        syy = mv - bc * bc
-    if name == "pearson":
-        nu = prep.cnt_u[H][:, None] - 1.0
-        tu = prep.sum_u[H][:, None] - ac
-        nv = prep.cnt_u[V][None, :]
-        tv = prep.sum_u[V][None, :]
-        num = nu * nv * sxy - nu * tv * sx - tu * nv * sy + n * tu * tv
-        nu2, tu2 = nu * nu, n * tu * tu
-        du = nu2 * sxx - 2.0 * nu * tu * sx + tu2
-        mu = nu2 * sxx + tu2
-        nv2, tv2 = nv * nv, n * tv * tv
-        dv = nv2 * syy - 2.0 * nv * tv * sy + tv2
-        mv = nv2 * syy + tv2
-    elif name == "pearson_corated":
-        num = n * sxy - sx * sy
-        du = n * sxx - sx * sx
-        dv = n * syy - sy * sy
-        mu, mv = n * sxx, n * syy
-    elif name == "cosine":
-        qu = prep.sq_u[H][:, None]
-        du, mu = qu - ac * ac, qu
-        dv = mv = np.broadcast_to(prep.sq_u[V][None, :], n.shape)
-        num = sxy
-    elif name == "cosine_corated":
-        num, du, dv = sxy, sxx, syy
-    else:  # adjusted_cosine
-        mean_k = prep.mean_i[kk]
-        euk = (a - mean_k)[:, None]
-        evk = (b - mean_k)[None, :]
-        cnt_k = prep.cnt_i[kk]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_k_new = (prep.sum_i[kk] - ac) / (cnt_k - 1.0)  # item mean without r_uk
-        evk_new = bc - mean_k_new
-        num = prep.pair("ee")[ix] - euk * evk
-        eu = prep.dev_sq_u[H][:, None]
-        du, mu = eu - euk * euk, eu
-        ev = prep.dev_sq_u[V][None, :]
-        dv = ev - evk * evk + evk_new * evk_new
-        mv = ev + evk_new * evk_new
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sim = num / np.sqrt(du * dv)
-    drop = (du <= ZERO_REL * mu) | (dv <= ZERO_REL * mv)
-    sim[drop] = np.nan
-    return sim, n
-
 
 def _fast(prep: _Prepared, held_user, allowed, similarity, k, min_support):
-    """Predictions of the held-out ratings (in input order), their neighbour counts and kinds."""
+    """Predictions of all ratings (nan where not held out), neighbour counts and kinds."""
+    from evaluators._loo_kernels import loo_users  # numba: imported on first use only
+
     d = prep.data
     n = d.rating.size
     pred = np.full(n, np.nan)
     n_nb = np.zeros(n, dtype=np.int64)
-    kind = np.full(n, KIND_NEIGHBOURS, dtype=np.int8)
-    dev_u = d.rating - prep.mean_u[d.user]  # r_vk - mean_v for every rating as a neighbour's
-    for kk in range(prep.n_items):
-        sl = prep.order_i[prep.istart[kk]:prep.istart[kk + 1]]
-        users = d.user[sl]
-        hmask = held_user[users]
-        if not hmask.any():
-            continue
-        hpos = sl[hmask]
-        vmask = allowed[users]
-        V, b, devv = users[vmask], d.rating[sl[vmask]], dev_u[sl[vmask]]
-        step = max(1, _BLOCK // max(1, V.size))
-        for s in range(0, hpos.size, step):
-            pos = hpos[s:s + step]
-            H, a = d.user[pos], d.rating[pos]
-            others = prep.cnt_u[H] - 1.0
-            mean_rest = np.where(others > 0, (prep.sum_u[H] - a) / np.maximum(others, 1.0), np.nan)
-            if V.size == 0:
-                p, cnt = mean_rest, np.zeros(pos.size, dtype=np.int64)
-            else:
-                sim, n_common = _block_similarity(prep, similarity, H, V, a, b, kk)
-                sim[(n_common < min_support) | (H[:, None] == V[None, :])] = np.nan
-                p, cnt = _select_predict(sim, devv, mean_rest, k)
-            lone = others == 0
-            p[lone] = (prep.total - a[lone]) / (n - 1) if n > 1 else np.nan
-            pred[pos], n_nb[pos] = p, np.where(lone, 0, cnt)
-            kind[pos] = np.where(lone, KIND_GLOBAL_MEAN,
-                                 np.where(cnt == 0, KIND_USER_MEAN, KIND_NEIGHBOURS))
+    kind = np.zeros(n, dtype=np.int8)
+    if similarity == "adjusted_cosine":
+        dev = prep.dev
+        dev_sq_u = np.bincount(d.user, weights=dev * dev, minlength=prep.n_users)
+    else:  # unused by the kernel
+        dev, dev_sq_u = np.zeros(n), prep.sq_u
+    loo_users(np.flatnonzero(held_user), prep.u_ptr, prep.u_item, prep.u_rating,
+              dev[prep.u_pos], prep.u_pos, prep.istart, d.user[prep.order_i],
+              d.rating[prep.order_i], dev[prep.order_i], allowed,
+              prep.cnt_u, prep.sum_u, prep.sq_u, dev_sq_u, prep.cnt_i, prep.sum_i, prep.mean_i,
+              SIMILARITIES.index(similarity), k, min_support, ZERO_REL, prep.total, n,
+              pred, n_nb, kind)
     return pred, n_nb, kind
-
-
-def _select_predict(sim, devv, mean_rest, k):
-    """Top-k neighbours per row (rounded similarity desc, lower user index) and predictions."""
-    with np.errstate(invalid="ignore"):
-        key = np.round(sim, ROUND_DECIMALS)
-        ok = key > 0  # nan compares False
-    key[~ok] = -np.inf
-    c = key.shape[1]
-    if c <= k:
-        sel = ok
-    else:
-        thr = np.partition(key, c - k, axis=1)[:, c - k][:, None]  # k-th largest per row
-        gt = key > thr
-        room = k - gt.sum(axis=1, keepdims=True)
-        eq = key == thr
-        # columns are in increasing user index, so the running count keeps the lower indices
-        sel = (gt | (eq & (np.cumsum(eq, axis=1) <= room))) & ok
-    w = np.where(sel, sim, 0.0)
-    cnt = sel.sum(axis=1)
-    den = w.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = mean_rest + (w @ devv) / den
-    p = np.where(cnt > 0, p, mean_rest)
-    return p, cnt
 
 
 # --------------------------------------------------------------------------- public API
