@@ -5,12 +5,26 @@ through the agents' protocol (duck typing).
 """
 
 from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
+from evaluators._bred import JITTER_C, BredEstimate, bred
+from evaluators._ope import OPEEstimate, direct_method, doubly_robust, ips, snips
+from evaluators._replay import NoMatchWarning, ReplayEstimate, replay
 from evaluators import datasets, metrics, splits  # public submodules
 from evaluators._offline import LooQuality, loo_quality, offline_score
 from evaluators._weights import (ItemWeights, UnmatchedItemsWarning, fit_item_weights,
                                  kl_objective, reference_gradient)
 
 __all__ = [
+    "replay",
+    "ReplayEstimate",
+    "NoMatchWarning",
+    "bred",
+    "BredEstimate",
+    "JITTER_C",
+    "ips",
+    "snips",
+    "direct_method",
+    "doubly_robust",
+    "OPEEstimate",
     "datasets",
     "metrics",
     "splits",
