@@ -9,11 +9,16 @@ from evaluators._bred import JITTER_C, BredEstimate, bred
 from evaluators._ope import OPEEstimate, direct_method, doubly_robust, ips, snips
 from evaluators._replay import NoMatchWarning, ReplayEstimate, replay
 from evaluators import datasets, metrics, splits  # public submodules
+from evaluators._loo_knn import LooKnnWarning, LooResult, kfold_loo_knn, loo_knn
 from evaluators._offline import LooQuality, loo_quality, offline_score
 from evaluators._weights import (ItemWeights, UnmatchedItemsWarning, fit_item_weights,
                                  kl_objective, reference_gradient)
 
 __all__ = [
+    "LooKnnWarning",
+    "LooResult",
+    "kfold_loo_knn",
+    "loo_knn",
     "replay",
     "ReplayEstimate",
     "NoMatchWarning",
