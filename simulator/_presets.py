@@ -61,9 +61,11 @@ def preset(name: str, **overrides) -> Any:
     return dataclasses.replace(base, **overrides) if overrides else base
 
 
-#: Items pushed by the two viadeo_like campaigns (niche items, not universal ones). The lists
-#: overlap so that a few items are pushed in both campaigns.
-VIADEO_CAMPAIGN_ITEMS = ((40, 41, 42, 43, 44, 45), (43, 44, 45, 46, 47, 48))
+#: Items pushed by the two viadeo_like campaigns. Items 0-9 are the universal (most popular)
+#: items; the campaigns push half of them (5-9) plus two ordinary items, so that at tick 300
+#: the most pushed items and the most popular never-pushed items (0-4) start with similar
+#: shares, as the skills Viadeo promoted were already popular ones.
+VIADEO_CAMPAIGN_ITEMS = ((5, 6, 7, 8, 9), (7, 8, 9, 40, 41))
 
 
 def _viadeo_like() -> WorldConfig:
@@ -79,11 +81,11 @@ def _viadeo_like() -> WorldConfig:
     return WorldConfig(
         n_users=20_000, n_items=180, n_ticks=501, dim=8,
         mean_profile_size=6.0, activity_shape=2.0, activity_halflife=100.0,
-        n_universal=5, universal_appeal=0.0, appeal_mean=-2.5, appeal_std=0.75,
+        n_universal=10, universal_appeal=0.0, appeal_mean=-2.5, appeal_std=0.75,
         taste_scale=1.5, exposure=1.0,
         campaigns=(
-            CampaignConfig(start=330, duration=20, reach=0.8, items=a, k=4, boost=8.0),
-            CampaignConfig(start=430, duration=20, reach=0.8, items=b, k=4, boost=8.0),
+            CampaignConfig(start=330, duration=20, reach=0.7, items=a, k=3, boost=6.0),
+            CampaignConfig(start=430, duration=20, reach=0.7, items=b, k=3, boost=6.0),
         ),
     )
 
