@@ -161,7 +161,7 @@ def _problem(reference, current, user_weights):
     if B.nnz == 0:
         raise ValueError("`current` must hold at least one edge; got an empty matrix.")
     pu = _user_probabilities(B, user_weights)
-    held = np.diff(sp.csc_array(B).indptr) > 0
+    held = np.bincount(B.indices, minlength=n_items) > 0
     unmatched = np.flatnonzero((p_ref > 0) & ~held)
     p_ref = p_ref.copy()
     p_ref[unmatched] = 0.0
@@ -207,7 +207,8 @@ def _lbfgs(pb, base, sel, tol, max_iter):
         return value, g[sel]
 
     res = optimize.minimize(fun, np.zeros(sel.size), jac=True, method="L-BFGS-B",
-                            bounds=[(-_LOG_W_BOUND, _LOG_W_BOUND)] * sel.size,
+                            bounds=optimize.Bounds(np.full(sel.size, -_LOG_W_BOUND),
+                                                   np.full(sel.size, _LOG_W_BOUND)),
                             options={"ftol": tol, "gtol": tol, "maxiter": max_iter})
     return res.x, int(res.nit), bool(res.success)
 
