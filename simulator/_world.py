@@ -13,7 +13,9 @@ Model (one tick = one day)
   picks a user with probability ``lambda_u / sum(lambda)`` and an alive item with probability
   ``~ exp(exposure * a_i(t))``; the user adopts it, if not already held, when the common
   random number ``U(u, i, t)`` is below ``p(u, i, t)``. ``R`` is calibrated so that the mean
-  organic profile size over the horizon is about ``mean_profile_size``.
+  organic profile size over the horizon is about ``mean_profile_size``. Exposures of one
+  user to one item within one tick share their coin (``p`` is a per-day probability), so in
+  very dense settings (many exposures per user, item and tick) profiles stay below target.
 * Campaigns: a reached user (``U_reach(u, c) < reach``) is pushed once, at a tick drawn in
   the campaign window, and accepts each offered item with probability ``1 - (1 - p)**boost``.
 
@@ -168,7 +170,7 @@ class World:
         organic profile size is ``sum_i 1 - exp(-R pi_u m_ui)``: items already held absorb
         later exposures, which a plain ``R = n * mean / E[p]`` would ignore. ``m`` is computed
         over every tick with the users' initial tastes and base appeals (drift and shocks of
-        p are ignored), on a sample of users; R is then found by bisection.
+        p are ignored), on a sample of users; R is then found by Newton's method.
         """
         c = self.config
         if c.mean_profile_size == 0:
@@ -189,19 +191,24 @@ class World:
         score = self._appeal[None, :] + self._taste0[users] @ self._features.T
         g = expit(score) if c.click_model == "logistic" else np.clip(score, 0.0, 1.0)
         m = g * weight[None, :]
-        pi = (lam[users] / lam.sum())[:, None]
-        size = lambda r: float((-np.expm1(-r * pi * m)).sum(axis=1).mean())  # noqa: E731
+        pm = (lam[users] / lam.sum())[:, None] * m
         ceiling = float((m > 0).sum(axis=1).mean())
-        if c.mean_profile_size >= ceiling:
+        target = c.mean_profile_size
+        if target >= ceiling:
             raise ValueError(f"`mean_profile_size` must be below the number of items a user "
-                             f"can adopt (about {ceiling:.1f}); got {c.mean_profile_size}.")
-        lo, hi = 0.0, 1.0
-        while size(hi) < c.mean_profile_size:
-            lo, hi = hi, hi * 2.0
-        for _ in range(40):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if size(mid) < c.mean_profile_size else (lo, mid)
-        return 0.5 * (lo + hi)
+                             f"can adopt (about {ceiling:.1f}); got {target}.")
+        # size(r) = mean_u sum_i 1 - exp(-r pm_ui) is increasing and concave with size(0) = 0,
+        # so Newton's method started at target / size'(0) climbs monotonically to the root.
+        r = target / float(pm.sum(axis=1).mean())
+        for _ in range(100):
+            e = np.exp(-r * pm)
+            size = float((1.0 - e).sum(axis=1).mean())
+            slope = float((pm * e).sum(axis=1).mean())
+            step = (target - size) / slope
+            r += step
+            if step <= 1e-12 * r:
+                break
+        return r
 
     def _plan_campaign(self, j: int, camp) -> tuple[np.ndarray, np.ndarray]:
         """Reached users of campaign ``j`` and their push ticks, sorted by tick."""
