@@ -297,9 +297,6 @@ class WorldConfig:
                 if bad:
                     raise ValueError(f"`campaigns[{j}].items` must be in [0, {self.n_items - 1}]; "
                                      f"got {bad[0]}.")
-                n_avail = len(c.items)
-            else:
-                n_avail = self.n_items
             b = np.asarray(self.item_birth or (0,) * self.n_items)
             d = np.asarray(self.item_death or (self.n_ticks,) * self.n_items)
             pool = np.asarray(c.items) if c.items is not None else np.arange(self.n_items)
