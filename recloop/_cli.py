@@ -153,8 +153,8 @@ def _cmd_run(args, out, err, argv) -> int:
             return 1
         except (BrokenProcessPool, OSError, TimeoutError) as exc:
             # a worker died (killed, out of memory) or the Dask scheduler is unreachable
-            print(f"recloop run: {type(exc).__name__}: {exc}; finished cells are kept, "
-                  "continue with --resume", file=err)
+            print(f"recloop run: {type(exc).__name__}: {exc} (finished cells, if any, are "
+                  "kept: continue with --resume)", file=err)
             return 1
         except KeyboardInterrupt:
             print("recloop run: interrupted; finished cells are kept, continue with --resume",

@@ -204,26 +204,32 @@ def _run_pool(data, todo, workers, on_done):
             raise
 
 
-def _run_dask(data, todo, workers, scheduler, on_done):
-    try:
-        from dask.distributed import Client, LocalCluster, as_completed
-    except ImportError:
-        raise _UsageError("the dask executor needs the dask extra: pip install "
-                          "'recloop[dask]'") from None
-    cluster = None
-    if scheduler:
-        client = Client(scheduler)
-    else:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    try:
+class _Dask:
+    """A Dask client: on ``scheduler`` when given, else on a LocalCluster of ``workers``."""
+
+    def __init__(self, workers: int, scheduler: str | None):
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError:
+            raise _UsageError("the dask executor needs the dask extra: pip install "
+                              "'recloop[dask]'") from None
+        self.cluster = None
+        if scheduler:
+            self.client = Client(scheduler)
+        else:
+            self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
+                                        processes=True, dashboard_address=None)
+            self.client = Client(self.cluster)
+        self.window = 2 * max(workers, len(self.client.scheduler_info().get("workers", {})), 1)
+
+    def run(self, data, todo, on_done):
+        from dask.distributed import as_completed
+
         it = iter(todo)
-        window = 2 * max(workers, len(client.scheduler_info().get("workers", {})) or 1)
         futures = {}
-        for cell in it:
-            futures[client.submit(execute_cell, data, cell, False, pure=False)] = cell
-            if len(futures) >= window:
+        for cell in it:  # bounded window: thousands of cells are submitted as others finish
+            futures[self.client.submit(execute_cell, data, cell, False, pure=False)] = cell
+            if len(futures) >= self.window:
                 break
         queue = as_completed(list(futures))
         for fut in queue:
@@ -232,13 +238,14 @@ def _run_dask(data, todo, workers, scheduler, on_done):
             fut.release()
             nxt = next(it, None)
             if nxt is not None:
-                f = client.submit(execute_cell, data, nxt, False, pure=False)
+                f = self.client.submit(execute_cell, data, nxt, False, pure=False)
                 futures[f] = nxt
                 queue.add(f)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+
+    def close(self):
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
 
 
 class _UsageError(Exception):
@@ -271,11 +278,55 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
                  scheduler: str | None = None, resume: bool = False, quiet: bool = False,
                  argv: list[str] | None = None, report: bool = True,
                  echo: Callable[[str], None] = print) -> Path:
-    """Run (or resume) ``scenario`` into a run directory under ``out``; returns its path."""
+    """Run (or resume) ``scenario`` into a run directory under ``out``; returns its path.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        A validated scenario (:func:`recloop.load_scenario`).
+    out : str or Path
+        Folder receiving the run directory ``OUT/NAME`` (``NAME-2``, ... if it exists).
+    workers : int
+        Parallel workers (local processes, or LocalCluster workers for Dask); 1 runs the
+        cells in this process.
+    executor : {"local", "dask"}
+        Local process pool or Dask (``scheduler`` address, or a LocalCluster).
+    resume : bool
+        Continue the newest run directory of this scenario: only missing cells run.
+    quiet : bool
+        No progress bars or messages.
+    report : bool
+        Write ``report.md`` and ``figures/`` at the end.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``executor`` or ``workers`` < 1.
+    CellError
+        A cell raised (its traceback is also written to ``errors.log``).
+    """
+    if executor not in ("local", "dask"):
+        raise ValueError(f"`executor` must be 'local' or 'dask'; got {executor!r}.")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"`workers` must be an integer >= 1; got {workers!r}.")
+    data = scenario.data
+    cells = plan_cells(data)
+    # connect before anything is written: an unreachable scheduler leaves no run directory
+    dask = _Dask(workers, scheduler) if executor == "dask" else None
+    try:
+        return _run(scenario, cells, dask, out=out, workers=workers, executor=executor,
+                    scheduler=scheduler, resume=resume, quiet=quiet, argv=argv, report=report,
+                    echo=echo)
+    finally:
+        if dask is not None:
+            dask.close()
+
+
+def _run(scenario, cells, dask, *, out, workers, executor, scheduler, resume, quiet, argv,
+         report, echo) -> Path:
     from tqdm.auto import tqdm
 
     data = scenario.data
-    cells = plan_cells(data)
     try:
         run_dir, resuming = _rundir.new_run_dir(Path(out), scenario.name, resume=resume)
     except (_rundir.RunDirError, OSError) as exc:
@@ -313,8 +364,8 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
         bar.update(1)
 
     try:
-        if executor == "dask":
-            _run_dask(data, todo, workers, scheduler, on_done)
+        if dask is not None:
+            dask.run(data, todo, on_done)
         elif workers <= 1 or len(todo) <= 1:  # a pool would only add start-up time
             _run_inline(data, todo, not quiet, on_done)
         else:
