@@ -2,9 +2,15 @@
 
 from recloop.experiments._campaign_bias import (RECOMMENDER_KINDS, campaign_bias,
                                                 plot_campaign_bias)
+from recloop.experiments._bandit_eval import (TruthComparison, bred_vs_replay,
+                                              compare_to_truth, dynamic_news)
 
 __all__: list[str] = [
     "RECOMMENDER_KINDS",
     "campaign_bias",
     "plot_campaign_bias",
+    "TruthComparison",
+    "bred_vs_replay",
+    "compare_to_truth",
+    "dynamic_news",
 ]

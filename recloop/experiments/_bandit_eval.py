@@ -1,0 +1,397 @@
+"""Replay and BRED scored against the simulator's ground truth (issue 6's experiments).
+
+Li et al. (2011) replay a learning policy on uniformly logged data: it only learns on the
+~T/K records where it agrees with the log, so its score measures roughly the online value at
+horizon T/K ("time acceleration"), below the value at T for a learner. BRED (Mary, Preux &
+Nicol 2014) replays on K*T bootstrap records, jittered, to restore a horizon of about T and to
+give a confidence interval. Here the online value of the very agent is known (Monte Carlo over
+independent online runs, :func:`simulator.online_value`), so every estimate is put beside it:
+bias, RMSE, mean interval width and coverage of the truth over many independent logs.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+import zlib
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+
+import evaluators
+import simulator
+from recloop._results import Measurement
+
+__all__ = ["TruthComparison", "compare_to_truth", "bred_vs_replay", "dynamic_news"]
+
+EVALUATION = "bred_vs_replay"
+EVALUATION_DYNAMIC = "dynamic_news"
+
+
+class ZeroTruthWarning(UserWarning):
+    """A relative error was asked for a truth of 0 (returned as nan)."""
+
+
+# -- comparison with the truth --------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class TruthComparison:
+    """Estimates against their ground truth (arrays of shape (n,), or scalars for one).
+
+    ``error = value - truth``; ``relative_error = error / |truth|`` (``nan`` where the truth
+    is 0); ``covers``: whether ``[ci_low, ci_high]`` contains the truth.
+    """
+
+    error: np.ndarray | float
+    relative_error: np.ndarray | float
+    covers: np.ndarray | bool
+
+
+def _truth_value(truth) -> float:
+    if isinstance(truth, simulator.OnlineValue):
+        return truth.value
+    if isinstance(truth, (numbers.Real, np.floating)) and not isinstance(truth, bool):
+        return float(truth)
+    raise TypeError(f"`truth` must be a float, an OnlineValue or a sequence of them; got "
+                    f"{type(truth).__name__}.")
+
+
+def compare_to_truth(estimates, truth) -> TruthComparison:
+    """Error, relative error and coverage of estimates against the ground truth.
+
+    Parameters
+    ----------
+    estimates : evaluators.Estimate or sequence of Estimate
+        The estimates (anything with ``value``, ``ci_low``, ``ci_high``).
+    truth : float, simulator.OnlineValue, or sequence of them
+        One truth for all estimates, or one per estimate.
+
+    Returns
+    -------
+    TruthComparison
+        Scalars for a single estimate, arrays (n,) for a sequence.
+
+    Raises
+    ------
+    TypeError
+        Estimates without ``value``/``ci_low``/``ci_high``; a truth of the wrong type.
+    ValueError
+        A sequence of truths of another length than the estimates.
+    """
+    single = hasattr(estimates, "value")
+    ests = [estimates] if single else list(estimates)
+    for j, e in enumerate(ests):
+        if not all(hasattr(e, a) for a in ("value", "ci_low", "ci_high")):
+            raise TypeError(f"`estimates[{j}]` must be an Estimate; got {type(e).__name__}.")
+    if isinstance(truth, (list, tuple, np.ndarray)):
+        t = np.array([_truth_value(x) for x in np.ravel(np.asarray(truth, dtype=object))])
+        if t.size != len(ests):
+            raise ValueError(f"`truth` must hold one value per estimate ({len(ests)}); got "
+                             f"{t.size}.")
+    else:
+        t = np.full(len(ests), _truth_value(truth))
+    value = np.array([e.value for e in ests], dtype=np.float64)
+    lo = np.array([e.ci_low for e in ests], dtype=np.float64)
+    hi = np.array([e.ci_high for e in ests], dtype=np.float64)
+    err = value - t
+    zero = t == 0
+    if zero.any():
+        warnings.warn("compare_to_truth: the truth is 0 for some estimates; their relative "
+                      "error is nan.", ZeroTruthWarning, stacklevel=2)
+    rel = np.divide(err, np.abs(t), out=np.full(err.shape, np.nan), where=~zero)
+    covers = (lo <= t) & (t <= hi)
+    if single:
+        return TruthComparison(float(err[0]), float(rel[0]), bool(covers[0]))
+    return TruthComparison(err, rel, covers)
+
+
+# -- seeds keyed by identity ------------------------------------------------------------------
+
+
+def _seed_sequence(rng) -> np.random.SeedSequence:
+    if isinstance(rng, np.random.SeedSequence):
+        return rng
+    if isinstance(rng, np.random.Generator):
+        return np.random.SeedSequence(int(rng.integers(0, 2**63)))
+    if rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool)):
+        return np.random.SeedSequence(rng)
+    raise TypeError("`rng` must be None, an int, a SeedSequence or a Generator; got "
+                    f"{type(rng).__name__}.")
+
+
+def _gen(root: np.random.SeedSequence, *key: int) -> np.random.Generator:
+    # Keyed by what the draws are for (log index, agent, variant), never by the order of
+    # computation, so that adding an agent or a log leaves the others' numbers unchanged.
+    return np.random.default_rng(np.random.SeedSequence(
+        root.entropy, spawn_key=tuple(root.spawn_key) + tuple(key), pool_size=root.pool_size))
+
+
+def _name_key(name: str) -> int:
+    return zlib.crc32(name.encode("utf-8"))
+
+
+# -- aggregation --------------------------------------------------------------------------------
+
+
+def _summary_rows(ests, truth, truth_se: float, *, evaluation, agent, variant,
+                  params) -> list[Measurement]:
+    """value, bias, rmse, coverage and width rows of one (agent, variant) over the logs.
+
+    ``truth`` is one float, or one per estimate (then the value row shows their mean).
+    """
+    value = np.array([e.value for e in ests], dtype=np.float64)
+    truth = np.broadcast_to(np.asarray(truth, dtype=np.float64), value.shape)
+    ok = np.isfinite(value)
+    n = int(ok.sum())
+    kw = dict(evaluation=evaluation, agent=agent, variant=variant, params=params, n=n)
+    if n == 0:
+        warnings.warn(f"{evaluation}: no finite estimate for {agent}/{variant}; rows are nan.",
+                      RuntimeWarning, stacklevel=3)
+        return [Measurement(metric=m, estimate=math.nan, **kw)
+                for m in ("value", "bias", "rmse", "coverage", "width")]
+    good = [e for e, k in zip(ests, ok) if k]
+    cmp = compare_to_truth(good, list(truth[ok]))
+    err = np.atleast_1d(cmp.error)
+    sq = math.sqrt
+    se_err = sq(err.var(ddof=1) / n + truth_se ** 2) if n > 1 else math.nan
+    mse = float(np.mean(err ** 2))
+    rmse = sq(mse)
+    se_rmse = (float(np.std(err ** 2, ddof=1)) / sq(n) / (2 * rmse)
+               if n > 1 and rmse > 0 else math.nan)
+    cov = evaluators.wilson_estimate(int(np.sum(cmp.covers)), n)
+    width = np.array([e.ci_high - e.ci_low for e in good])
+    se_w = float(width.std(ddof=1) / sq(n)) if n > 1 else math.nan
+    mean_v = float(value[ok].mean())
+    se_v = float(value[ok].std(ddof=1) / sq(n)) if n > 1 else math.nan
+    z = 1.959963984540054
+    return [
+        Measurement(metric="value", estimate=mean_v, stderr=se_v, ci_low=mean_v - z * se_v,
+                    ci_high=mean_v + z * se_v, truth=float(truth[ok].mean()), **kw),
+        Measurement(metric="bias", estimate=float(err.mean()), stderr=se_err,
+                    ci_low=float(err.mean()) - z * se_err, ci_high=float(err.mean()) + z * se_err,
+                    truth=0.0, **kw),
+        Measurement(metric="rmse", estimate=rmse, stderr=se_rmse, truth=0.0, **kw),
+        Measurement(metric="coverage", estimate=cov.value, stderr=cov.stderr,
+                    ci_low=cov.ci_low, ci_high=cov.ci_high, **kw),
+        Measurement(metric="width", estimate=float(width.mean()), stderr=se_w, **kw),
+    ]
+
+
+def _check_common(config, agents, T, n_logs, n_bootstrap, n_truth_runs):
+    config = simulator.LinearBanditConfig() if config is None else config
+    if isinstance(config, str):
+        config = simulator.preset(config)
+    if not isinstance(config, simulator.LinearBanditConfig):
+        raise TypeError("`config` must be a LinearBanditConfig or a preset name; got "
+                        f"{type(config).__name__}.")
+    if not isinstance(agents, Mapping) or not agents:
+        raise TypeError("`agents` must be a non-empty mapping name -> make_agent(rng); got "
+                        f"{type(agents).__name__}.")
+    for name, make in agents.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"`agents` keys must be non-empty strings; got {name!r}.")
+        if not callable(make):
+            raise TypeError(f"`agents[{name!r}]` must be callable (rng -> agent); got "
+                            f"{type(make).__name__}.")
+    for label, v, lo in (("T", T, 1), ("n_logs", n_logs, 1), ("n_bootstrap", n_bootstrap, 1),
+                         ("n_truth_runs", n_truth_runs, 2)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"`{label}` must be an int; got {type(v).__name__}.")
+        if v < lo:
+            raise ValueError(f"`{label}` must be >= {lo}; got {v}.")
+    if config.horizon is not None and T > config.horizon:
+        raise ValueError(f"`T` must be <= the horizon {config.horizon} of the config; got {T}.")
+    return config
+
+
+def _bar(progress, iterable, desc):
+    if not progress:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, leave=False)
+
+
+# -- experiments -----------------------------------------------------------------------------
+
+
+def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: int = 50,
+                   n_bootstrap: int = 100, n_truth_runs: int = 200, rng=None,
+                   progress: bool = False) -> list[Measurement]:
+    """Replay, BRED and BRED without jitter against the online value, for one log size T.
+
+    Parameters
+    ----------
+    config : LinearBanditConfig or preset name
+        The test bed (``"bred_linear"`` for the paper's).
+    agents : mapping name -> make_agent
+        ``make_agent(rng)`` returns a fresh, reset agent (e.g. ``{"linucb": ..., "ucb1": ...}``).
+    T : int
+        Size of each uniformly logged dataset, >= 1.
+    n_logs : int, default 50
+        Independent logs (each evaluated by every agent and variant).
+    n_bootstrap : int, default 100
+        BRED replicates.
+    n_truth_runs : int, default 200
+        Online runs of the ground truth, >= 2.
+    rng : None, int, SeedSequence or Generator
+        Root of every draw; log ``i`` is keyed by ``i``, an agent's draws by its name.
+    progress : bool
+        Show a progress bar over the logs.
+
+    Returns
+    -------
+    list of Measurement
+        Evaluation ``bred_vs_replay``; per agent and variant (``replay``, ``bred``,
+        ``bred_nojitter``) the metrics ``value`` (mean estimate; truth ``V(T)``), ``bias``,
+        ``rmse``, ``coverage`` (Wilson interval), ``width``; per agent the truth rows
+        ``online_value`` (variant ``T``: ``V(T)``; variant ``T_over_K``: ``V(T / K)``, the horizon
+        replay really measures). ``params`` is ``{"T": T}``.
+
+    Notes
+    -----
+    The truth of every variant is ``V(T)`` = the expected average reward of the agent's
+    first ``T`` online steps (Mary, Preux & Nicol 2014, who score BRED against it); the
+    bias's standard error includes the Monte-Carlo error of the truth. Errors are computed
+    over the logs, so ``rmse`` mixes the estimator's variance over logs and its bias.
+    """
+    config = _check_common(config, agents, T, n_logs, n_bootstrap, n_truth_runs)
+    root = _seed_sequence(rng)
+    params = {"T": int(T)}
+    K = config.n_arms
+    variants = (("replay", None), ("bred", "auto"), ("bred_nojitter", 0.0))
+    ests = {(a, v): [] for a in agents for v, _ in variants}
+    for i in _bar(progress, range(n_logs), "logs"):
+        log, _ = simulator.collect_log(config, int(T), rng=_gen(root, 1, i))
+        for name, make in agents.items():
+            key = _name_key(name)
+            agent = make(_gen(root, 2, key, i))
+            ests[name, "replay"].append(evaluators.replay(log, agent, rng=_gen(root, 3, key, i)))
+            for v, (variant, jitter) in enumerate(variants[1:]):
+                ests[name, variant].append(evaluators.bred(
+                    log, make, n_bootstrap=n_bootstrap, jitter=jitter,
+                    rng=_gen(root, 4, key, i, v)))
+    rows = []
+    for name, make in agents.items():
+        truth = simulator.online_value(config, make, int(T), n_runs=n_truth_runs,
+                                       rng=_gen(root, 5, _name_key(name)))
+        for variant, _ in variants:
+            rows += _summary_rows(ests[name, variant], truth.value, truth.stderr,
+                                  evaluation=EVALUATION, agent=name, variant=variant,
+                                  params=params)
+        for variant, t in (("T", int(T)), ("T_over_K", max(1, int(T) // K))):
+            v, se = truth.at(t)
+            rows.append(Measurement(evaluation=EVALUATION, agent=name, metric="online_value",
+                                    estimate=v, stderr=se, ci_low=v - 1.96 * se,
+                                    ci_high=v + 1.96 * se, truth=v, n=truth.n_runs,
+                                    variant=variant, params=params))
+    return rows
+
+
+def _window_starts(T: int, window: int) -> list[int]:
+    return list(range(0, T - window + 1, window))
+
+
+def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
+                 n_logs: int = 20, n_bootstrap: int = 50, n_truth_runs: int = 100,
+                 jitter="auto", rng=None, progress: bool = False) -> list[Measurement]:
+    """Replay's time-acceleration bias and windowed BRED on the drifting news world.
+
+    Parameters
+    ----------
+    config : LinearBanditConfig or preset name
+        A dynamic test bed (``"dynamic_news"``: arms live 500 ticks, CTR half-life 250).
+    agents : mapping name -> make_agent
+        As for :func:`bred_vs_replay`.
+    T : int
+        Log size (ticks ``0 .. T-1``), <= the horizon.
+    window : int
+        BRED window length, in [1, T]: BRED runs on each of the ``T // window`` consecutive
+        windows, over which the world is nearly static when ``window`` is short against the
+        arms' lifetime.
+    n_logs, n_bootstrap, n_truth_runs, rng, progress
+        As for :func:`bred_vs_replay`.
+    jitter : "auto" or float
+        BRED's jitter.
+
+    Returns
+    -------
+    list of Measurement
+        Evaluation ``dynamic_news``, ``params = {"T": T, "window": window}``; per agent:
+
+        * variant ``replay``: replay of the whole log against ``V_0(T)``, the online value of
+          the agent launched at tick 0 for ``T`` steps (time acceleration shows as bias);
+        * variant ``bred_window``: the mean of the windows' BRED estimates against the same
+          ``V_0(T)`` (standard error from the windows' bootstrap errors);
+        * variant ``bred_window_local``: each window's BRED estimate against the value of an
+          agent launched at the window's start for ``window`` steps (pooled over windows and
+          logs): what BRED gets right when the world drifts within the window;
+
+        each with ``value``, ``bias``, ``rmse``, ``coverage`` and ``width``.
+
+    Notes
+    -----
+    BRED's expansion is the mean number of live arms in the window (the replay match rate
+    is one over it under uniform logging), not the size of the action space. Short windows
+    keep drift out (less bias against the local truth) but give few records (more variance,
+    and a fresh agent per window, which forgets what it learnt before: bias against V_0(T)).
+    """
+    config = _check_common(config, agents, T, n_logs, n_bootstrap, n_truth_runs)
+    if isinstance(window, bool) or not isinstance(window, numbers.Integral):
+        raise TypeError(f"`window` must be an int; got {type(window).__name__}.")
+    if not 1 <= window <= T:
+        raise ValueError(f"`window` must be in [1, T = {T}]; got {window}.")
+    root = _seed_sequence(rng)
+    params = {"T": int(T), "window": int(window)}
+    starts = _window_starts(int(T), int(window))
+    replay_est = {a: [] for a in agents}
+    window_mean = {a: [] for a in agents}
+    window_each = {a: [[] for _ in starts] for a in agents}
+    z = 1.959963984540054
+    for i in _bar(progress, range(n_logs), "logs"):
+        log, _ = simulator.collect_log(config, int(T), rng=_gen(root, 1, i))
+        for name, make in agents.items():
+            key = _name_key(name)
+            replay_est[name].append(evaluators.replay(log, make(_gen(root, 2, key, i)),
+                                                      rng=_gen(root, 3, key, i)))
+            values, ses = [], []
+            for j, s in enumerate(starts):
+                sub = log.take(np.arange(s, s + window))
+                expansion = float(sub.available_mask().sum(axis=1).mean())
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", evaluators.NoMatchWarning)
+                    e = evaluators.bred(sub, make, n_bootstrap=n_bootstrap, jitter=jitter,
+                                        expansion=expansion, rng=_gen(root, 4, key, i, j))
+                window_each[name][j].append(e)
+                values.append(e.value)
+                ses.append(e.stderr)
+            v = float(np.mean(values))
+            se = float(math.sqrt(np.sum(np.square(ses))) / len(ses))
+            window_mean[name].append(evaluators.Estimate(v, se, v - z * se, v + z * se,
+                                                         len(starts)))
+    rows = []
+    for name, make in agents.items():
+        key = _name_key(name)
+        truth = simulator.online_value(config, make, int(T), n_runs=n_truth_runs,
+                                       rng=_gen(root, 5, key))
+        rows += _summary_rows(replay_est[name], truth.value, truth.stderr,
+                              evaluation=EVALUATION_DYNAMIC, agent=name, variant="replay",
+                              params=params)
+        rows += _summary_rows(window_mean[name], truth.value, truth.stderr,
+                              evaluation=EVALUATION_DYNAMIC, agent=name, variant="bred_window",
+                              params=params)
+        # local truths: an agent launched at each window's start, for `window` steps
+        pooled, pooled_truth, pooled_se = [], [], []
+        for j, s in enumerate(starts):
+            local = simulator.online_value(config, make, int(window), start=s,
+                                           n_runs=n_truth_runs, rng=_gen(root, 6, key, j))
+            pooled += window_each[name][j]
+            pooled_truth += [local.value] * len(window_each[name][j])
+            pooled_se.append(local.stderr)
+        rows += _summary_rows(pooled, np.array(pooled_truth), float(np.mean(pooled_se)),
+                              evaluation=EVALUATION_DYNAMIC, agent=name,
+                              variant="bred_window_local", params=params)
+    return rows

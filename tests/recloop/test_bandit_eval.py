@@ -1,0 +1,127 @@
+"""Issue 6's experiment functions: replay and BRED against the simulator's ground truth."""
+
+import math
+
+import numpy as np
+import pytest
+
+import agents
+import simulator
+from evaluators import Estimate
+from recloop.experiments._bandit_eval import (ZeroTruthWarning, bred_vs_replay,
+                                              compare_to_truth, dynamic_news)
+
+DYN = simulator.LinearBanditConfig(n_arms=40, n_universal=16, lifetime=60, n_alive=6,
+                                   half_life=30.0)
+
+
+def make_ucb1(rng):
+    a = agents.UCB1()
+    a.reset(rng)
+    return a
+
+
+class FixedArm:
+    """A static policy: replay of it is unbiased for its static value."""
+
+    def __init__(self, arm):
+        self.arm = arm
+
+    def reset(self, rng=None):
+        pass
+
+    def act(self, obs):
+        return self.arm
+
+    def update(self, obs, action, reward):
+        pass
+
+
+def test_compare_to_truth_single_and_many():
+    e = Estimate(0.5, 0.1, 0.3, 0.7, 10)
+    c = compare_to_truth(e, 0.4)
+    assert c.error == pytest.approx(0.1) and c.relative_error == pytest.approx(0.25) and c.covers
+    many = compare_to_truth([e, Estimate(0.2, 0.01, 0.18, 0.22, 5)], [0.4, 0.4])
+    np.testing.assert_allclose(many.error, [0.1, -0.2])
+    np.testing.assert_array_equal(many.covers, [True, False])
+    ov = simulator.online_value("bred_linear", make_ucb1, 20, n_runs=3, rng=0)
+    assert compare_to_truth(e, ov).error == pytest.approx(0.5 - ov.value)
+
+
+def test_compare_to_truth_bad_input():
+    e = Estimate(0.5, 0.1, 0.3, 0.7, 10)
+    with pytest.warns(ZeroTruthWarning):
+        assert math.isnan(compare_to_truth(e, 0.0).relative_error)
+    with pytest.raises(ValueError, match="one value per estimate"):
+        compare_to_truth([e, e], [0.1, 0.2, 0.3])
+    with pytest.raises(TypeError, match="`truth`"):
+        compare_to_truth(e, "0.4")
+    with pytest.raises(TypeError, match=r"`estimates\[0\]`"):
+        compare_to_truth([0.5], 0.4)
+
+
+def test_bred_vs_replay_rows_and_determinism():
+    kw = dict(T=200, n_logs=3, n_bootstrap=4, n_truth_runs=6, rng=1)
+    rows = bred_vs_replay("bred_linear", {"ucb1": make_ucb1}, **kw)
+    again = bred_vs_replay("bred_linear", {"ucb1": make_ucb1}, **kw)
+    assert [(r.variant, r.metric, r.estimate) for r in rows] == \
+        [(r.variant, r.metric, r.estimate) for r in again]
+    assert {r.evaluation for r in rows} == {"bred_vs_replay"}
+    got = {(r.variant, r.metric) for r in rows}
+    for v in ("replay", "bred", "bred_nojitter"):
+        for m in ("value", "bias", "rmse", "coverage", "width"):
+            assert (v, m) in got
+    assert ("T", "online_value") in got and ("T_over_K", "online_value") in got
+    assert all(dict(r.params) == {"T": 200} for r in rows)
+    by = {(r.variant, r.metric): r for r in rows}
+    truth = by["T", "online_value"].estimate
+    assert by["replay", "value"].truth == truth
+    assert by["replay", "bias"].estimate == pytest.approx(by["replay", "value"].estimate - truth)
+    assert by["replay", "rmse"].estimate >= abs(by["replay", "bias"].estimate)
+    assert 0 <= by["bred", "coverage"].estimate <= 1 and by["bred", "width"].estimate > 0
+    # adding an agent leaves the first agent's numbers unchanged (seeds keyed by name)
+    both = bred_vs_replay("bred_linear", {"ucb1": make_ucb1, "other": make_ucb1}, **kw)
+    assert [r.estimate for r in both if r.agent == "ucb1"] == [r.estimate for r in rows]
+
+
+@pytest.mark.slow
+def test_replay_of_a_static_policy_is_unbiased():
+    rows = bred_vs_replay("bred_linear", {"arm4": lambda g: FixedArm(4)}, T=500, n_logs=40,
+                          n_bootstrap=5, n_truth_runs=50, rng=3)
+    by = {(r.variant, r.metric): r for r in rows}
+    static = simulator.static_policy_value(
+        "bred_linear", lambda x, a: np.tile(np.eye(10)[4], (len(x), 1)))
+    assert by["T", "online_value"].estimate == pytest.approx(static, abs=4 * by[
+        "T", "online_value"].stderr + 1e-12)
+    bias = by["replay", "bias"]
+    assert abs(bias.estimate) < 4 * bias.stderr
+
+
+def test_dynamic_news_rows():
+    rows = dynamic_news(DYN, {"ucb1": make_ucb1}, T=120, window=40, n_logs=2, n_bootstrap=3,
+                        n_truth_runs=4, rng=0)
+    got = {(r.variant, r.metric) for r in rows}
+    for v in ("replay", "bred_window", "bred_window_local"):
+        for m in ("value", "bias", "rmse", "coverage", "width"):
+            assert (v, m) in got
+    assert all(dict(r.params) == {"T": 120, "window": 40} for r in rows)
+    local = {r.metric: r for r in rows if r.variant == "bred_window_local"}
+    assert local["value"].n == 2 * 3  # logs x windows
+    assert local["bias"].estimate == pytest.approx(local["value"].estimate
+                                                   - local["value"].truth)
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    pytest.param({"T": 0}, ValueError, "`T` must be >= 1; got 0", id="T"),
+    pytest.param({"n_logs": 0}, ValueError, "`n_logs` must be >= 1", id="n_logs"),
+    pytest.param({"n_truth_runs": 1}, ValueError, "`n_truth_runs` must be >= 2", id="runs"),
+    pytest.param({"window": 500}, ValueError, r"`window` must be in \[1, T = 100\]",
+                 id="window"),
+    pytest.param({"T": 10_000}, ValueError, "`T` must be <= the horizon", id="horizon"),
+    pytest.param({"agents": {}}, TypeError, "`agents` must be a non-empty mapping",
+                 id="agents"),
+])
+def test_bad_arguments(kw, exc, match):
+    args = dict(T=100, window=50, agents={"ucb1": make_ucb1}) | kw
+    with pytest.raises(exc, match=match):
+        dynamic_news(DYN, args.pop("agents"), **args)
