@@ -126,13 +126,15 @@ class World:
         self._keys = {name: seed_key(entropy, sid) for name, sid in WORLD_STREAMS.items()}
         self._entropy = entropy
         c = config
+        # Items and users from separate streams: a world scaled to more users keeps its items.
         rng = _child(self._ss, 0)
-        self._taste0 = rng.normal(0.0, c.taste_scale / math.sqrt(c.dim), (c.n_users, c.dim))
         self._features = rng.normal(0.0, 1.0, (c.n_items, c.dim))
         appeal = rng.normal(c.appeal_mean, c.appeal_std, c.n_items)
         appeal[: c.n_universal] = c.universal_appeal
         self._appeal = appeal
         self._ones_dim = np.ones(c.dim)
+        rng = _child(self._ss, 3)
+        self._taste0 = rng.normal(0.0, c.taste_scale / math.sqrt(c.dim), (c.n_users, c.dim))
         # Pareto (type I, x_m = 1) activity weights: heavy-tailed profile sizes.
         lam = 1.0 + rng.pareto(c.activity_shape, c.n_users)
         self._lam = lam

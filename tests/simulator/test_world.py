@@ -479,3 +479,10 @@ def test_exposure_events_follow_activity_and_exposure_laws():
     per_tick = np.bincount(ticks, minlength=cfg.n_ticks)
     early, late = per_tick[:50].sum(), per_tick[150:].sum()
     assert early > 4 * late
+
+
+def test_scaling_the_user_count_keeps_the_items():
+    small = World(preset("viadeo_like", n_users=100), 3)
+    large = World(preset("viadeo_like", n_users=300), 3)
+    assert np.array_equal(small.item_features, large.item_features)
+    assert np.array_equal(small.item_appeal(0), large.item_appeal(0))
