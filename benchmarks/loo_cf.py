@@ -87,7 +87,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--k", type=int, default=20)
     ap.add_argument("--naive-users", type=int, default=None,
-                    help="users in the naive subsample (default 30 for 100k, 8 for 1m)")
+                    help="users in the naive subsample (default 10 for 100k, 4 for 1m)")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
 
@@ -117,7 +117,7 @@ def main():
             full = res
     clipped = loo_knn((users, items, r), similarity="pearson_corated", k=args.k, clip=(1, 5))
 
-    n_sub = args.naive_users or (30 if args.size == "100k" or args.data else 8)
+    n_sub = args.naive_users or (10 if args.size == "100k" or args.data else 4)
     sub = rng.choice(np.unique(users), size=min(n_sub, n_users), replace=False)
     t = time.perf_counter()
     naive = loo_knn((users, items, r), similarity="pearson", k=args.k, users=sub,

@@ -252,9 +252,14 @@ class _Prepared:
         return self.data.rating - self.mean_i[self.data.item]
 
 
-def _fast(prep: _Prepared, held_user, allowed, similarity, k, min_support):
-    """Predictions of all ratings (nan where not held out), neighbour counts and kinds."""
+def _fast(prep: _Prepared, held_user, allowed, similarity, k, min_support, *, python=False):
+    """Predictions of all ratings (nan where not held out), neighbour counts and kinds.
+
+    ``python=True`` runs the kernel's pure-Python version (tests only).
+    """
     from evaluators._loo_kernels import loo_users  # numba: imported on first use only
+
+    kernel = loo_users.py_func if python else loo_users
 
     d = prep.data
     n = d.rating.size
@@ -266,7 +271,7 @@ def _fast(prep: _Prepared, held_user, allowed, similarity, k, min_support):
         dev_sq_u = np.bincount(d.user, weights=dev * dev, minlength=prep.n_users)
     else:  # unused by the kernel
         dev, dev_sq_u = np.zeros(n), prep.sq_u
-    loo_users(np.flatnonzero(held_user), prep.u_ptr, prep.u_item, prep.u_rating,
+    kernel(np.flatnonzero(held_user), prep.u_ptr, prep.u_item, prep.u_rating,
               dev[prep.u_pos], prep.u_pos, prep.istart, d.user[prep.order_i],
               d.rating[prep.order_i], dev[prep.order_i], allowed,
               prep.cnt_u, prep.sum_u, prep.sq_u, dev_sq_u, prep.cnt_i, prep.sum_i, prep.mean_i,
