@@ -124,7 +124,8 @@ def loo_knn_naive(user, item, rating, n_users, n_items, held, allowed, *, simila
                 continue
             iv, yo = prof_items[v], prof_r[v]
             common, cu, cv = np.intersect1d(iu, iv, assume_unique=True, return_indices=True)
-            if common.size < min_support:
+            # an empty C has a zero denominator (or similarity 0 for the cosines): dropped
+            if common.size < max(min_support, 1):
                 continue
             x, y = xo[cu], yo[cv]
             m_v = np.mean(yo)
