@@ -3,7 +3,8 @@
 from recloop.experiments._campaign_bias import (RECOMMENDER_KINDS, campaign_bias,
                                                 plot_campaign_bias)
 from recloop.experiments._bandit_eval import (TruthComparison, bred_vs_replay,
-                                              compare_to_truth, dynamic_news)
+                                              compare_to_truth, dynamic_news,
+                                              plot_bred_vs_replay)
 
 __all__: list[str] = [
     "RECOMMENDER_KINDS",
@@ -13,4 +14,5 @@ __all__: list[str] = [
     "bred_vs_replay",
     "compare_to_truth",
     "dynamic_news",
+    "plot_bred_vs_replay",
 ]

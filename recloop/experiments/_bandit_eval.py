@@ -24,7 +24,8 @@ import evaluators
 import simulator
 from recloop._results import Measurement
 
-__all__ = ["TruthComparison", "compare_to_truth", "bred_vs_replay", "dynamic_news"]
+__all__ = ["TruthComparison", "compare_to_truth", "bred_vs_replay", "dynamic_news",
+           "plot_bred_vs_replay"]
 
 EVALUATION = "bred_vs_replay"
 EVALUATION_DYNAMIC = "dynamic_news"
@@ -395,3 +396,58 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
                               evaluation=EVALUATION_DYNAMIC, agent=name,
                               variant="bred_window_local", params=params)
     return rows
+
+
+def plot_bred_vs_replay(rows, out_dir, *, prefix: str = "bred_vs_replay") -> list:
+    """Figures like Mary et al.'s Figure 2 from :func:`bred_vs_replay` rows (all T).
+
+    One figure per agent: RMSE (solid, with standard errors) and bias (dashed) of each
+    variant against the log size T, log-scaled T. Returns the PNG paths.
+
+    Parameters
+    ----------
+    rows : iterable of Measurement
+        Rows of one or more cells (one per T).
+    out_dir : str or Path
+        Created if missing.
+    prefix : str
+        File name prefix.
+    """
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if "T" in r.params]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for agent in dict.fromkeys(r.agent for r in rows):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        variants = [v for v in dict.fromkeys(r.variant for r in rows if r.agent == agent
+                                              and r.metric == "rmse")]
+        for j, variant in enumerate(variants):
+            color = f"C{j}"
+            for metric, style in (("rmse", "-"), ("bias", "--")):
+                sel = sorted((r for r in rows if r.agent == agent and r.variant == variant
+                              and r.metric == metric), key=lambda r: r.params["T"])
+                if not sel:
+                    continue
+                T = [r.params["T"] for r in sel]
+                ax.errorbar(T, [r.estimate for r in sel], yerr=[1.96 * r.stderr for r in sel],
+                            fmt=style + "o", color=color, ms=3, capsize=2,
+                            label=f"{variant} {metric}")
+        ax.axhline(0.0, color="grey", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("log size T")
+        ax.set_ylabel("error against the online value V(T)")
+        ax.set_title(f"{agent}: replay vs BRED")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out / f"{prefix}_{agent}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        paths.append(path)
+    return paths

@@ -9,7 +9,8 @@ import agents
 import simulator
 from evaluators import Estimate
 from recloop.experiments._bandit_eval import (ZeroTruthWarning, bred_vs_replay,
-                                              compare_to_truth, dynamic_news)
+                                              compare_to_truth, dynamic_news,
+                                              plot_bred_vs_replay)
 
 DYN = simulator.LinearBanditConfig(n_arms=40, n_universal=16, lifetime=60, n_alive=6,
                                    half_life=30.0)
@@ -82,6 +83,15 @@ def test_bred_vs_replay_rows_and_determinism():
     # adding an agent leaves the first agent's numbers unchanged (seeds keyed by name)
     both = bred_vs_replay("bred_linear", {"ucb1": make_ucb1, "other": make_ucb1}, **kw)
     assert [r.estimate for r in both if r.agent == "ucb1"] == [r.estimate for r in rows]
+
+
+def test_plot_bred_vs_replay(tmp_path):
+    rows = [r for T in (100, 200) for r in bred_vs_replay(
+        "bred_linear", {"ucb1": make_ucb1}, T=T, n_logs=2, n_bootstrap=2, n_truth_runs=3,
+        rng=0)]
+    paths = plot_bred_vs_replay(rows, tmp_path)
+    assert [p.name for p in paths] == ["bred_vs_replay_ucb1.png"]
+    assert paths[0].stat().st_size > 1000
 
 
 @pytest.mark.slow
