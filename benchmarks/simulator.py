@@ -69,12 +69,57 @@ def organic_adoptions_per_s(args: argparse.Namespace) -> dict:
     }
 
 
+def _env_rates(duration: float) -> dict:
+    import gymnasium as gym
+    from gymnasium.utils.performance import benchmark_step
+
+    out = {}
+    for key, env_id in (("env_steps_per_s", "recloop/Recommendation-v0"),
+                        ("bandit_env_steps_per_s", "recloop/LinearBandit-v0"),
+                        ("dynamic_news_env_steps_per_s", "recloop/DynamicNews-v0")):
+        env = gym.make(env_id)
+        benchmark_step(env, target_duration=0.2, seed=0)  # warm-up (block caches, tables)
+        out[key] = round(benchmark_step(env, target_duration=duration, seed=0))
+        print(f"{env_id}: {out[key]} steps/s (one env, random valid actions)", file=sys.stderr)
+    return out
+
+
+@measurement
+def env_steps_per_s(args: argparse.Namespace) -> dict:
+    """One environment, random actions, as Gymnasium's ``benchmark_step`` measures
+    (``action_space.sample()`` draws among available items). Target >= 30,000 / s."""
+    return _env_rates(args.env_seconds)
+
+
+@measurement
+def vector_env_steps_per_s(args: argparse.Namespace) -> dict:
+    """``make_vec(id, num_envs=1024)`` (native vector entry point), random actions, as
+    Gymnasium's ``benchmark_vector_step`` measures; the reference is Gymnasium's
+    ``SyncVectorEnv`` of single environments. Target >= 1,000,000 / s."""
+    import gymnasium as gym
+    from gymnasium.utils.performance import benchmark_vector_step
+
+    out = {}
+    for key, env_id in (("vector_env_steps_per_s", "recloop/Recommendation-v0"),
+                        ("bandit_vector_env_steps_per_s", "recloop/LinearBandit-v0")):
+        venv = gym.make_vec(env_id, num_envs=1024)
+        out[key] = round(benchmark_vector_step(venv, target_duration=args.env_seconds, seed=0))
+        print(f"{env_id}: {out[key]} steps/s (make_vec, N = 1024)", file=sys.stderr)
+    sync = gym.make_vec("recloop/Recommendation-v0", num_envs=64, vectorization_mode="sync")
+    ref = benchmark_vector_step(sync, target_duration=args.env_seconds, seed=0)
+    out["vector_env_sync_reference_steps_per_s"] = round(ref)
+    out["vector_env_speedup_vs_sync"] = round(out["vector_env_steps_per_s"] / ref, 1)
+    return out
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None, choices=sorted(MEASUREMENTS),
                         help="measure only these keys")
     parser.add_argument("--users", type=int, default=200_000)
     parser.add_argument("--naive-users", type=int, default=2000)
+    parser.add_argument("--env-seconds", type=float, default=3.0,
+                        help="duration of each environment step measurement")
     args = parser.parse_args(argv)
     out = {}
     for name in args.only or list(MEASUREMENTS):
