@@ -401,3 +401,108 @@ def run_campaign_bias(cell):
         p_values=[None if v == "all" else v for v in p["p_values"]], k=p["k"],
         n_samples=p["n_samples"] or None, rng=cell.seed_sequence, progress=cell.progress,
         evaluation=cell.evaluation)
+
+
+def _bandit_config_check(params, world, *, what: str):
+    """Shared rules of the bandit kinds: a LinearBandit world, T within its horizon."""
+    from recloop._scenario import world_config
+
+    if not world:
+        return
+    config = world_config(world)
+    if not hasattr(config, "n_arms") or not hasattr(config, "horizon"):
+        yield "kind", (f"expected a [world] with a linear bandit preset (bred_linear, "
+                       f"dynamic_news) for {what}, got preset {world['preset']!r}")
+        return
+    if config.horizon is not None and params["T"] > config.horizon:
+        yield "T", f"expected T <= {config.horizon} (the world's horizon), got {params['T']}"
+
+
+def _bandit_makers(cell) -> dict:
+    return {name: cell.make_agent(name) for name in cell.agent_names}
+
+
+_BANDIT_COMMON = (
+    Param("n_logs", Int(low=1, high=100_000), 50, "Independent uniformly logged datasets "
+          "(each evaluated by every agent and variant)."),
+    Param("n_bootstrap", Int(low=1, high=100_000), 100, "BRED bootstrap replicates."),
+    Param("n_truth_runs", Int(low=2, high=1_000_000), 200, "Online runs of the ground truth "
+          "(Monte Carlo value of the agent)."),
+)
+
+_register(EVALUATIONS, Kind(
+    name="bred_vs_replay",
+    target="recloop._registry:run_bred_vs_replay",
+    summary="Replay (Li et al. 2011), BRED and BRED without jitter (Mary, Preux, Nicol 2014) "
+            "on uniform logs of size T, against the agent's Monte-Carlo online value V(T): "
+            "metrics value, bias, rmse, coverage, width per variant.",
+    params=(Param("T", Int(low=1, high=10**7), REQUIRED, "Size of each logged dataset "
+                  "(sweep it for the paper's Figure 2)."),) + _BANDIT_COMMON,
+    per_agent=True,
+    agent_family="bandit",
+    needs_world=True,
+    check="recloop._registry:check_bred_vs_replay",
+))
+
+
+def check_bred_vs_replay(params, agents, world):
+    """Cross-key rules of ``bred_vs_replay``."""
+    yield from _bandit_config_check(params, world, what="bred_vs_replay")
+
+
+def run_bred_vs_replay(cell):
+    """Adapter: one cell (one agent, one T) of ``bred_vs_replay``."""
+    from recloop._scenario import world_config
+    from recloop.experiments._bandit_eval import bred_vs_replay
+
+    p = cell.params
+    return bred_vs_replay(world_config(cell.world), _bandit_makers(cell), T=p["T"],
+                          n_logs=p["n_logs"], n_bootstrap=p["n_bootstrap"],
+                          n_truth_runs=p["n_truth_runs"], rng=cell.seed_sequence,
+                          progress=cell.progress)
+
+
+_register(EVALUATIONS, Kind(
+    name="dynamic_news",
+    target="recloop._registry:run_dynamic_news",
+    summary="Replay's time-acceleration bias on a drifting news world, and BRED run on "
+            "windows over which the world is nearly static, against the online values "
+            "V_0(T) and the windows' local values (variants replay, bred_window, "
+            "bred_window_local).",
+    params=(
+        Param("T", Int(low=1, high=10**7), REQUIRED, "Log size (ticks 0 .. T-1), at most "
+              "the world's horizon."),
+        Param("window", Int(low=1, high=10**7), REQUIRED, "BRED window length, in [1, T] "
+              "(sweep it for the bias/variance trade-off)."),
+        Param("n_logs", Int(low=1, high=100_000), 20, "Independent logs."),
+        Param("n_bootstrap", Int(low=1, high=100_000), 50, "BRED bootstrap replicates per "
+              "window."),
+        Param("n_truth_runs", Int(low=2, high=1_000_000), 100, "Online runs of each ground "
+              "truth."),
+        Param("jitter", OneOf((Str(choices=("auto",)), Float(low=0.0))), "auto", "BRED's "
+              "context jitter: \"auto\" (bandwidth ~ 1/sqrt(T)) or a bandwidth (0: none)."),
+    ),
+    per_agent=True,
+    agent_family="bandit",
+    needs_world=True,
+    check="recloop._registry:check_dynamic_news",
+))
+
+
+def check_dynamic_news(params, agents, world):
+    """Cross-key rules of ``dynamic_news``: a bandit world, window <= T <= horizon."""
+    yield from _bandit_config_check(params, world, what="dynamic_news")
+    if params["window"] > params["T"]:
+        yield "window", f"expected window <= T = {params['T']}, got {params['window']}"
+
+
+def run_dynamic_news(cell):
+    """Adapter: one cell (one agent, one window) of ``dynamic_news``."""
+    from recloop._scenario import world_config
+    from recloop.experiments._bandit_eval import dynamic_news
+
+    p = cell.params
+    return dynamic_news(world_config(cell.world), _bandit_makers(cell), T=p["T"],
+                        window=p["window"], n_logs=p["n_logs"], n_bootstrap=p["n_bootstrap"],
+                        n_truth_runs=p["n_truth_runs"], jitter=p["jitter"],
+                        rng=cell.seed_sequence, progress=cell.progress)

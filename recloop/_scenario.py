@@ -164,7 +164,8 @@ def _key(key: str) -> str:
     return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
 
 
-def _check_table(problems: _Problems, prefix: str, table: dict, params, *, extra=()) -> dict:
+def _check_table(problems: _Problems, prefix: str, table: dict, params, *, extra=(),
+                 provided=()) -> dict:
     """Validate ``table`` against ``params``; returns the resolved table (defaults filled)."""
     known = {p.name for p in params} | set(extra)
     for key in table:
@@ -176,12 +177,11 @@ def _check_table(problems: _Problems, prefix: str, table: dict, params, *, extra
             msg = p.type.check(table[p.name])
             if msg is not None:
                 # list item problems come back as "[j]: expected ..." and extend the path
-                sep = "" if msg.startswith("[") else ": "
                 head, _, rest = msg.partition(": ") if msg.startswith("[") else ("", "", msg)
                 problems.add(f"{prefix}{p.name}{head}", rest)
             else:
                 out[p.name] = table[p.name]
-        elif p.required:
+        elif p.required and p.name not in provided:
             problems.add(f"{prefix}{p.name}", f"expected {p.type.describe()}, got nothing "
                          "(required key missing)")
         elif p.default is not None:
@@ -244,9 +244,8 @@ def _validate_agents(problems, raw) -> list[dict]:
             # kind unknown: accept any kind's parameter, still catch typos of the rest
             head = _check_table(problems, prefix, table, AGENT_KEYS,
                                 extra={p.name for k in reg.AGENTS.values() for p in k.params})
-            if "kind" in table:
-                msg = Str(tuple(sorted(reg.AGENTS))).check(kind_name)
-                problems.add(f"{prefix}kind", msg or "expected a known agent kind")
+            if isinstance(kind_name, str):
+                problems.add(f"{prefix}kind", Str(tuple(sorted(reg.AGENTS))).check(kind_name))
             resolved = head
         else:
             resolved = _check_table(problems, prefix, table, AGENT_KEYS + kind.params)
@@ -273,12 +272,12 @@ def _validate_evaluations(problems, raw, agents: list[dict], world: dict | None)
         if kind is None:
             _check_table(problems, prefix, table, EVALUATION_KEYS,
                          extra={p.name for k in reg.EVALUATIONS.values() for p in k.params})
-            if "kind" in table:
-                msg = Str(tuple(sorted(reg.EVALUATIONS))).check(kind_name)
-                problems.add(f"{prefix}kind", msg or "expected a known evaluation kind")
+            if isinstance(kind_name, str):
+                problems.add(f"{prefix}kind", Str(tuple(sorted(reg.EVALUATIONS))).check(kind_name))
             continue
-        ev = _check_table(problems, prefix, table, EVALUATION_KEYS + kind.params)
         sweep_raw = table.get("sweep", {})
+        ev = _check_table(problems, prefix, table, EVALUATION_KEYS + kind.params,
+                          provided=tuple(sweep_raw) if isinstance(sweep_raw, dict) else ())
         sweep = {}
         if isinstance(sweep_raw, dict):
             for key, values in sweep_raw.items():
