@@ -51,12 +51,17 @@ def _bandwidth(log, jitter) -> np.ndarray:
     return np.full(log.dim_context, float(jitter))
 
 
+def _draw_noise(gen, c, h):
+    """Jitter of ``c`` records, ``h * N(0, I)``; float32 normals (twice as fast to draw,
+    ample precision for a jitter), widened to float64."""
+    return gen.standard_normal((c, h.shape[0]), dtype=np.float32) * h
+
+
 def _noise(gen, n, h):
-    """Jitter of ``n`` records, ``h * N(0, I)`` (``None`` when ``h == 0``)."""
-    d = h.shape[0]
+    """Jitter of ``n`` records in the chunks of the batched path (``None`` when ``h == 0``)."""
     if not np.any(h > 0):
         return None
-    return gen.standard_normal((n, d)) * h
+    return np.concatenate([_draw_noise(gen, min(_CHUNK, n - s), h) for s in range(0, n, _CHUNK)])
 
 
 def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=0.95,
@@ -203,9 +208,7 @@ def _run_batched(log, batched, index, data_gens, h):
     for s in range(0, n, _CHUNK):
         idx = index[:, s:s + _CHUNK]
         c = idx.shape[1]
-        # normals concatenate across calls, so per-chunk draws equal one draw of n rows
-        noise = np.stack([g.standard_normal((c, h.shape[0])) * h for g in data_gens]) \
-            if jit else None
+        noise = np.stack([_draw_noise(g, c, h) for g in data_gens]) if jit else None
         logged = log.action[idx]
         reward = log.reward[idx]
         if callable(fast):

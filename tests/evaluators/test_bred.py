@@ -135,3 +135,12 @@ def uniform_log():
 def test_bad_input(log, make, kw, exc, msg):
     with pytest.raises(exc, match=msg):
         bred(log, make, **kw)
+
+
+@pytest.mark.parametrize("name", ["linucb", "ucb1"])
+def test_batched_equals_plain_loop_across_chunks(name):
+    # expansion * T > the 4096-record chunk of the batched path
+    log, _ = make_log(make_world(9), 1100, 9)
+    e1 = bred(log, maker(name), n_bootstrap=2, rng=1)
+    e2 = bred(log, maker(name, hide=True), n_bootstrap=2, rng=1)
+    np.testing.assert_array_equal(e1.replicate_values, e2.replicate_values)
