@@ -101,7 +101,11 @@ def _uniform2(skey, first, second) -> np.ndarray:
 
 def _uniform2_int(skey: int, first: int, second: int) -> float:
     """Scalar twin of :func:`_uniform2` in pure Python (fast for one draw per step)."""
-    h = _mix_int(skey ^ ((first * _G) & _M64))
+    return _second_half(_mix_int(skey ^ ((first * _G) & _M64)), second)
+
+
+def _second_half(h: int, second: int) -> float:
+    """The part of :func:`_uniform2_int` after the first counter (cacheable ``h``)."""
     h = _mix_int(h + ((second * 0xD1B54A32D192ED03) & _M64) + 1)
     return (h >> 11) * _TO_UNIT
 
@@ -486,10 +490,13 @@ class LinearBanditEnv(gym.Env):
         self._P = true_ctr(c, self._X, ticks, arms_alive_between(c, t0, t0 + _BLOCK))
         self._A = alive(c, ticks)
         self._best = np.max(np.where(self._A, self._P, -np.inf), axis=1, initial=-np.inf)
+        for arr in (self._X, self._A):
+            arr.setflags(write=False)
 
     def _obs(self) -> dict:
+        # read-only views of the block: no per-step copies, and agents cannot corrupt it
         i = self._tick - self._t0
-        return {"context": self._X[i].copy(), "available": self._A[i].copy(),
+        return {"context": self._X[i], "available": self._A[i],
                 "tick": np.array(self._tick, dtype=np.int64)}
 
     def reset(self, *, seed=None, options=None):

@@ -140,13 +140,13 @@ class RecModel:
     def visit(self, users, ticks):
         """``(taste (n, dim), alive (n, n_items))`` of visits; no CTRs."""
         ticks = np.asarray(ticks, np.int64)
-        uniq = np.unique(ticks)
-        if uniq.size == 1:
-            taste, _, _, alive = self._per_tick(int(uniq[0]))
-            return taste[users], np.broadcast_to(alive, (ticks.size, self.n_items))
+        t0 = int(ticks[0])
+        if ticks.size == 1 or (ticks == t0).all():  # the usual case: one tick for everyone
+            taste, _, _, alive = self._per_tick(t0)
+            return taste[users], np.broadcast_to(alive, (ticks.size, self.n_items))  # read-only
         X = np.empty((ticks.size, self.features.shape[1]))
         A = np.empty((ticks.size, self.n_items), dtype=bool)
-        for t in uniq.tolist():
+        for t in np.unique(ticks).tolist():
             rows = np.flatnonzero(ticks == t)
             taste, _, _, alive = self._per_tick(t)
             X[rows], A[rows] = taste[users[rows]], alive
@@ -362,14 +362,18 @@ class RecommendationEnv(gym.Env):
         self._T = m.ticks(steps)
         self._U = m.users(self._key, steps)
         self._P, self._X, self._A = m.ctr(self._U, self._T)
+        # observations are read-only views of the block: no per-step copies, and no object
+        # shared between two observations (Gymnasium's checker asks for that)
+        for arr in (self._X, self._A):
+            arr.setflags(write=False)
         self._best = top_k_sum(self._P, self._A, self.config.k)
         # Python lists for the per-step scalars (indexing numpy arrays costs more)
         self._Tl, self._Ul, self._bestl = self._T.tolist(), self._U.tolist(), self._best.tolist()
 
     def _obs(self, i=None) -> dict:
         i = self._n - self._n0 if i is None else i
-        return {"user": np.array(self._U[i], dtype=np.int64), "context": self._X[i].copy(),
-                "available": self._A[i].copy(), "tick": np.array(self._T[i], dtype=np.int64)}
+        return {"user": np.array(self._Ul[i], dtype=np.int64), "context": self._X[i],
+                "available": self._A[i], "tick": np.array(self._Tl[i], dtype=np.int64)}
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -380,6 +384,7 @@ class RecommendationEnv(gym.Env):
         self._key = _b.episode_key(self.np_random)
         self._click_skey = _b._stream_key(self._key, _STREAM_REC_CLICK)
         self._n = 0
+        self._h1_tick = -1
         self._fill_block(0)
         return self._obs(), {}
 
@@ -391,10 +396,13 @@ class RecommendationEnv(gym.Env):
         t, user = self._Tl[i], self._Ul[i]
         n_items = self.model.n_items
         row = self._P[i]
+        if t != self._h1_tick:  # the first half of the click hash depends on the tick only
+            self._h1_tick, self._h1 = t, _b._mix_int(self._click_skey ^ ((t * _b._G) & _b._M64))
+        h1 = self._h1
         if c.k == 1:  # the common case, without slate arrays
             a = _b.check_action(action, n_items, self._A[i], t)
             q = float(row[a])
-            hit = _b._uniform2_int(self._click_skey, t, user * n_items + a) < q
+            hit = _b._second_half(h1, user * n_items + a) < q
             n_clicks = int(hit)
             slate, p, clicks = [a], np.array([q]), np.array([hit])
             expected = q
@@ -403,8 +411,7 @@ class RecommendationEnv(gym.Env):
             p = row[slate]
             base = user * n_items
             # one scalar hash per shown item: cheaper than a numpy call for a few items
-            hits = [_b._uniform2_int(self._click_skey, t, base + s) < q
-                    for s, q in zip(slate.tolist(), p.tolist())]
+            hits = [_b._second_half(h1, base + s) < q for s, q in zip(slate.tolist(), p.tolist())]
             n_clicks = sum(hits)
             clicks = np.array(hits)
             expected = float(p.sum())

@@ -277,8 +277,10 @@ class RecommendationVectorEnv(VectorEnv):
         self._T = m.ticks(self._steps)
         self._U = m.users(self._keys, self._steps)
         self._X, self._A = m.visit(self._U, self._T)
-        return {"user": self._U.copy(), "context": np.array(self._X),
-                "available": np.array(self._A), "tick": self._T.copy()}
+        # `visit` returns a fresh gather of tastes and a fresh read-only broadcast of the alive
+        # mask (zero-copy: (N, n_items) bools per step would cost more than the rest)
+        return {"user": self._U.copy(), "context": self._X, "available": self._A,
+                "tick": self._T.copy()}
 
     def _new_keys(self, n: int) -> np.ndarray:
         return self._key_rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64)
