@@ -220,3 +220,47 @@ def test_quickstart_puts_every_estimate_beside_the_truth(tmp_path):
                for r in exact_t0)
     report = (run_dir / "report.md").read_text()
     assert "offline_bias_g1.png" in report and (run_dir / "figures" / "offline_bias_g1.png").exists()
+
+
+@pytest.mark.parametrize("kind, function", [("bred_vs_replay", "bred_vs_replay"),
+                                            ("dynamic_news", "dynamic_news")])
+def test_bandit_adapters_pass_the_cell_to_the_experiment(tmp_path, monkeypatch, kind, function):
+    """The registry's adapters (a real run of these experiments is too slow for this suite)."""
+    import simulator
+    import agents
+    import recloop.experiments._bandit_eval as bandit_eval
+    from recloop._results import Measurement
+
+    seen = {}
+
+    def fake(config, makers, **kw):
+        seen.update(config=config, makers=makers, **kw)
+        return [Measurement(evaluation="x", agent=name, metric="value", estimate=0.5,
+                            truth=0.25) for name in makers]
+
+    monkeypatch.setattr(bandit_eval, function, fake)
+    extra = "window = 50\n" if kind == "dynamic_news" else ""
+    sc = loads_scenario(f"""
+[run]
+name = "b"
+seeds = [4]
+[world]
+preset = "bred_linear"
+dim = 6
+[[agents]]
+name = "lin"
+kind = "linucb"
+alpha = 0.25
+[[evaluations]]
+kind = "{kind}"
+n_logs = 2
+{extra}sweep = {{ T = [100] }}
+""")
+    run_dir = run_scenario(sc, out=tmp_path, workers=1, quiet=True, report=False)
+    assert isinstance(seen["config"], simulator.LinearBanditConfig) and seen["config"].dim == 6
+    assert seen["T"] == 100 and seen["n_logs"] == 2
+    assert seen["rng"].entropy == 4  # the cell's SeedSequence, keyed by the cell
+    agent = seen["makers"]["lin"](np.random.default_rng(0))
+    assert isinstance(agent, agents.LinUCB) and agent.alpha == 0.25
+    rows = (run_dir / "results.csv").read_text().splitlines()
+    assert rows[1].startswith(f"b,{kind}/lin/seed=4/T=100,4,{kind},lin,")
