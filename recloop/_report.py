@@ -153,8 +153,14 @@ def _figures(run_dir: Path, groups: dict, scenario: dict) -> list[tuple[str, str
     for (evaluation, metric), items in list(by_plot.items())[:MAX_FIGURES]:
         ticks = [k[4] for k, _ in items if k[4] is not None]
         params = [json.loads(k[5]) for k, _ in items]
-        numeric = sorted({p for d in params for p, v in d.items()
-                          if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        # x axis: a numeric parameter that varies (a swept one, typically)
+        values: dict[str, set] = {}
+        for d in params:
+            for p, v in d.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    values.setdefault(p, set()).add(v)
+        numeric = sorted((p for p, vs in values.items() if len(vs) > 1),
+                         key=lambda p: (-len(values[p]), p))
         fig, ax = plt.subplots(figsize=(7, 4.2))
         lines: dict[str, list] = {}
         if ticks:
@@ -185,6 +191,9 @@ def _figures(run_dir: Path, groups: dict, scenario: dict) -> list[tuple[str, str
                 if any(not math.isnan(t) for t in truths):
                     ax.plot(xs, truths, color=color, ls="--", lw=1)
             ax.set_xlabel(xlabel)
+            xs_all = [x for pts in lines.values() for x, _ in pts if not math.isnan(x)]
+            if xs_all and min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 20:
+                ax.set_xscale("log")
         else:
             labels = [" / ".join(x for x in (k[1], k[2]) if x) or k[3] for k, _ in items]
             xs = list(range(len(items)))
@@ -197,7 +206,7 @@ def _figures(run_dir: Path, groups: dict, scenario: dict) -> list[tuple[str, str
                 ax.plot(xs, truths, "k_", ms=18, mew=2, label="truth")
             ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel(metric)
-        ax.set_title(f"{evaluation}: {metric} (dashed: truth)")
+        ax.set_title(f"{evaluation}: {metric} ({'dashed' if lines else 'bars'}: truth)")
         ax.legend(fontsize=7, loc="best")
         fig.tight_layout()
         name = f"{_slug(evaluation)}__{_slug(metric)}.png"
