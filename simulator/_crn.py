@@ -65,18 +65,31 @@ def seed_key(entropy: int, stream: int) -> int:
     return _fmix_int(_fmix_int(entropy & _MASK) ^ ((stream * _GOLDEN) & _MASK))
 
 
+def _as_u64(a: np.ndarray) -> np.ndarray:
+    # int64 -> uint64 reinterpretation is free and exact for the non-negative counters.
+    if a.dtype == np.int64 and a.flags.c_contiguous:
+        return a.view(np.uint64)
+    return a.astype(np.uint64)
+
+
 def hash_uniforms(key: int, users, items, ticks) -> np.ndarray:
     """Uniforms in [0, 1) for the broadcast of ``users``, ``items``, ``ticks`` (ints >= 0).
 
     ``key`` comes from :func:`seed_key`. Vectorised; the result has the broadcast shape.
     """
-    u, i, t = np.broadcast_arrays(np.asarray(users), np.asarray(items), np.asarray(ticks))
-    x = u.astype(np.uint64)  # a fresh array, safe to modify in place
-    x *= np.uint64(_C_USER)
-    x += i.astype(np.uint64) * np.uint64(_C_ITEM)
-    x += np.uint64(key)
+    u, i, t = np.asarray(users), np.asarray(items), np.asarray(ticks)
+    x = np.empty(np.broadcast_shapes(u.shape, i.shape, t.shape), dtype=np.uint64)
+    np.multiply(_as_u64(u), np.uint64(_C_USER), out=x)
+    if i.ndim == 0:
+        x += np.uint64((int(i) * _C_ITEM + key) & _MASK)
+    else:
+        x += _as_u64(i) * np.uint64(_C_ITEM)
+        x += np.uint64(key)
     _fmix_inplace(x)
-    x += t.astype(np.uint64) * np.uint64(_C_TICK)
+    if t.ndim == 0:  # one tick for all: a scalar, not an array of copies
+        x += np.uint64((int(t) * _C_TICK) & _MASK)
+    else:
+        x += _as_u64(t) * np.uint64(_C_TICK)
     _fmix_inplace(x)
     x >>= np.uint64(11)
     return x.astype(np.float64) * (1.0 / (1 << 53))

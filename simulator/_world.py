@@ -11,18 +11,18 @@ Model (one tick = one day)
   for alive items (0 otherwise), with ``g`` the logistic function (or clipping to [0, 1]).
 * Organic adoption: at tick ``t`` there are ``Poisson(R * phi(t))`` exposure events; each
   picks a user with probability ``lambda_u / sum(lambda)`` and an alive item with probability
-  ``~ exp(exposure * a_i(t))``; the user adopts it, if not already held, when the common
-  random number ``U(u, i, t)`` is below ``p(u, i, t)``. ``R`` is calibrated so that the mean
-  organic profile size over the horizon is about ``mean_profile_size``. Exposures of one
-  user to one item within one tick share their coin (``p`` is a per-day probability), so in
-  very dense settings (many exposures per user, item and tick) profiles stay below target.
+  ``~ exp(exposure * a_i(t))``; the user adopts it, if not already held, with probability
+  ``p(u, i, t)`` (each exposure is one chance). ``R`` is calibrated so that the mean organic
+  profile size over the horizon is about ``mean_profile_size``.
 * Campaigns: a reached user (``U_reach(u, c) < reach``) is pushed once, at a tick drawn in
   the campaign window, and accepts each offered item with probability ``1 - (1 - p)**boost``.
 
-Randomness: the exposure events come from a Generator that depends only on the seed (not
-on the state), and every accept/reject decision uses a counter-based uniform keyed by
-(seed, stream, user, item, tick). The twin without campaigns therefore meets the same events
-and the same coins, and differs only where campaigns changed a profile.
+Randomness (common random numbers): everything that does not depend on the state -- the
+exposure events and their coins -- comes from a Generator seeded by the seed alone and is
+drawn in the same order whatever happens; decisions that depend on the state (which
+campaign offers are made) use counter-based uniforms keyed by (seed, stream, user, item,
+tick). The twin without campaigns therefore meets the same events with the same coins and
+the same offer coins, and differs only where campaigns changed a profile.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ from simulator.logs import SOURCES, InteractionLog
 
 __all__ = ["World", "WORLD_STREAMS"]
 
-#: Stream ids used by the world itself; environments should use other ids (or names).
-WORLD_STREAMS = {"organic": 1, "campaign_accept": 2, "campaign_reach": 3, "campaign_tick": 4}
+#: Counter-based stream ids used by the world itself (1-4 are reserved); environments should
+#: use other ids or names.
+WORLD_STREAMS = {"campaign_accept": 2, "campaign_reach": 3, "campaign_tick": 4}
 _ORGANIC, _RECOMMENDED, _CAMPAIGN = (SOURCES.index(s) for s in ("organic", "recommended",
                                                                 "campaign"))
 _N_CALIBRATION_USERS = 1000
@@ -76,6 +77,23 @@ def _alias_table(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for j in small + large:  # leftovers are 1 up to rounding
         prob[j] = 1.0
     return prob, alias
+
+
+def _guided_search(cdf: np.ndarray, guide: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(cdf[:-1], keys, side="right")`` for keys in [0, 1] with a guide table.
+
+    ``cdf`` ends with a sentinel above every key (e.g. 2.0); ``guide`` has ``g + 1`` entries,
+    ``guide[b] = searchsorted(cdf[:-1], b / g, "right")``. The answer for a key in bucket
+    ``b`` is at least ``guide[b]``: step forward while ``cdf[answer] <= key`` (once or never
+    when buckets are narrower than the gaps of ``cdf``). Exact for any ``cdf``.
+    """
+    g = guide.size - 1
+    ans = np.take(guide, (keys * g).astype(np.int64))
+    step = np.take(cdf, ans) <= keys
+    while step.any():
+        ans += step
+        step = np.take(cdf, ans) <= keys
+    return ans
 
 
 def _child(ss: np.random.SeedSequence, j: int) -> np.random.Generator:
@@ -139,6 +157,12 @@ class World:
         lam = 1.0 + rng.pareto(c.activity_shape, c.n_users)
         self._lam = lam
         self._activity_cdf = np.cumsum(lam) / lam.sum()
+        # Guide table: about one cdf boundary per bucket (lambda >= 1, so the smallest gap
+        # is 1 / sum(lambda)), so a lookup plus one correction replaces a binary search.
+        n_buckets = int(min(8 * c.n_users, math.ceil(2 * lam.sum() / lam.min())))
+        self._activity_guide = np.searchsorted(self._activity_cdf,
+                                               np.arange(n_buckets + 1) / n_buckets, side="right")
+        self._activity_cdf_sentinel = np.append(self._activity_cdf, 2.0)
         self._events_rng = _child(self._ss, 1)
         self._alias_cache = None
         self._drift_ss_index = 2
@@ -325,7 +349,7 @@ class World:
         return self
 
     def _draw_events(self, t: int):
-        """Exposure events of tick t: (users ascending, items); independent of the state.
+        """Exposure events of tick t: (users ascending, items, coins); state-independent.
 
         ``Poisson(R phi(t))`` events; users drawn with probability ``lambda_u / sum(lambda)``
         from *sorted* uniforms (normalised cumulative exponential spacings are distributed as
@@ -335,18 +359,20 @@ class World:
         rng = self._events_rng
         n = int(rng.poisson(self._rate * self._phi[t]))
         spacings = np.cumsum(rng.standard_exponential(n + 1))
-        users = np.searchsorted(self._activity_cdf, spacings[:-1] / spacings[-1], side="right")
+        users = _guided_search(self._activity_cdf_sentinel, self._activity_guide,
+                               spacings[:-1] / spacings[-1])
         users = np.minimum(users, self.config.n_users - 1)
         r = rng.random(n)
+        coins = rng.random(n)
         table = self._alias_table(t)
         if table is None:
-            return users[:0], users[:0]
+            return users[:0], users[:0], coins[:0]
         prob, alias = table
         # Walker's alias method: one uniform gives the column and the coin (O(1) per event).
         x = r * prob.size
         col = np.minimum(x.astype(np.int64), prob.size - 1)
         items = np.where(x - col < np.take(prob, col), col, np.take(alias, col))
-        return users, items
+        return users, items, coins
 
     def _alias_table(self, t: int):
         """Alias table of the exposure distribution at tick t (cached while it is unchanged)."""
@@ -359,28 +385,30 @@ class World:
         return table
 
     def _organic_tick(self, t: int) -> None:
-        users, items = self._draw_events(t)
+        users, items, coins = self._draw_events(t)
         if self.method == "naive":
-            self._organic_naive(users, items, t)
+            self._organic_naive(users, items, coins, t)
             return
         flat = users * self.config.n_items + items
-        new = ~self._has.reshape(-1)[flat]
-        users, items, flat = users[new], items[new], flat[new]
-        u = hash_uniforms(self._keys["organic"], users, items, t)
-        ok = u < self._p_tick(users, items, t)
+        new = np.flatnonzero(~self._has.reshape(-1)[flat])
+        users, items, flat, coins = users[new], items[new], flat[new], coins[new]
+        ok = np.flatnonzero(coins < self._p_tick(users, items, t))
         users, items, flat = users[ok], items[ok], flat[ok]
-        # Two events of one user on one item in the same tick share the coin: keep one edge.
-        _, first = np.unique(flat, return_index=True)
-        first.sort()
-        self._append(users[first], items[first], t, _ORGANIC)
+        # Two exposures of one user to one item in one tick may both succeed: keep the first
+        # (what the event-by-event reference does). Rare, so check before paying for unique.
+        srt = np.sort(flat)
+        if srt.size > 1 and np.any(srt[1:] == srt[:-1]):
+            _, first = np.unique(flat, return_index=True)
+            first.sort()
+            users, items = users[first], items[first]
+        self._append(users, items, t, _ORGANIC)
 
-    def _organic_naive(self, users, items, t: int) -> None:
-        key = self._keys["organic"]
+    def _organic_naive(self, users, items, coins, t: int) -> None:
         out_u, out_i = [], []
-        for u, i in zip(users.tolist(), items.tolist()):
+        for u, i, coin in zip(users.tolist(), items.tolist(), coins.tolist()):
             if self._has[u, i]:
                 continue
-            if uniforms_reference(key, u, i, t) < self._p_scalar(u, i, t):
+            if coin < self._p_scalar(u, i, t):
                 self._has[u, i] = True
                 out_u.append(u)
                 out_i.append(i)

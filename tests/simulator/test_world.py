@@ -465,7 +465,7 @@ def test_exposure_events_follow_activity_and_exposure_laws():
     world = World(cfg, 4)
     users, items, ticks = [], [], []
     for t in range(cfg.n_ticks):
-        u, i = world._draw_events(t)
+        u, i, _ = world._draw_events(t)
         users.append(u)
         items.append(i)
         ticks.append(np.full(u.size, t))
@@ -486,3 +486,14 @@ def test_scaling_the_user_count_keeps_the_items():
     large = World(preset("viadeo_like", n_users=300), 3)
     assert np.array_equal(small.item_features, large.item_features)
     assert np.array_equal(small.item_appeal(0), large.item_appeal(0))
+
+
+@given(st.lists(st.floats(0.0, 100.0), min_size=1, max_size=40).filter(lambda v: sum(v) > 0),
+       st.integers(1, 200), st.lists(st.floats(0.0, 1.0, exclude_max=True), max_size=50))
+def test_guided_search_equals_searchsorted(weights, n_buckets, keys):
+    from simulator._world import _guided_search
+    cdf = np.cumsum(weights) / sum(weights)
+    guide = np.searchsorted(cdf, np.arange(n_buckets + 1) / n_buckets, side="right")
+    keys = np.sort(np.array(keys + [0.0, cdf[0], cdf[-1] * 0.999999, 1.0]))
+    assert np.array_equal(_guided_search(np.append(cdf, 2.0), guide, keys),
+                          np.searchsorted(cdf, keys, side="right"))
