@@ -497,3 +497,18 @@ def test_guided_search_equals_searchsorted(weights, n_buckets, keys):
     keys = np.sort(np.array(keys + [0.0, cdf[0], cdf[-1] * 0.999999, 1.0]))
     assert np.array_equal(_guided_search(np.append(cdf, 2.0), guide, keys),
                           np.searchsorted(cdf, keys, side="right"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", [
+    pytest.param({}, id="static"),
+    pytest.param(dict(ctr_halflife=10.0, activity_halflife=20.0), id="decay-and-launch"),
+    pytest.param(dict(n_items=40, item_birth=tuple(range(40)), item_death=tuple(range(10, 50))),
+                 id="short-lifetimes"),
+])
+def test_calibrated_rate_gives_the_configured_mean_profile_size(extra):
+    cfg = WorldConfig(**{**dict(n_users=2000, n_items=50, n_ticks=60, mean_profile_size=4.0),
+                         **extra})
+    world = World(cfg, 11).simulate(59)
+    organic = np.count_nonzero(world.edges.source == 0) / cfg.n_users
+    assert organic == pytest.approx(4.0, rel=0.08)
