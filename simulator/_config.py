@@ -39,9 +39,7 @@ def _float(obj, name: str, lo: float = -math.inf, hi: float = math.inf, *,
                                                                       np.floating)):
         raise TypeError(f"`{label}` must be a real number; got {type(value).__name__} {value!r}.")
     value = float(value)
-    ok = math.isfinite(value) or (value == math.inf and hi == math.inf and not hi_open)
-    ok = ok and not math.isnan(value)
-    ok = ok and (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
+    ok = math.isfinite(value) and (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
     if not ok:
         rng = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
         raise ValueError(f"`{label}` must be a finite number in {rng}; got {value}.")
