@@ -94,8 +94,9 @@ class CampaignConfig:
     policy : object, optional
         Instead of ``items``: any object with ``fit(profiles)`` and
         ``recommend(users, k, *, removed=None) -> (n, k)`` (the agents' recommender
-        protocol). It is fitted once on the profiles of tick ``start - 1``. Recommended
-        items that are dead or already in the profile are not offered.
+        protocol). Each world fits its own deep copy (``World.campaign_policies``) once, on
+        the profiles of tick ``start - 1``. Recommended items that are dead or already in
+        the profile are not offered.
     k : int, optional
         Slate size; defaults to ``len(items)``; required with ``policy``.
     boost : float

@@ -27,6 +27,7 @@ the same offer coins, and differs only where campaigns changed a profile.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import warnings
@@ -174,6 +175,10 @@ class World:
         self._phi = self._time_profile()
         self._rate = self._calibrate_rate(lam)
         self._campaign_plan = [self._plan_campaign(j, camp) for j, camp in enumerate(c.campaigns)]
+        #: This world's own copies of the campaign policies (``None`` for item lists): they
+        #: are fitted in place, so worlds sharing a config must not share them.
+        self.campaign_policies = tuple(None if camp.policy is None else copy.deepcopy(camp.policy)
+                                       for camp in c.campaigns)
         # State.
         self._has = np.zeros((c.n_users, c.n_items), dtype=bool)
         self._chunks: list[tuple[np.ndarray, ...]] = []
@@ -439,7 +444,7 @@ class World:
             if not (camp.start <= t < camp.end):
                 continue
             if camp.policy is not None and t == camp.start:
-                camp.policy.fit(self._profiles_upto(t - 1))
+                self.campaign_policies[j].fit(self._profiles_upto(t - 1))
             reached, ticks = self._campaign_plan[j]
             lo, hi = np.searchsorted(ticks, [t, t + 1])
             users = reached[lo:hi]
@@ -456,7 +461,7 @@ class World:
                 self._campaign_fast(camp, users, slate, t)
 
     def _policy_slate(self, camp, j: int, users: np.ndarray) -> np.ndarray:
-        rec = np.asarray(camp.policy.recommend(users, camp.k))
+        rec = np.asarray(self.campaign_policies[j].recommend(users, camp.k))
         if rec.shape != (users.size, camp.k) or not np.issubdtype(rec.dtype, np.integer):
             raise ValueError(f"`campaigns[{j}].policy.recommend` must return an int array of "
                              f"shape ({users.size}, {camp.k}); got {rec.dtype} {rec.shape}.")
