@@ -39,7 +39,8 @@ def _float(obj, name: str, lo: float = -math.inf, hi: float = math.inf, *,
                                                                       np.floating)):
         raise TypeError(f"`{label}` must be a real number; got {type(value).__name__} {value!r}.")
     value = float(value)
-    ok = math.isfinite(value) and (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
+    ok = (math.isfinite(value) and (value > lo if lo_open else value >= lo)
+          and (value < hi if hi_open else value <= hi))
     if not ok:
         rng = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
         raise ValueError(f"`{label}` must be a finite number in {rng}; got {value}.")
@@ -238,14 +239,16 @@ class WorldConfig:
         for name in ("appeal_std", "taste_scale", "exposure", "drift_rate"):
             set_(name, _float(self, name, 0.0))
         if self.click_model not in CLICK_MODELS:
-            raise ValueError(f"`click_model` must be one of {CLICK_MODELS}; got {self.click_model!r}.")
+            raise ValueError(f"`click_model` must be one of {CLICK_MODELS}; "
+                             f"got {self.click_model!r}.")
         self._check_lifetimes(set_)
         self._check_shocks(set_)
         self._check_campaigns(set_)
         if self.user_weights is not None:
             w = self.user_weights
             if isinstance(w, (str, bytes)) or not hasattr(w, "__len__"):
-                raise TypeError(f"`user_weights` must be a sequence of floats; got {type(w).__name__}.")
+                raise TypeError("`user_weights` must be a sequence of floats; "
+                                f"got {type(w).__name__}.")
             w = tuple(_float(None, v, 0.0, label=f"user_weights[{j}]") for j, v in enumerate(w))
             if len(w) != self.n_users:
                 raise ValueError(f"`user_weights` must have n_users = {self.n_users} entries; "
@@ -269,12 +272,14 @@ class WorldConfig:
     def _check_shocks(self, set_):
         shocks = self.shocks
         if isinstance(shocks, AppealShock) or not isinstance(shocks, (tuple, list)):
-            raise TypeError(f"`shocks` must be a tuple of AppealShock; got {type(shocks).__name__}.")
+            raise TypeError("`shocks` must be a tuple of AppealShock; "
+                            f"got {type(shocks).__name__}.")
         for j, s in enumerate(shocks):
             if not isinstance(s, AppealShock):
                 raise TypeError(f"`shocks[{j}]` must be an AppealShock; got {type(s).__name__}.")
             if s.item >= self.n_items:
-                raise ValueError(f"`shocks[{j}].item` must be in [0, {self.n_items - 1}]; got {s.item}.")
+                raise ValueError(f"`shocks[{j}].item` must be in [0, {self.n_items - 1}]; "
+                                 f"got {s.item}.")
             if s.start >= self.n_ticks:
                 raise ValueError(f"`shocks[{j}].start` must be in [0, {self.n_ticks - 1}]; "
                                  f"got {s.start}.")
@@ -283,10 +288,12 @@ class WorldConfig:
     def _check_campaigns(self, set_):
         cs = self.campaigns
         if isinstance(cs, CampaignConfig) or not isinstance(cs, (tuple, list)):
-            raise TypeError(f"`campaigns` must be a tuple of CampaignConfig; got {type(cs).__name__}.")
+            raise TypeError("`campaigns` must be a tuple of CampaignConfig; "
+                            f"got {type(cs).__name__}.")
         for j, c in enumerate(cs):
             if not isinstance(c, CampaignConfig):
-                raise TypeError(f"`campaigns[{j}]` must be a CampaignConfig; got {type(c).__name__}.")
+                raise TypeError(f"`campaigns[{j}]` must be a CampaignConfig; "
+                                f"got {type(c).__name__}.")
             if c.end > self.n_ticks:
                 raise ValueError(f"`campaigns[{j}]` must lie inside the horizon: start + duration "
                                  f"must be in [1, n_ticks] = [1, {self.n_ticks}]; got "

@@ -434,7 +434,10 @@ class World:
                 kk = (k - 0.5) * math.pi
                 x += c.drift_rate * z[:, k - 1] * math.sqrt(2 * T) * math.sin(kk * t / T) / kk
         score = a + float(sum(x[d] * self._features[i, d] for d in range(c.dim)))
-        p = 1.0 / (1.0 + math.exp(-score)) if c.click_model == "logistic" else min(max(score, 0.0), 1.0)
+        if c.click_model == "logistic":
+            p = 1.0 / (1.0 + math.exp(-score))
+        else:
+            p = min(max(score, 0.0), 1.0)
         if c.ctr_halflife is not None:
             p *= 2.0 ** (-(t - self._birth[i]) / c.ctr_halflife)
         return p
@@ -500,7 +503,8 @@ class World:
                 n_offered += 1
                 off_u.append(u)
                 off_i.append(i)
-                if uniforms_reference(key, u, i, t) < 1.0 - (1.0 - self._p_scalar(u, i, t)) ** camp.boost:
+                accept = 1.0 - (1.0 - self._p_scalar(u, i, t)) ** camp.boost
+                if uniforms_reference(key, u, i, t) < accept:
                     out_u.append(u)
                     out_i.append(i)
         for u, i in zip(out_u, out_i):

@@ -1,7 +1,5 @@
 """The simulated world: determinism, twin, invariants, ground truth, calibration."""
 
-import math
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
