@@ -184,7 +184,7 @@ def _check_table(problems: _Problems, prefix: str, table: dict, params, *, extra
         elif p.required and p.name not in provided:
             problems.add(f"{prefix}{p.name}", f"expected {p.type.describe()}, got nothing "
                          "(required key missing)")
-        elif p.default is not None:
+        elif not p.required and p.default is not None:
             out[p.name] = p.default
     return out
 
@@ -354,8 +354,13 @@ def _check_cross(problems, prefix, kind, ev, agents, out_world) -> None:
     for combo in sweep_values(ev):
         params = {**{p.name: ev[p.name] for p in kind.params if p.name in ev}, **combo}
         chosen = [a for a in agents if a.get("name") in ev["agents"]]
-        for path, msg in func(params, chosen, out_world):
-            problems.add(f"{prefix}{path}", msg)
+        try:
+            found = list(func(params, chosen, out_world))
+        except Exception as exc:  # a rule that cannot be evaluated is itself a problem
+            found = [("", f"expected parameters the kind's rules can check, got "
+                          f"{type(exc).__name__}: {exc}")]
+        for path, msg in found:
+            problems.add(f"{prefix}{path}".rstrip("."), msg)
         if problems.items:
             return
 
