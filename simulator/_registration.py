@@ -5,9 +5,8 @@
 ``gymnasium.make("simulator:recloop/LinearBandit-v0")`` (Gymnasium imports the module named
 before the colon). Entry points are strings, so registering imports nothing heavy.
 
-Gymnasium >= 1.0 no longer loads ``gymnasium.envs`` plugin entry points (0.26 did), so the
-entry point declared in ``pyproject.toml`` is inert there; it is harmless and kept only for
-older Gymnasium versions.
+Gymnasium >= 1.0 no longer loads ``gymnasium.envs`` plugin entry points (0.26 did), so
+recloop declares none: importing ``simulator`` is the one way in.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ _SPECS = (
 
 
 def register_envs() -> None:
-    """Register the environments (idempotent); called on import and by Gymnasium's plugin hook."""
+    """Register the environments (idempotent); called when ``simulator`` is imported."""
     from gymnasium.envs.registration import register, registry
 
     for env_id, entry, vector_entry, kwargs in _SPECS:
