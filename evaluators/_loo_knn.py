@@ -10,7 +10,9 @@ co-rated set (and shifts ``mean_u``), an O(1) correction per candidate neighbour
 from __future__ import annotations
 
 import numbers
+import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -252,6 +254,14 @@ class _Prepared:
         return self.data.rating - self.mean_i[self.data.item]
 
 
+def _n_threads() -> int:
+    """Threads for the kernel: the CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _fast(prep: _Prepared, held_user, allowed, similarity, k, min_support, *, python=False):
     """Predictions of all ratings (nan where not held out), neighbour counts and kinds.
 
@@ -271,12 +281,22 @@ def _fast(prep: _Prepared, held_user, allowed, similarity, k, min_support, *, py
         dev_sq_u = np.bincount(d.user, weights=dev * dev, minlength=prep.n_users)
     else:  # unused by the kernel
         dev, dev_sq_u = np.zeros(n), prep.sq_u
-    kernel(np.flatnonzero(held_user), prep.u_ptr, prep.u_item, prep.u_rating,
-              dev[prep.u_pos], prep.u_pos, prep.istart, d.user[prep.order_i],
-              d.rating[prep.order_i], dev[prep.order_i], allowed,
-              prep.cnt_u, prep.sum_u, prep.sq_u, dev_sq_u, prep.cnt_i, prep.sum_i, prep.mean_i,
-              SIMILARITIES.index(similarity), k, min_support, ZERO_REL, prep.total, n,
-              pred, n_nb, kind)
+    args = (prep.u_ptr, prep.u_item, prep.u_rating, dev[prep.u_pos], prep.u_pos, prep.istart,
+            d.user[prep.order_i], d.rating[prep.order_i], dev[prep.order_i], allowed,
+            prep.cnt_u, prep.sum_u, prep.sq_u, dev_sq_u, prep.cnt_i, prep.sum_i, prep.mean_i,
+            SIMILARITIES.index(similarity), k, min_support, ZERO_REL, prep.total, n,
+            pred, n_nb, kind)
+    held = np.flatnonzero(held_user)
+    n_threads = 1 if python else _n_threads()
+    if n_threads == 1 or held.size < 2:
+        kernel(held, *args)
+    else:
+        # many small chunks balance heavy and light users over the threads; outputs are
+        # disjoint, so the result does not depend on the schedule
+        chunks = np.array_split(held, min(held.size, 16 * n_threads))
+        with ThreadPoolExecutor(max_workers=n_threads) as pool:
+            for _ in pool.map(lambda c: kernel(c, *args), chunks):
+                pass
     return pred, n_nb, kind
 
 

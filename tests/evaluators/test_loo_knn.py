@@ -281,3 +281,20 @@ def test_inputs_not_mutated():
     loo_knn((u, i, r), similarity="adjusted_cosine")
     np.testing.assert_array_equal(r, R)
     np.testing.assert_array_equal(u, U)
+
+
+@pytest.mark.parametrize("similarity", SIMILARITIES)
+def test_fast_equals_naive_on_named_edge_cases(similarity):
+    # each feature the issue names, present at once: a single-rating user (9), an item rated
+    # once (item 8), stored zeros and negative ratings, exact ties (users 1, 2, 3 are copies),
+    # and users/neighbours subsets
+    users = np.array([0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 9, 4])
+    items = np.array([0, 1, 2, 3, 0, 1, 2, 0, 1, 2, 0, 1, 2, 1, 2, 3, 2, 8])
+    r = np.array([2.0, 0.0, -1.0, 3.0, 1.0, 0.0, 2.0, 1.0, 0.0, 2.0, 1.0, 0.0, 2.0,
+                  -2.0, 0.0, 4.0, 5.0, 1.0])
+    for k in (1, 2, 5):
+        for users_, nbrs in ((None, None), (np.array([0, 4, 9]), np.array([1, 2, 3, 4]))):
+            opts = dict(similarity=similarity, k=k, users=users_, neighbours=nbrs)
+            fast = loo_knn((users, items, r), **opts)
+            assert_same(fast, loo_knn((users, items, r), method="naive", **opts))
+    assert fast.n_fallback_global_mean == 1  # user 9
