@@ -48,6 +48,7 @@ WORLD_STREAMS = {"campaign_accept": 2, "campaign_reach": 3, "campaign_tick": 4}
 _ORGANIC, _RECOMMENDED, _CAMPAIGN = (SOURCES.index(s) for s in ("organic", "recommended",
                                                                 "campaign"))
 _N_CALIBRATION_USERS = 1000
+_P_CHUNK = 1 << 16
 
 
 def _as_seed_sequence(seed) -> np.random.SeedSequence:
@@ -292,14 +293,29 @@ class World:
         return np.where(alive, np.exp2(-np.maximum(age, 0.0) / self.config.ctr_halflife), 0.0)
 
     def _p(self, u, i, t) -> np.ndarray:
-        """p(u, i, t) for broadcastable int arrays (no validation)."""
-        u, i, t = np.broadcast_arrays(np.asarray(u), np.asarray(i), np.asarray(t))
-        score = self._appeal_at(i, t) + self._rowdot(self._taste(u, t), i)
-        if self.config.click_model == "logistic":
-            p = expit(score)
-        else:
-            p = np.clip(score, 0.0, 1.0)
-        return p * self._decay(i, t)
+        """p(u, i, t) for broadcastable int arrays (no validation).
+
+        Works through the broadcast in chunks, so that a users x items grid never builds
+        (n_users, n_items, dim[, K]) temporaries.
+        """
+        u, i, t = np.asarray(u), np.asarray(i), np.asarray(t)
+        shape = np.broadcast_shapes(u.shape, i.shape, t.shape)
+        # One tick and many pairs: the tastes of all users at t once, then row lookups.
+        table = (self._taste(np.arange(self.config.n_users), t)
+                 if t.ndim == 0 and self.config.drift_rate > 0
+                 and math.prod(shape) >= self.config.n_users else None)
+        u, i, t = (np.broadcast_to(a, shape).reshape(-1) for a in (u, i, t))
+        out = np.empty(u.size)
+        for lo in range(0, u.size, _P_CHUNK):
+            uu, ii, tt = u[lo:lo + _P_CHUNK], i[lo:lo + _P_CHUNK], t[lo:lo + _P_CHUNK]
+            x = self._taste(uu, tt) if table is None else np.take(table, uu, axis=0)
+            score = self._appeal_at(ii, tt) + self._rowdot(x, ii)
+            if self.config.click_model == "logistic":
+                p = expit(score)
+            else:
+                p = np.clip(score, 0.0, 1.0)
+            out[lo:lo + _P_CHUNK] = p * self._decay(ii, tt)
+        return out.reshape(shape)
 
     def _rowdot(self, x: np.ndarray, i) -> np.ndarray:
         """``sum_d x[..., d] * features[i, d]``; x is overwritten (it is always a temporary).
