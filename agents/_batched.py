@@ -45,10 +45,15 @@ def make_batch(cls, agents):
             raise ValueError(f"`agents` must share hyper-parameters; agent {i} has "
                              f"{a._params()}, agent 0 has {params}.")
         a._ensure_reset()
-    shapes = {(a._K, a._d) for a in agents}
+    shapes = {(a._K, a._d) for a in agents if a._K is not None}
     if len(shapes) > 1:
-        raise ValueError(f"`agents` must all be fresh or all have seen the same numbers of "
-                         f"arms and context dimensions; got (K, d) in {sorted(map(str, shapes))}.")
+        raise ValueError(f"`agents` must have seen the same numbers of arms and context "
+                         f"dimensions; got (K, d) in {sorted(map(str, shapes))}.")
+    if shapes:  # a fresh agent would start from this state on its first observation
+        K, d = shapes.pop()
+        for a in agents:
+            if a._K is None:
+                a._init_state(K, d)
     return _TWINS[cls](agents)
 
 
@@ -84,6 +89,11 @@ class _Batched:
     def _take(self, n):
         """(B, n) uniforms: for each copy the next ``n`` of its stream."""
         B = self.n_copies
+        p = self._ptr[0]
+        if p + n <= _BLOCK and (B == 1 or (self._ptr == p).all()):
+            # common case: copies in step (lockstep), one slice for all
+            self._ptr += n
+            return self._buf[:, p:p + n]
         if n <= _BLOCK and np.all(self._ptr + n <= _BLOCK):
             idx = self._ptr[:, None] + np.arange(n)
             self._ptr += n
@@ -293,9 +303,11 @@ class BatchedLinUCB(_Batched):
         kn.linucb_update_lanes(self._Ainv, self._b, self._theta, active, X, action, reward)
 
     def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+        B = self.n_copies
+        n_groups = -(-B // kn.LANE_GROUP)
         kn.linucb_replay_lanes(self._Ainv, self._b, self._theta, self.alpha, X, avail, logged,
                                reward, eligible, index, jitter,
-                               np.ascontiguousarray(u[:, :, 0]), out)
+                               np.ascontiguousarray(u[:, :, 0]), out, -(-B // n_groups))
 
     def unbatch(self) -> list:
         lanes = {name: getattr(self, name) for name in self._state_names}

@@ -393,7 +393,7 @@ def linucb_update_lanes(Ainv, b, theta, active, X, action, reward):
 # Replay runs the copies in groups of ``group`` lanes: a group's state (K*d*d*group
 # doubles) stays in cache while the group walks all its records; the copies are
 # independent, so grouping changes nothing but speed.
-LANE_GROUP = 32
+LANE_GROUP = 64  # at most; the copies are split into equal groups
 
 
 @njit(cache=False)

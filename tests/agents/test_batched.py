@@ -130,3 +130,11 @@ def test_batched_update_checks_actions():
     bt.act(np.zeros((2, 2)), np.ones((2, 3), bool))
     with pytest.raises(ValueError, match="copy 1"):
         bt.update(np.array([True, True]), np.zeros((2, 2)), np.array([0, 5]), np.zeros(2))
+
+
+def test_batch_needs_agents_on_the_same_problem():
+    a, b = agents.UCB1(), agents.UCB1()
+    a.act({"context": np.zeros(1), "available": np.ones(2, bool)})
+    b.act({"context": np.zeros(1), "available": np.ones(3, bool)})
+    with pytest.raises(ValueError, match="same numbers of arms"):
+        agents.UCB1.batch([a, b])
