@@ -10,7 +10,7 @@ from evaluators._ope import OPEEstimate, direct_method, doubly_robust, ips, snip
 from evaluators._replay import NoMatchWarning, ReplayEstimate, replay
 from evaluators import datasets, metrics, splits  # public submodules
 from evaluators._loo_knn import LooKnnWarning, LooResult, kfold_loo_knn, loo_knn
-from evaluators._offline import LooQuality, loo_quality, offline_score
+from evaluators._offline import EmptyProfilesWarning, LooQuality, loo_quality, offline_score
 from evaluators._weights import (ItemWeights, UnmatchedItemsWarning, fit_item_weights,
                                  kl_objective, reference_gradient)
 
@@ -34,6 +34,7 @@ __all__ = [
     "metrics",
     "splits",
     "Estimate",
+    "EmptyProfilesWarning",
     "ItemWeights",
     "LooQuality",
     "UnmatchedItemsWarning",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,10 +21,14 @@ import scipy.sparse as sp
 
 from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
 
-__all__ = ["LooQuality", "loo_quality", "offline_score"]
+__all__ = ["EmptyProfilesWarning", "LooQuality", "loo_quality", "offline_score"]
 
 QUALITIES = ("hit", "reciprocal_rank")
 _DEFAULT_BATCH = 4096
+
+
+class EmptyProfilesWarning(UserWarning):
+    """The profiles hold no edge, so the LOO score is undefined (``nan``)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,19 +89,30 @@ def _check_positive_vector(x, n: int, name: str, *, allow_zero: bool) -> np.ndar
     return a
 
 
-def _user_probabilities(m: sp.csr_array, user_weights) -> np.ndarray:
-    """P(u): uniform over users holding at least one item, or normalised ``user_weights``."""
+def _user_probabilities(m: sp.csr_array, user_weights, name: str = "profiles"):
+    """P(u): uniform over users holding at least one item, or normalised ``user_weights``.
+
+    ``None`` when ``m`` holds no edge at all (nothing to score: degenerate but legal).
+    """
     has_items = np.diff(m.indptr) > 0
     if user_weights is None:
         pu = has_items.astype(np.float64)
     else:
         pu = _check_positive_vector(user_weights, m.shape[0], "user_weights", allow_zero=True)
         pu[~has_items] = 0.0  # an empty profile holds no (u, i) pair to score
+    if not has_items.any():
+        return None
     total = pu.sum()
     if total <= 0:
-        raise ValueError("`profiles` must hold at least one edge of a user with positive "
-                         "weight; got none.")
+        raise ValueError(f"`user_weights` must be positive for at least one user holding an "
+                         f"item in `{name}`; got 0 for all {int(has_items.sum())} of them.")
     return pu / total
+
+
+def _empty_estimate() -> Estimate:
+    warnings.warn("`profiles` hold no edge: there is no (user, item) pair to score; "
+                  "returning nan.", EmptyProfilesWarning, stacklevel=3)
+    return Estimate(math.nan, math.nan, math.nan, math.nan, 0)
 
 
 def _item_weights(item_weights, n_items: int) -> np.ndarray:
@@ -245,6 +261,8 @@ class LooQuality:
         n_samples = _check_n_samples(n_samples)
         pu = _user_probabilities(m, user_weights)
         w = _item_weights(item_weights, m.shape[1])
+        if pu is None:
+            return _empty_estimate()
         if n_samples is None:
             value = _weighted_sum(_edge_probabilities(m, pu, w), self.quality)
             return _exact_estimate(value, self.quality.size)
@@ -339,7 +357,13 @@ def offline_score(profiles, recommender, *, k: int = 5, quality: str = "hit", n_
         ``profiles`` not a matrix, ``recommender`` without ``recommend``, non-integer ``k``.
     ValueError
         ``k`` outside ``[1, n_items]``, unknown ``quality``, non-positive ``item_weights``,
-        negative ``user_weights``, no edge to score, ``n_samples < 1``.
+        negative ``user_weights`` or none positive on a user holding an item,
+        ``n_samples < 1``.
+
+    Warns
+    -----
+    EmptyProfilesWarning
+        ``profiles`` hold no edge: the score is undefined and returned as ``nan``.
 
     Notes
     -----
@@ -367,6 +391,8 @@ def offline_score(profiles, recommender, *, k: int = 5, quality: str = "hit", n_
     _check_recommender(recommender)
     pu = _user_probabilities(m, user_weights)
     w = _item_weights(item_weights, m.shape[1])
+    if pu is None:
+        return _empty_estimate()
     if fit:
         recommender.fit(m)
     if n_samples is None:

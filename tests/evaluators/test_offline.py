@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluators import Estimate, LooQuality, loo_quality, offline_score
+from evaluators import EmptyProfilesWarning, Estimate, LooQuality, loo_quality, offline_score
 
 
 # --- small fixtures: recommenders following the protocol -------------------------------------
@@ -257,7 +257,8 @@ _B = sp.csr_array(np.array([[1, 1, 0], [0, 1, 1]]))
                  id="weights-shape"),
     pytest.param({"user_weights": [-1.0, 1.0]}, ValueError, r"`user_weights`.*>= 0",
                  id="negative-user-weight"),
-    pytest.param({"user_weights": [0.0, 0.0]}, ValueError, r"at least one edge",
+    pytest.param({"user_weights": [0.0, 0.0]}, ValueError,
+                 r"`user_weights` must be positive for at least one user holding an item",
                  id="all-users-zero"),
     pytest.param({"n_samples": 0}, ValueError, r"`n_samples` must be >= 1", id="n_samples=0"),
     pytest.param({"batch_size": 0}, ValueError, r"`batch_size` must be >= 1", id="batch=0"),
@@ -270,8 +271,6 @@ def test_bad_input(kwargs, exc, match):
 def test_bad_profiles_and_recommender():
     with pytest.raises(TypeError, match="`profiles` must be a scipy.sparse matrix"):
         offline_score([[1, 0]], ConstantRec([0, 1]), k=1)
-    with pytest.raises(ValueError, match="`profiles` must hold at least one edge"):
-        offline_score(sp.csr_array((3, 4)), ConstantRec([0, 1]), k=1)
     with pytest.raises(TypeError, match="`recommender` must have a `recommend"):
         offline_score(_B, object(), k=1)
 
@@ -281,3 +280,12 @@ def test_bad_profiles_and_recommender():
 
     with pytest.raises(ValueError, match=r"must return an array of shape"):
         offline_score(_B, Short([0]), k=2)
+
+
+def test_no_edge_is_nan_with_a_named_warning():
+    rec = ConstantRec([0, 1])
+    for n_samples in (None, 100):
+        with pytest.warns(EmptyProfilesWarning, match="no edge"):
+            est = offline_score(sp.csr_array((3, 4)), rec, k=1, n_samples=n_samples)
+        assert math.isnan(est.value) and est.n == 0
+    assert rec.calls == 0

@@ -50,7 +50,8 @@ def test_vectorised_gradient_equals_per_coordinate_reference(problem):
     R, C, w = problem
     g_ref = reference_gradient(R, C, w, method="per_coordinate")
     g_vec = reference_gradient(R, C, w, method="vectorised")
-    scale = max(np.max(np.abs(g_ref)), 1e-12)
+    # relative error; the floor only matters at a stationary point (gradient ~ round-off)
+    scale = max(np.max(np.abs(g_ref)), 1e-9)
     assert np.max(np.abs(g_vec - g_ref)) / scale < 1e-6
 
 
@@ -66,7 +67,8 @@ def test_gradient_matches_finite_differences(problem):
         e = np.zeros(n)
         e[k] = h
         fd[k] = (kl_objective(R, C, w + e) - kl_objective(R, C, w - e)) / (2 * h)
-    scale = max(np.max(np.abs(g)), 1e-8)
+    # relative error, with the central difference's own round-off (~1e-10) as a floor
+    scale = max(np.max(np.abs(g)), 1e-4)
     assert np.max(np.abs(fd - g)) / scale < 1e-6
 
 
@@ -84,7 +86,7 @@ def test_kl_objective_is_kl_of_marginals():
 def test_fit_never_increases_kl(problem, p):
     R, C, _ = problem
     p = p if p is None else min(p, C.shape[1])
-    res = fit_item_weights(R, C, p=p)
+    res = fit_item_weights(R, C, p=p, max_iter=200)  # tiny graphs: minima often at infinity
     assert isinstance(res, ItemWeights)
     assert res.kl_after <= res.kl_before + 1e-15
     assert np.all(res.weights > 0)
@@ -113,7 +115,7 @@ def test_p_all_matches_the_reference_marginal_and_fixes_constant_scores():
     D[rng.random(400) < 0.4, 1] = 1
     C = sp.csr_array(D)
     res = fit_item_weights(R, C)
-    assert res.converged and res.kl_before > 1e-2 and res.kl_after < 1e-12
+    assert res.converged and res.kl_before > 1e-2 and res.kl_after < 1e-10  # tol = 1e-10
     assert np.allclose(marginal(C, res.weights), marginal(R), atol=1e-6)
     assert res.weights[0] < 1 and res.weights[1] < 1  # pushed items lose weight
 
@@ -225,8 +227,8 @@ _C = sp.csr_array(np.array([[1, 0, 1], [1, 1, 1]]))
     pytest.param(np.array([0.5, -0.1, 0.6]), _C, {}, ValueError,
                  r"`reference` must be finite and >= 0; got -0.1 at index 1",
                  id="negative-marginal"),
-    pytest.param(_R, sp.csr_array((2, 3)), {}, ValueError, r"`current` must hold at least",
-                 id="empty-current"),
+    pytest.param(sp.csr_array((2, 3)), _C, {}, ValueError, r"`reference` must hold at least",
+                 id="empty-reference"),
     pytest.param(_R, _C, {"p": 4}, ValueError, r"`p` must be in \[0, n_items=3\] or None; got 4",
                  id="p-too-large"),
     pytest.param(_R, _C, {"p": -1}, ValueError, r"`p`.*got -1", id="p-negative"),
@@ -264,3 +266,11 @@ def test_no_warning_when_everything_matches():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fit_item_weights(_R, _C)
+
+
+def test_empty_current_leaves_everything_unmatched():
+    with pytest.warns(UnmatchedItemsWarning, match=r"3 item\(s\)"):
+        res = fit_item_weights(_R, sp.csr_array((2, 3)))
+    assert list(res.unmatched) == [0, 1, 2] and res.selected.size == 0
+    assert math.isnan(res.kl_before) and math.isnan(res.kl_after)
+    assert np.all(res.weights == 1.0)

@@ -26,10 +26,10 @@ def test_paper_claims_at_reduced_size():
     # with the campaigns (g1) rises and one that disagrees (g2) falls; with all items
     # reweighted both stay at their value at the window's first tick and at the twin's.
     config = simulator.preset("viadeo_like", n_users=3000)
-    ticks = (300, 350, 400, 450, 500)
+    ticks = (300, 350, 400, 500)
     rows = campaign_bias(config, recommenders={"g1": "constant_agreeing",
                                                "g2": "constant_disagreeing"},
-                         ticks=ticks, p_values=(5, 20, None), n_samples=None, rng=0)
+                         ticks=ticks, p_values=(5, None), n_samples=None, rng=0)
     s = {key: r.estimate for key, r in table(rows).items()}
     assert s["g1", "unweighted", 500] >= 1.15 * s["g1", "unweighted", 300]
     assert s["g2", "unweighted", 500] <= 0.85 * s["g2", "unweighted", 300]
@@ -41,7 +41,7 @@ def test_paper_claims_at_reduced_size():
     kl = table(rows, "kl")
     for t in ticks:
         a, b, c = (kl["item_weights", v, t].estimate
-                   for v in ("weighted_p5", "weighted_p20", "weighted_pall"))
+                   for v in ("unweighted", "weighted_p5", "weighted_pall"))
         assert a >= b - 1e-12 and b >= c - 1e-12
     # The paper's last claim, "g2 needs a larger p than g1 to stabilise", is not asserted:
     # in viadeo_like the opposite happens. g2 (never-pushed items) is stable once the 7
