@@ -227,6 +227,7 @@ class Kind:
     family: str = ""  # for agent kinds
     check: str = ""  # "module:function" (params, agents, world) -> [(key, msg)]: cross-key rules
     figures: str = ""  # "module:function" (measurements, out_dir, world) -> [png paths]
+    figures_only: bool = True  # the kind's figures replace the report's generic ones
 
     def param(self, name: str) -> Param | None:
         for p in self.params:
@@ -261,7 +262,7 @@ def _register(table: dict[str, Kind], kind: Kind) -> None:
 # the Monte-Carlo mean of n pulls, the truth is the arm's mean.
 _register(EVALUATIONS, Kind(
     name="selfcheck",
-    target="recloop.experiments._selfcheck:run_selfcheck",
+    target="recloop._selfcheck:run_selfcheck",
     summary="Harness self-check: Monte-Carlo mean of n pulls of each agent's arm against the "
             "arm's true Bernoulli rate (no simulator needed).",
     params=(
@@ -275,12 +276,24 @@ _register(EVALUATIONS, Kind(
     ),
     per_agent=True,
     agent_family="test",
-    check="recloop.experiments._selfcheck:check_selfcheck",
+    check="recloop._registry:check_selfcheck",
 ))
+
+
+def check_selfcheck(params, agents, world):
+    """Cross-key rule of ``selfcheck``: every agent's arm exists.
+
+    (Cross-key rules live here, not beside the experiments, so that validating a scenario
+    does not import the experiments and everything they need.)
+    """
+    for a in agents:
+        if a.get("arm", 0) >= params["n_arms"]:
+            yield "agents", (f"expected agents whose arm is < n_arms = {params['n_arms']}, got "
+                             f"agent {a['name']!r} with arm = {a['arm']}")
 
 _register(AGENTS, Kind(
     name="fixed_arm",
-    target="recloop.experiments._selfcheck:FixedArm",
+    target="recloop._selfcheck:FixedArm",
     summary="Always plays the same arm (the selfcheck evaluation's agent).",
     params=(Param("arm", Int(low=0), 0, "Index of the arm played (must be < n_arms)."),),
     family="test",
@@ -442,7 +455,17 @@ _register(EVALUATIONS, Kind(
     agent_family="bandit",
     needs_world=True,
     check="recloop._registry:check_bred_vs_replay",
+    figures="recloop._registry:figures_bred_vs_replay",
+    figures_only=False,
 ))
+
+
+def figures_bred_vs_replay(measurements, out_dir, world):
+    """Figure 2 of Mary et al.: RMSE and bias of each variant against T, per agent."""
+    from recloop.experiments._bandit_eval import plot_bred_vs_replay
+
+    prefix = measurements[0].evaluation if measurements else "bred_vs_replay"
+    return plot_bred_vs_replay(measurements, out_dir, prefix=prefix)
 
 
 def check_bred_vs_replay(params, agents, world):

@@ -130,7 +130,8 @@ def _kind_figures(run_dir: Path, scenario: dict, folder: Path) -> tuple[list, se
             continue
         for path in kind.load(kind.figures)(rows, folder, scenario.get("world")):
             made.append((f"{ev['name']}: {Path(path).stem}", f"figures/{Path(path).name}"))
-        covered.add(ev["name"])
+        if kind.figures_only:
+            covered.add(ev["name"])
     return made, covered
 
 

@@ -157,7 +157,7 @@ def test_atomic_write_replaces_whole_files(tmp_path):
 
 
 def test_a_failing_cell_is_reported_with_its_id(tmp_path, monkeypatch):
-    import recloop.experiments._selfcheck as selfcheck
+    import recloop._selfcheck as selfcheck
 
     def boom(cell):
         raise RuntimeError("kaput")

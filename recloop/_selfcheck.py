@@ -14,7 +14,7 @@ import numpy as np
 
 from recloop._results import Measurement
 
-__all__ = ["FixedArm", "check_selfcheck", "run_selfcheck"]
+__all__ = ["FixedArm", "run_selfcheck"]
 
 _Z95 = 1.959963984540054  # standard normal quantile 0.975
 
@@ -61,10 +61,3 @@ def run_selfcheck(cell) -> list[Measurement]:
         time.sleep(p["delay"])
     return rows
 
-
-def check_selfcheck(params, agents, world):
-    """Cross-key rule: every agent's arm exists (the registry's ``check`` hook)."""
-    for a in agents:
-        if a.get("arm", 0) >= params["n_arms"]:
-            yield "agents", (f"expected agents whose arm is < n_arms = {params['n_arms']}, got "
-                             f"agent {a['name']!r} with arm = {a['arm']}")
