@@ -212,7 +212,7 @@ def campaign_bias(config, *, recommenders: Mapping, ticks, p_values=(0, 5, 20, N
         for p, fit in fits.items():
             rows.append(Measurement(evaluation=evaluation, agent="item_weights", metric="kl",
                                     estimate=fit.kl_after, tick=t, variant=_variant(p),
-                                    n=fit.n_iter, params={"converged": fit.converged}))
+                                    n=fit.n_iter))
         m_world = world.item_marginal(t)
         m_twin = twin.item_marginal(t)
         for i in top_pushed:
