@@ -129,3 +129,38 @@ def test_python_dash_m(tmp_path, tiny):
     proc = subprocess.run([sys.executable, "-m", "recloop", "--version"], capture_output=True,
                           text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("recloop ")
+
+
+def test_resume_flag_completes_a_run(tmp_path, tiny):
+    out = tmp_path / "out"
+    assert main(["run", str(tiny), "--out", str(out), "--workers", "1", "-q"]) == 0
+    before = (out / "tiny" / "results.csv").read_bytes()
+    cells = sorted((out / "tiny" / "cells").glob("*.json"))
+    cells[0].unlink()
+    (out / "tiny" / "results.csv").unlink()
+    assert main(["run", str(tiny), "--out", str(out), "--workers", "1", "-q", "--resume"]) == 0
+    assert (out / "tiny" / "results.csv").read_bytes() == before
+    assert sorted(p.name for p in out.iterdir()) == ["tiny"]
+
+
+@pytest.mark.parametrize("exc, code", [(RuntimeError("kaput"), 1), (KeyboardInterrupt(), 130)])
+def test_failing_or_interrupted_cells(tmp_path, tiny, monkeypatch, capsys, exc, code):
+    import recloop._selfcheck as selfcheck
+
+    calls = []
+    real = selfcheck.run_selfcheck
+
+    def flaky(cell):
+        calls.append(cell)
+        if len(calls) == 2:
+            raise exc
+        return real(cell)
+
+    monkeypatch.setattr(selfcheck, "run_selfcheck", flaky)
+    out = tmp_path / "out"
+    assert main(["run", str(tiny), "--out", str(out), "--workers", "1", "-q"]) == code
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "--resume" in err
+    assert len(list((out / "tiny" / "cells").glob("*.json"))) == 1  # the first cell is kept
+    monkeypatch.setattr(selfcheck, "run_selfcheck", real)
+    assert main(["run", str(tiny), "--out", str(out), "--workers", "1", "-q", "--resume"]) == 0
