@@ -168,7 +168,8 @@ def replay(log, agent, *, method="uniform", ci=0.95, rng=None) -> ReplayEstimate
     acceleration). Rejection sampling (Dudik, Erhan, Langford, Li 2012) accepts a match
     with probability ``p_min / p`` so the accepted stream is again uniform-like. Records
     with fewer available arms are matched more often; with varying arm sets the estimate
-    weights them accordingly.
+    weights them accordingly. The interval treats the used rewards as i.i.d.: exact for a
+    static policy, indicative for a learner (:func:`bred` gives a bootstrap interval).
 
     Examples
     --------
