@@ -311,7 +311,18 @@ def fit_item_weights(reference, current, *, p=None, method: str = "lbfgs", tol: 
     ``a_u = sum_{i in I_u} rho_i P(i|u,w)``,
     ``dD/dw_k = (1/w_k)[sum_u P(u) P(k|u,w) a_u - rho_k P_cur(k|w)]`` for all ``k`` at once
     (two sparse products). ``D`` is invariant to a common scale of ``w``; the weights are
-    returned as fitted (non-selected items at 1).
+    returned as fitted (non-selected items at 1). A selected item with ``P_ref(i) = 0`` only
+    takes mass away, so its weight goes straight to the lower bound ``e^-30``; log-weights
+    are bounded to ``[-30, 30]``.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> ref = sp.csr_array(np.array([[1, 1, 0], [0, 1, 1], [1, 0, 1]]))
+    >>> cur = sp.csr_array(np.array([[1, 1, 1], [1, 1, 1], [1, 0, 1]]))  # item 0 pushed
+    >>> fit = fit_item_weights(ref, cur)
+    >>> bool(fit.weights[0] < 1 and fit.kl_after < 1e-8 < fit.kl_before)
+    True
     """
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"`method` must be one of {METHODS}; got {method!r}.")
@@ -355,8 +366,11 @@ def fit_item_weights(reference, current, *, p=None, method: str = "lbfgs", tol: 
     base = np.ones(n_items)
     base[sel[pb.p_ref[sel] == 0]] = math.exp(-_LOG_W_BOUND)
     free = sel[pb.p_ref[sel] > 0]
-    opt = _lbfgs if method == "lbfgs" else _gradient_descent
-    theta, n_iter, converged = opt(pb, base, free, float(tol), int(max_iter))
+    if free.size:
+        opt = _lbfgs if method == "lbfgs" else _gradient_descent
+        theta, n_iter, converged = opt(pb, base, free, float(tol), int(max_iter))
+    else:
+        theta, n_iter, converged = np.zeros(0), 0, True
     w = base.copy()
     w[free] = np.exp(theta)
     kl_after = _objective(pb, w)

@@ -274,3 +274,14 @@ def test_empty_current_leaves_everything_unmatched():
     assert list(res.unmatched) == [0, 1, 2] and res.selected.size == 0
     assert math.isnan(res.kl_before) and math.isnan(res.kl_after)
     assert np.all(res.weights == 1.0)
+
+
+def test_item_absent_from_reference_goes_to_the_lower_bound():
+    R = sp.csr_array(np.array([[1, 1, 0], [1, 0, 0], [0, 1, 0]]))
+    C = sp.csr_array(np.array([[1, 1, 1], [1, 0, 1], [0, 1, 1]]))  # item 2 is new
+    res = fit_item_weights(R, C, p=1)
+    assert list(res.selected) == [2] and res.n_iter == 0
+    assert res.weights[2] == pytest.approx(math.exp(-30)) and res.weights[0] == 1.0
+    assert res.kl_after < 1e-10 < res.kl_before
+    full = fit_item_weights(R, C)
+    assert full.kl_after <= res.kl_after + 1e-12
