@@ -269,9 +269,14 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def iter_rows(run_dir: Path, cells: list[Cell]) -> Iterator[dict]:
+def iter_rows(run_dir: Path, cells: list[Cell], timing: dict | None = None) -> Iterator[dict]:
+    """Rows of the finished cells in cell order, one cell file at a time (bounded memory);
+    adds each evaluation's cell seconds to ``timing``."""
     for cell in cells:
-        yield from _rundir.read_cell(run_dir, cell.filename)["rows"]
+        stored = _rundir.read_cell(run_dir, cell.filename)
+        if timing is not None:
+            timing[cell.evaluation] = timing.get(cell.evaluation, 0.0) + stored["seconds"]
+        yield from stored["rows"]
 
 
 def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "local",
@@ -376,11 +381,8 @@ def _run(scenario, cells, dask, *, out, workers, executor, scheduler, resume, qu
     finally:
         bar.close()
 
-    n_rows = _rundir.write_results(run_dir, iter_rows(run_dir, cells))
     timing: dict[str, float] = {}
-    for cell in cells:
-        seconds = _rundir.read_cell(run_dir, cell.filename)["seconds"]
-        timing[cell.evaluation] = timing.get(cell.evaluation, 0.0) + seconds
+    n_rows = _rundir.write_results(run_dir, iter_rows(run_dir, cells, timing))
     env["end"] = _now()
     env["rows"] = n_rows
     env["cell_seconds"] = {k: round(v, 3) for k, v in timing.items()}
