@@ -285,3 +285,25 @@ def test_item_absent_from_reference_goes_to_the_lower_bound():
     assert res.kl_after < 1e-10 < res.kl_before
     full = fit_item_weights(R, C)
     assert full.kl_after <= res.kl_after + 1e-12
+
+
+def test_user_weights_apply_to_both_graphs():
+    rng = np.random.default_rng(8)
+    R = random_graph(rng, 120, 8, 0.3)
+    D = R.toarray()
+    D[rng.random(120) < 0.5, 3] = 1
+    C = sp.csr_array(D)
+    uw = rng.uniform(0.1, 3.0, 120)
+
+    def weighted_marginal(B, w):
+        X = B.toarray() != 0
+        pu = uw * X.any(axis=1) / np.sum(uw * X.any(axis=1))
+        return w * ((pu / (X @ w)) @ X)
+
+    res = fit_item_weights(R, C, user_weights=uw)
+    target = weighted_marginal(R, np.ones(8))
+    assert np.allclose(weighted_marginal(C, res.weights), target, atol=1e-6)
+    assert math.isclose(res.kl_before, float(np.sum(target * np.log(
+        target / weighted_marginal(C, np.ones(8))))), rel_tol=1e-12)
+    # the same fit without user weights lands elsewhere
+    assert not np.allclose(fit_item_weights(R, C).weights, res.weights, rtol=1e-3)
