@@ -161,7 +161,13 @@ def _unknown(problems: _Problems, prefix: str, key: str, valid) -> None:
 
 
 def _key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_string(key)
+
+
+def _toml_string(text: str) -> str:
+    # JSON's escapes are TOML's, except that TOML wants no surrogate pairs (hence
+    # ensure_ascii=False) and no raw DEL
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _check_table(problems: _Problems, prefix: str, table: dict, params, *, extra=(),
@@ -473,7 +479,7 @@ def _toml_value(v) -> str:
             return "inf" if v > 0 else "-inf"
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
+        return _toml_string(v)
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, dict):

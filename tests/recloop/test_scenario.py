@@ -5,6 +5,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recloop import _registry as reg
 from recloop._scenario import (
@@ -236,3 +238,16 @@ def test_registry_defaults_satisfy_their_own_types():
             for p in kind.params:
                 if not p.required:
                     assert p.type.check(p.default) is None, (kind.name, p.name)
+
+
+_scalars = st.one_of(st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False),
+                     st.booleans(), st.text(max_size=10))
+_values = st.one_of(_scalars, st.lists(_scalars, max_size=3),
+                    st.dictionaries(st.text(min_size=1, max_size=5), _scalars, max_size=2))
+
+
+@settings(max_examples=50)
+@given(st.dictionaries(st.text(min_size=1, max_size=6), st.dictionaries(
+    st.text(min_size=1, max_size=6), _values, max_size=4), max_size=3))
+def test_toml_writer_round_trips_any_plain_data(data):
+    assert tomllib.loads(dumps_toml(data)) == data
