@@ -159,7 +159,8 @@ class ListOf:
     def describe(self) -> str:
         size = f"at least {self.min_len}" if self.min_len else "any number of"
         if self.max_len is not None:
-            size = f"{self.min_len} to {self.max_len}"
+            size = (f"exactly {self.min_len}" if self.min_len == self.max_len
+                    else f"{self.min_len} to {self.max_len}")
         return f"a list of {size} ({self.item.describe()})"
 
     def check(self, value) -> str | None:

@@ -564,17 +564,38 @@ def _config_fields(config) -> list[Param]:
     return out
 
 
+def _field_docs(cls) -> dict[str, str]:
+    """Field descriptions from a config class's numpydoc ``Parameters`` section."""
+    docs: dict[str, str] = {}
+    lines = (cls.__doc__ or "").splitlines()
+    names: list[str] = []
+    for line in lines:
+        m = re.match(r"^    ([A-Za-z_][\w, ]*) : ", line)
+        if m:
+            names = [n.strip() for n in m.group(1).split(",")]
+            continue
+        if names and line.startswith("        "):
+            for n in names:
+                docs[n] = (docs.get(n, "") + " " + line.strip()).strip()
+        elif line.strip() and not line.startswith("        "):
+            names = []
+    return docs
+
+
 def world_params() -> tuple[Param, ...]:
     """The override keys of ``[world]``: fields of the presets' config types (union)."""
     seen: dict[str, Param] = {}
     users: dict[str, list[str]] = {}
+    docs: dict[str, str] = {}
     for name, factory in _presets().items():
         config = factory()
+        for field, text in _field_docs(type(config)).items():
+            docs.setdefault(field, text)
         for p in _config_fields(config):
             seen.setdefault(p.name, p)
             users.setdefault(p.name, []).append(name)
-    return tuple(Param(p.name, p.type, None, f"Overrides the preset's value (presets "
-                       f"{', '.join(users[p.name])}); see the simulator's config docs.")
+    return tuple(Param(p.name, p.type, None, (docs.get(p.name, "") + f" (presets "
+                       f"{', '.join(users[p.name])})").strip())
                  for p in seen.values())
 
 
@@ -720,13 +741,13 @@ The tables below list every key the loader accepts, with its type, range and def
 """
 
 
-def _param_table(params) -> list[str]:
+def _param_table(params, none_text: str = "*derived*") -> list[str]:
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for p in params:
         if p.required:
             default = "*required*"
         elif p.default is None:
-            default = "*derived*"
+            default = none_text
         else:
             default = f"`{_toml_value(p.default)}`"
         rows.append(f"| `{p.name}` | {p.type.describe()} | {default} | {p.doc} |")
@@ -739,7 +760,8 @@ def reference_markdown() -> str:
     out += _param_table(RUN_PARAMS)
     out += ["", "### `world`", "", "The `[world]` table (needed by evaluation kinds that "
             "simulate a world).", ""]
-    out += _param_table(WORLD_KEYS + world_params())
+    out += _param_table(WORLD_KEYS[:1]) + _param_table(WORLD_KEYS[1:] + world_params(),
+                                                       none_text="the preset's")[2:]
     if campaign_params():
         out += ["", "### `world.campaigns`", "", "Each `[[world.campaigns]]` table.", ""]
         out += _param_table(campaign_params())
