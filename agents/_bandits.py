@@ -118,8 +118,8 @@ class _Bandit:
             available = observation["available"]
         except KeyError as exc:
             raise ValueError(f"`observation` lacks the key {exc.args[0]!r}.") from None
-        x = np.ascontiguousarray(context, dtype=np.float64).reshape(-1)
-        avail = np.ascontiguousarray(available, dtype=np.bool_)
+        x = np.array(context, dtype=np.float64).reshape(-1)
+        avail = np.array(available, dtype=np.bool_)
         if avail.ndim != 1 or avail.shape[0] < 1:
             raise ValueError(f"`observation['available']` must be a non-empty 1-d mask; "
                              f"got shape {avail.shape}.")
@@ -197,8 +197,8 @@ class _Bandit:
             as after the loop. Inputs are trusted (validated by the evaluator).
         """
         self._ensure_reset()
-        X = np.ascontiguousarray(context, dtype=np.float64)
-        avail = np.ascontiguousarray(available, dtype=np.bool_)
+        X = np.array(context, dtype=np.float64)
+        avail = np.array(available, dtype=np.bool_)
         T = X.shape[0]
         if self._K is None:
             self._init_state(avail.shape[1], X.shape[1])
@@ -207,9 +207,9 @@ class _Bandit:
             return out[0]
         index = np.arange(T, dtype=np.int64)[None, :]
         u = self._take(T * self._n_uniforms).reshape(1, T, self._n_uniforms)
-        self._run_replay(X, avail, np.ascontiguousarray(logged_action, dtype=np.int64),
-                         np.ascontiguousarray(reward, dtype=np.float64),
-                         np.ascontiguousarray(eligible, dtype=np.bool_)[None, :], index,
+        self._run_replay(X, avail, np.array(logged_action, dtype=np.int64),
+                         np.array(reward, dtype=np.float64),
+                         np.array(eligible, dtype=np.bool_)[None, :], index,
                          _EMPTY3, u, out)
         return out[0]
 

@@ -106,8 +106,8 @@ class _Batched:
 
     def _arrays(self, context, available):
         B = self.n_copies
-        X = np.ascontiguousarray(context, dtype=np.float64)
-        avail = np.ascontiguousarray(available, dtype=np.bool_)
+        X = np.array(context, dtype=np.float64)
+        avail = np.array(available, dtype=np.bool_)
         if X.ndim != 2 or X.shape[0] != B:
             raise ValueError(f"`context` must have shape (B, d) with B = {B}; got {X.shape}.")
         if avail.ndim != 2 or avail.shape[0] != B:
@@ -125,10 +125,10 @@ class _Batched:
 
     def _update_arrays(self, active, context, action, reward):
         B = self.n_copies
-        active = np.ascontiguousarray(active, dtype=np.bool_)
-        X = np.ascontiguousarray(context, dtype=np.float64)
-        action = np.ascontiguousarray(action, dtype=np.int64)
-        reward = np.ascontiguousarray(reward, dtype=np.float64)
+        active = np.array(active, dtype=np.bool_)
+        X = np.array(context, dtype=np.float64)
+        action = np.array(action, dtype=np.int64)
+        reward = np.array(reward, dtype=np.float64)
         if active.shape != (B,) or action.shape != (B,) or reward.shape != (B,):
             raise ValueError(f"`active`, `action` and `reward` must have shape ({B},); got "
                              f"{active.shape}, {action.shape}, {reward.shape}.")
@@ -168,9 +168,9 @@ class _Batched:
         -------
         actions : (B, n) int64
         """
-        X = np.ascontiguousarray(context, dtype=np.float64)
-        avail = np.ascontiguousarray(available, dtype=np.bool_)
-        index = np.ascontiguousarray(index, dtype=np.int64)
+        X = np.array(context, dtype=np.float64)
+        avail = np.array(available, dtype=np.bool_)
+        index = np.array(index, dtype=np.int64)
         B, n = index.shape
         if self._K is None:
             self._init_state(avail.shape[1], X.shape[1])
@@ -179,9 +179,9 @@ class _Batched:
         if n == 0:
             return out
         u = self._take(n * self._n_uniforms).reshape(B, n, self._n_uniforms)
-        self._run_replay(X, avail, np.ascontiguousarray(logged_action, dtype=np.int64),
-                         np.ascontiguousarray(reward, dtype=np.float64),
-                         np.ascontiguousarray(eligible, dtype=np.bool_), index, jitter, u, out)
+        self._run_replay(X, avail, np.array(logged_action, dtype=np.int64),
+                         np.array(reward, dtype=np.float64),
+                         np.array(eligible, dtype=np.bool_), index, jitter, u, out)
         return out
 
     def unbatch(self) -> list:
