@@ -2,6 +2,16 @@
 
 The target policy is given by its action probabilities per record, ``action_dist`` of shape
 ``(n_rounds, n_actions)`` or Open Bandit Pipeline's ``(n_rounds, n_actions, 1)``.
+
+Interop with Open Bandit Pipeline (not a dependency): the same inputs feed OBP's estimators,
+so the two can be checked against each other::
+
+    fb = log.to_obp()
+    from obp.ope import InverseProbabilityWeighting
+    InverseProbabilityWeighting().estimate_policy_value(
+        reward=fb["reward"], action=fb["action"], pscore=fb["pscore"],
+        position=fb["position"], action_dist=action_dist[:, :, None])
+    # == evaluators.ips(log, action_dist).value
 """
 
 from __future__ import annotations
