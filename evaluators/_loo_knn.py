@@ -414,11 +414,15 @@ def loo_knn(ratings, *, similarity="pearson", k=20, min_support=1, users=None,
     neighbour, :math:`\bar r_u`; when u has no other rating, the mean of all remaining
     ratings.
 
-    The fast method follows Zhang, Z., Liu, Y., Zhang, Z. (2016), "Fast exact leave-one-out
-    cross-validation for user-based collaborative filtering": per user pair, the sums
-    ``sum r_ui r_vi``, ``sum r_ui``, ``sum r_ui^2``, ``|I_u ∩ I_v|`` over co-rated items are
-    computed once (sparse products ``R R^T``, ``R B^T``, ...); removing ``r_uk`` subtracts
-    the term of item k in O(1). Memory: up to four dense users x users float64 matrices.
+    The fast method follows the running-sums idea of Zhang et al. (2016), fast exact LOO for
+    kNN collaborative filtering (``DESIGN.md``, source 2): for a held-out user u, one pass over
+    the raters of u's items accumulates, for every other user v at once, the sums over
+    ``I_u ∩ I_v`` of ``r_ui r_vi``, ``r_ui``, ``r_vi``, ``r_ui^2``, ``r_vi^2`` and the count;
+    removing ``r_uk`` then subtracts the term of item k (and shifts ``mean_u``) in O(1) per
+    candidate. Pearson is evaluated scaled by ``(|I_u| - 1) |I_v|``, which makes its numerator
+    and denominators exact integers for integer ratings. Time
+    ``O(sum_k |raters(k)|^2)``, memory ``O(n_ratings + n_users)`` per thread (a numba kernel,
+    run over chunks of users in threads).
 
     Examples
     --------
@@ -473,7 +477,7 @@ def kfold_loo_knn(ratings, n_folds=10, *, rng=None, similarity="pearson", k=20, 
 
     Notes
     -----
-    The k-fold protocol of Zhang et al. (2016), section 5: folds of users, the active users
+    The k-fold protocol of Zhang et al. (2016): folds of users, the active users
     of a fold are evaluated by LOO on their own ratings, neighbours come from the other folds.
     The pair sums are computed once and shared by all folds.
     """
