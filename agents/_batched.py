@@ -118,8 +118,8 @@ class _Batched:
         elif avail.shape[1] != self._K or X.shape[1] != self._d:
             raise ValueError(f"got {avail.shape[1]} arms and dimension {X.shape[1]}; the "
                              f"copies run on {self._K} arms and dimension {self._d}.")
-        none = np.flatnonzero(~avail.any(axis=1))
-        if none.size:
+        if not avail.any(axis=1).all():
+            none = np.flatnonzero(~avail.any(axis=1))
             raise ValueError(f"`available` has no available arm for copy {none[0]}.")
         return X, avail
 
@@ -136,13 +136,19 @@ class _Batched:
             raise RuntimeError("`update` called before any `act`.")
         if X.shape != (B, self._d):
             raise ValueError(f"`context` must have shape ({B}, {self._d}); got {X.shape}.")
-        bad = np.flatnonzero(active & ((action < 0) | (action >= self._K)))
-        if bad.size:
-            raise ValueError(f"`action` must be in [0, {self._K}); got {action[bad[0]]} "
-                             f"for copy {bad[0]}.")
-        bad = np.flatnonzero(active & ~np.isfinite(reward))
-        if bad.size:
-            raise ValueError(f"`reward` must be finite; got {reward[bad[0]]} for copy {bad[0]}.")
+        # one cheap test on the happy path, the detailed search only on failure
+        lo, hi = action.min(initial=0), action.max(initial=0)
+        if lo < 0 or hi >= self._K:
+            bad = np.flatnonzero(active & ((action < 0) | (action >= self._K)))
+            if bad.size:
+                raise ValueError(f"`action` must be in [0, {self._K}); got {action[bad[0]]} "
+                                 f"for copy {bad[0]}.")
+            action = np.where(active, action, 0)  # inactive copies may carry any action
+        if not np.isfinite(reward.sum()):
+            bad = np.flatnonzero(active & ~np.isfinite(reward))
+            if bad.size:
+                raise ValueError(f"`reward` must be finite; got {reward[bad[0]]} for copy "
+                                 f"{bad[0]}.")
         return active, X, action, reward
 
     def update(self, active, context, action, reward) -> None:

@@ -144,7 +144,8 @@ def linucb_act_one(Ainv, theta, alpha, x, avail, u, score, y):
 
 @njit(cache=False)
 def linucb_update_one(Ainv, b, theta, x, a, r, y):
-    """Sherman-Morrison: (A + x x^T)^-1 = Ainv - (Ainv x)(Ainv x)^T / (1 + x^T Ainv x)."""
+    """Sherman-Morrison: (A + x x^T)^-1 = Ainv - (Ainv x)(Ainv x)^T / (1 + x^T Ainv x);
+    theta follows by the matching rank-one step."""
     d = Ainv.shape[1]
     for i in range(d):
         y[i] = 0.0
@@ -155,19 +156,22 @@ def linucb_update_one(Ainv, b, theta, x, a, r, y):
     den = 1.0
     for i in range(d):
         den += x[i] * y[i]
+    rden = 1.0 / den
     for i in range(d):  # symmetric update keeps Ainv bitwise symmetric
         for j in range(i, d):
-            v = y[i] * y[j] / den
+            v = y[i] * y[j] * rden
             Ainv[a, i, j] -= v
             if j != i:
                 Ainv[a, j, i] -= v
     for i in range(d):
         b[a, i] += r * x[i]
+    # theta' = Ainv' b' = theta + y (r - x.theta) / den: O(d) instead of recomputing Ainv' b'
+    e = r
     for i in range(d):
-        s = 0.0
-        for j in range(d):
-            s += Ainv[a, i, j] * b[a, j]
-        theta[a, i] = s
+        e -= x[i] * theta[a, i]
+    e *= rden
+    for i in range(d):
+        theta[a, i] += y[i] * e
 
 
 # --------------------------------------------------------------------------------------
@@ -351,19 +355,21 @@ def linucb_update_lane(Ainv, b, theta, x, c, a, r, y):
     den = 1.0
     for i in range(d):
         den += x[i, c] * y[i]
+    rden = 1.0 / den
     for i in range(d):
         for j in range(i, d):
-            v = y[i] * y[j] / den
+            v = y[i] * y[j] * rden
             Ainv[a, i, j, c] -= v
             if j != i:
                 Ainv[a, j, i, c] -= v
     for i in range(d):
         b[a, i, c] += r * x[i, c]
+    e = r
     for i in range(d):
-        s = 0.0
-        for j in range(d):
-            s += Ainv[a, i, j, c] * b[a, j, c]
-        theta[a, i, c] = s
+        e -= x[i, c] * theta[a, i, c]
+    e *= rden
+    for i in range(d):
+        theta[a, i, c] += y[i] * e
 
 
 @njit(cache=False)
