@@ -1,0 +1,584 @@
+"""The leak of "fit once" kNN evaluation, measured against the exact leave-one-out (issue 5).
+
+Libraries compute the user-user similarity once, on all the data, and reuse it to predict
+every held-out rating: the held-out rating has then already shaped the similarities (and the
+means) that predict it. :func:`evaluators.loo_knn` computes the exact leave-one-out -- as if
+the model were refitted without each rating -- which is the truth of this experiment. Beside
+it, :func:`fit_once_knn` computes the two leaky protocols with the same neighbour rules:
+
+* ``fit_once``: similarities and means from all the data, the user excluded from its own
+  neighbours;
+* ``fit_once_self``: the same, the user counted as its own neighbour (what a library returns
+  when asked to predict its training ratings; Surprise's convention).
+
+:func:`fast_loo_cf` puts their MAE and RMSE beside the exact LOO's, per similarity, on a
+synthetic MovieLens-100K-shaped set (:func:`synthetic_ratings`) or on a rating file.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from recloop._results import Measurement
+
+__all__ = ["DATA_FORMATS", "FitOnceResult", "SIMILARITIES", "fast_loo_cf", "fit_once_knn",
+           "load_ratings", "synthetic_ratings"]
+
+EVALUATION = "fast_loo_cf"
+
+#: The similarities of :func:`evaluators.loo_knn` (same names, same definitions).
+SIMILARITIES = ("pearson", "cosine", "adjusted_cosine", "pearson_corated", "cosine_corated")
+
+# The neighbour rules of evaluators.loo_knn, repeated here so that the leaky protocols differ
+# from the exact LOO only by the leak: similarities ranked after rounding to 10 decimals, a
+# denominator factor D (a sum of squares) treated as zero when D <= 1e-12 * M (M: the sum of
+# squared magnitudes D is computed from), which absorbs the rounding residue of the
+# difference-of-sums formulas.
+_ROUND = 10
+_ZERO_REL = 1e-12
+_Z = 1.959963984540054
+
+
+# -- validation ---------------------------------------------------------------------------------
+
+
+def _check_int(name, value, low, high=None):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"`{name}` must be an integer; got {type(value).__name__} {value!r}.")
+    if value < low or (high is not None and value > high):
+        rule = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"`{name}` must be {rule}; got {value}.")
+    return int(value)
+
+
+def _check_similarity(name, value):
+    if not isinstance(value, str) or value not in SIMILARITIES:
+        raise ValueError(f"`{name}` must be one of {', '.join(map(repr, SIMILARITIES))}; got "
+                         f"{value!r}.")
+    return value
+
+
+def _check_clip(clip):
+    if clip is None:
+        return None
+    try:
+        lo, hi = (float(c) for c in clip)
+    except (TypeError, ValueError):
+        raise TypeError(f"`clip` must be None or a (low, high) pair of numbers; got {clip!r}."
+                        ) from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+        raise ValueError(f"`clip` must be finite with low <= high; got {clip!r}.")
+    return lo, hi
+
+
+def _check_ratings(ratings):
+    """(users, items, ratings) arrays, validated; ids may be any integers."""
+    if not isinstance(ratings, (tuple, list)) or len(ratings) != 3:
+        raise TypeError("`ratings` must be a (users, items, ratings) tuple of three arrays; got "
+                        f"{type(ratings).__name__}.")
+    users, items, values = (np.asarray(a) for a in ratings)
+    for name, a in (("users", users), ("items", items), ("ratings", values)):
+        if a.ndim != 1:
+            raise ValueError(f"`ratings`: the {name} array must be 1-D; got shape {a.shape}.")
+    if not users.size == items.size == values.size:
+        raise ValueError(f"`ratings`: users, items and ratings must have equal lengths; got "
+                         f"{users.size}, {items.size} and {values.size}.")
+    if users.size == 0:
+        raise ValueError("`ratings` must hold at least one observation; got none.")
+    for name, a in (("users", users), ("items", items)):
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"`ratings`: the {name} array must hold integer ids; got dtype "
+                            f"{a.dtype}.")
+    if values.dtype.kind not in "iuf":
+        raise TypeError(f"`ratings`: ratings must be real numbers; got dtype {values.dtype}.")
+    values = values.astype(np.float64)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise ValueError(f"`ratings` must be finite; got {values[bad[0]]} at index {bad[0]}.")
+    _, u = np.unique(users, return_inverse=True)
+    _, i = np.unique(items, return_inverse=True)
+    u, i = u.astype(np.int64).ravel(), i.astype(np.int64).ravel()
+    order = np.lexsort((np.arange(u.size), i, u))
+    dup = np.flatnonzero((np.diff(u[order]) == 0) & (np.diff(i[order]) == 0))
+    if dup.size:
+        j = order[dup[0] + 1]
+        raise ValueError(f"`ratings` has a duplicate (user, item) pair ({users[j]}, {items[j]}) "
+                         f"at index {j}; each pair may be rated once.")
+    return u, i, values
+
+
+# -- the leaky protocols ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class FitOnceResult:
+    """Predictions of user-based kNN fitted once on all the ratings (leaky protocols).
+
+    Attributes
+    ----------
+    rating, prediction : float ndarray (n,)
+        Every rating and its prediction, in input order.
+    n_neighbours : int ndarray (n,)
+        Neighbours used (0: the user's mean was returned).
+    mae, rmse : float
+    similarity : str
+    k : int
+    include_self : bool
+        Whether the user could be its own neighbour (``fit_once_self``).
+    """
+
+    rating: np.ndarray
+    prediction: np.ndarray
+    n_neighbours: np.ndarray
+    mae: float
+    rmse: float
+    similarity: str
+    k: int
+    include_self: bool
+
+
+def _similarity_matrix(u, i, r, n_users, n_items, similarity, min_support):
+    """Dense (n_users, n_users) similarities on all the data and which of them are usable."""
+    R = sp.csr_array((r, (u, i)), shape=(n_users, n_items))
+    B = sp.csr_array((np.ones_like(r), (u, i)), shape=(n_users, n_items))
+    R2 = sp.csr_array((r * r, (u, i)), shape=(n_users, n_items))
+    cnt_u = np.bincount(u, minlength=n_users).astype(np.float64)
+    mean_u = np.bincount(u, weights=r, minlength=n_users) / cnt_u
+    N = (B @ B.T).toarray()  # |I_u ∩ I_v|
+    if similarity == "pearson":  # full-profile means, sums over the co-rated set
+        dev = r - mean_u[u]
+        Dc = sp.csr_array((dev, (u, i)), shape=R.shape)
+        D2 = sp.csr_array((dev * dev, (u, i)), shape=R.shape)
+        num = (Dc @ Dc.T).toarray()
+        du = (D2 @ B.T).toarray()
+        dv = du.T
+        mu = (R2 @ B.T).toarray() + N * mean_u[:, None] ** 2
+        mv = mu.T
+    elif similarity == "pearson_corated":  # means over the co-rated set only
+        SX = (R @ B.T).toarray()    # sum over C of u's ratings
+        QX = (R2 @ B.T).toarray()   # sum over C of u's squared ratings
+        with np.errstate(invalid="ignore", divide="ignore"):
+            num = (R @ R.T).toarray() - SX * SX.T / N
+            du = QX - SX * SX / N
+        dv, mu, mv = du.T, QX, QX.T
+    elif similarity == "cosine":
+        sq = np.bincount(u, weights=r * r, minlength=n_users)
+        num = (R @ R.T).toarray()
+        du = mu = np.broadcast_to(sq[:, None], num.shape)
+        dv = mv = np.broadcast_to(sq[None, :], num.shape)
+    elif similarity == "cosine_corated":
+        num = (R @ R.T).toarray()
+        du = mu = (R2 @ B.T).toarray()
+        dv = mv = du.T
+    else:  # adjusted_cosine: deviations from the item means, full-profile norms
+        cnt_i = np.bincount(i, minlength=n_items).astype(np.float64)
+        mean_i = np.bincount(i, weights=r, minlength=n_items) / np.maximum(cnt_i, 1.0)
+        e = r - mean_i[i]
+        E = sp.csr_array((e, (u, i)), shape=R.shape)
+        num = (E @ E.T).toarray()
+        esq = np.bincount(u, weights=e * e, minlength=n_users)
+        du = mu = np.broadcast_to(esq[:, None], num.shape)
+        dv = mv = np.broadcast_to(esq[None, :], num.shape)
+    usable = (N >= max(min_support, 1)) & (du > _ZERO_REL * mu) & (dv > _ZERO_REL * mv)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        S = np.where(usable, num / np.sqrt(np.where(usable, du * dv, 1.0)), 0.0)
+    return S, usable, mean_u
+
+
+def fit_once_knn(ratings, *, similarity="pearson", k=20, min_support=1, include_self=False,
+                 clip=None) -> FitOnceResult:
+    r"""User-based kNN predictions of every rating from similarities fitted once on all data.
+
+    The leaky protocol of most libraries: the rating being predicted took part in the
+    similarities and means that predict it. Compare with :func:`evaluators.loo_knn`.
+
+    Parameters
+    ----------
+    ratings : tuple of three arrays (n,)
+        ``(users, items, ratings)``: integer ids, finite real ratings, each pair once.
+    similarity : {"pearson", "cosine", "adjusted_cosine", "pearson_corated", "cosine_corated"}
+        As in :func:`evaluators.loo_knn`, computed on all the data (full profiles, full
+        means, full item means).
+    k : int, default 20
+        Maximum number of neighbours, >= 1.
+    min_support : int, default 1
+        Candidates with fewer co-rated items are dropped (0 acts as 1).
+    include_self : bool, default False
+        Whether user u is a candidate neighbour for its own ratings (``fit_once_self``);
+        its similarity to itself follows the formula (1 unless a denominator is zero).
+    clip : (low, high), optional
+        Clip the predictions.
+
+    Returns
+    -------
+    FitOnceResult
+        Predictions in input order, neighbour counts, ``mae`` and ``rmse``.
+
+    Raises
+    ------
+    TypeError
+        ``ratings`` not a tuple of arrays, non-integer ids, wrong option types.
+    ValueError
+        Mismatched lengths, a duplicate pair, a non-finite rating, an unknown
+        ``similarity``, ``k < 1``, ``min_support < 0``, a bad ``clip``.
+
+    Notes
+    -----
+    For each observed ``(u, k)``: candidates are the users ``v`` who rated ``k`` (``v != u``
+    unless ``include_self``) with at least ``min_support`` co-rated items and non-zero
+    denominators; neighbours are those whose similarity rounded to 10 decimals is > 0, the
+    ``k`` largest, ties to the lower user index; the prediction is
+    :math:`\bar r_u + \sum_N s_{uv} (r_{vk} - \bar r_v) / \sum_N s_{uv}` with all means over
+    the full data, :math:`\bar r_u` when there is no neighbour -- the rules of
+    :func:`evaluators.loo_knn` (issue 5) without the refit. Zhang, Liu & Zhang (2016) show
+    how much this under-states the error; the similarity matrix is dense (users x users).
+    """
+    u, i, r = _check_ratings(ratings)
+    similarity = _check_similarity("similarity", similarity)
+    k = _check_int("k", k, 1)
+    min_support = _check_int("min_support", min_support, 0)
+    if not isinstance(include_self, bool):
+        raise TypeError(f"`include_self` must be a bool; got {include_self!r}.")
+    clip = _check_clip(clip)
+    n_users, n_items = int(u.max()) + 1, int(i.max()) + 1
+    S, usable, mean_u = _similarity_matrix(u, i, r, n_users, n_items, similarity, min_support)
+    key = np.where(usable, np.round(S, _ROUND), 0.0)
+    eligible = key > 0
+    if not include_self:
+        np.fill_diagonal(eligible, False)
+    # -inf sorts last: only eligible candidates can become neighbours
+    key = np.where(eligible, key, -np.inf)
+    dev = r - mean_u[u]
+    pred = np.empty(r.size)
+    n_nb = np.zeros(r.size, dtype=np.int64)
+    order_i = np.lexsort((u, i))  # raters of each item, by user index (ties -> lower index)
+    starts = np.searchsorted(i[order_i], np.arange(n_items + 1))
+    for item in range(n_items):
+        pos = order_i[starts[item]:starts[item + 1]]
+        if pos.size == 0:
+            continue
+        V = u[pos]
+        sub = key[np.ix_(V, V)]
+        chosen = np.isfinite(sub)
+        if V.size > k:
+            # the k largest keys without a full sort: all keys above the k-th largest, then
+            # keys equal to it in ascending user order (the lower index wins a tie)
+            kth = np.partition(sub, V.size - k, axis=1)[:, V.size - k][:, None]
+            above = sub > kth
+            tied = sub == kth
+            room = k - above.sum(axis=1, keepdims=True)
+            chosen &= above | (tied & (np.cumsum(tied, axis=1) <= room))
+        w = np.where(chosen, S[np.ix_(V, V)], 0.0)
+        count = chosen.sum(axis=1)
+        base = mean_u[V]
+        has = count > 0
+        pred[pos] = np.where(has, base + (w @ dev[pos]) / np.where(has, w.sum(axis=1), 1.0),
+                             base)
+        n_nb[pos] = count
+    if clip is not None:
+        pred = np.clip(pred, clip[0], clip[1])
+    err = pred - r
+    for a in (r, pred, n_nb):
+        a.flags.writeable = False
+    return FitOnceResult(rating=r, prediction=pred, n_neighbours=n_nb,
+                         mae=float(np.mean(np.abs(err))), rmse=float(np.sqrt(np.mean(err * err))),
+                         similarity=similarity, k=k, include_self=include_self)
+
+
+# -- synthetic data -------------------------------------------------------------------------------
+
+
+def synthetic_ratings(n_users=943, n_items=1682, n_ratings=100_000, *, n_factors=5,
+                      rng=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A rating set shaped like MovieLens 100K: power-law popularity, user and item effects.
+
+    Parameters
+    ----------
+    n_users, n_items : int
+        Sizes, >= 1 and >= 2.
+    n_ratings : int
+        Observations, in [n_users, n_users * cap], cap = max(1, 70% of ``n_items``) (the
+        most a user may rate).
+    n_factors : int, default 5
+        Rank of the user-item interaction (the taste that neighbours share), >= 0.
+    rng : None, int, SeedSequence or Generator
+
+    Returns
+    -------
+    users, items : int64 ndarray (n_ratings,)
+        Sorted by user, then item.
+    ratings : float64 ndarray (n_ratings,)
+        Integers 1..5.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A size that is not an integer in its range (the message names it).
+
+    Notes
+    -----
+    Each user rates ``min(20, n_ratings // n_users)`` items plus a log-normal share of the
+    rest (heavy-tailed activity), drawn without replacement with weights
+    ``(rank + n_items / 80)^-1`` (Gumbel top-k); the rating is
+    ``rint(3.5 + b_u + b_i + p_u . q_i + noise)`` clipped to [1, 5], with ``b_u ~ N(0, 0.4)``,
+    ``b_i ~ N(0, 0.4)`` plus 0.3 per standard deviation of log-popularity (popular items are
+    rated higher, as in MovieLens), an interaction of standard deviation about 0.6 and noise
+    ``N(0, 0.8)``.
+    """
+    n_users = _check_int("n_users", n_users, 1)
+    n_items = _check_int("n_items", n_items, 2)
+    cap = max(1, int(0.7 * n_items))
+    n_ratings = _check_int("n_ratings", n_ratings, n_users, n_users * cap)
+    n_factors = _check_int("n_factors", n_factors, 0)
+    rng = np.random.default_rng(rng)
+    base = min(20, n_ratings // n_users, cap)
+    counts = np.full(n_users, base, dtype=np.int64)
+    weight = rng.lognormal(0.0, 1.0, n_users)
+    rest = n_ratings - int(counts.sum())
+    while rest > 0:  # ends: the caps hold at least n_ratings in all
+        free = weight * (counts < cap)
+        counts = np.minimum(counts + rng.multinomial(rest, free / free.sum()), cap)
+        rest = n_ratings - int(counts.sum())
+    logp = -np.log(np.arange(n_items) + max(1.0, n_items / 80.0))[rng.permutation(n_items)]
+    keys = logp[None, :] + rng.gumbel(size=(n_users, n_items))
+    order = np.argsort(-keys, axis=1)
+    take = np.arange(n_items)[None, :] < counts[:, None]
+    users = np.broadcast_to(np.arange(n_users)[:, None], order.shape)[take]
+    items = order[take]
+    srt = np.lexsort((items, users))
+    users, items = users[srt].astype(np.int64), items[srt].astype(np.int64)
+    b_u = rng.normal(0.0, 0.4, n_users)
+    b_i = rng.normal(0.0, 0.4, n_items) + 0.3 * (logp - logp.mean()) / max(logp.std(), 1e-12)
+    score = 3.5 + b_u[users] + b_i[items] + rng.normal(0.0, 0.8, users.size)
+    if n_factors:
+        scale = 0.6 ** 0.5 / n_factors ** 0.25  # p.q has standard deviation ~0.6
+        P = rng.normal(0.0, scale, (n_users, n_factors))
+        Q = rng.normal(0.0, scale, (n_items, n_factors))
+        score += np.einsum("nf,nf->n", P[users], Q[items])
+    return users, items, np.clip(np.rint(score), 1.0, 5.0)
+
+
+# -- rating files ------------------------------------------------------------------------------
+
+#: Formats :func:`load_ratings` reads (``csv``: header ``userId,itemId,rating``, or the
+#: ``columns`` given).
+DATA_FORMATS = ("movielens_100k", "movielens_1m", "jester", "csv")
+
+
+def load_ratings(path, *, format="movielens_100k", columns=("userId", "itemId", "rating")):
+    """A local rating file as the ``(users, items, ratings)`` triple of :func:`fast_loo_cf`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A local file (nothing is downloaded).
+    format : {"movielens_100k", "movielens_1m", "jester", "csv"}
+        The loader of :mod:`evaluators.datasets` to use.
+    columns : (str, str, str)
+        Header names of the user, item and rating columns (``csv`` only).
+
+    Returns
+    -------
+    tuple of three arrays
+        Integer user and item ids (dense indices for ``csv`` files with string ids),
+        float ratings.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``format``; malformed files as the loaders raise them.
+    """
+    from evaluators import datasets
+
+    if format not in DATA_FORMATS:
+        raise ValueError(f"`format` must be one of {', '.join(map(repr, DATA_FORMATS))}; got "
+                         f"{format!r}.")
+    if format == "movielens_100k":
+        data = datasets.load_movielens_100k(path)
+    elif format == "movielens_1m":
+        data = datasets.load_movielens_1m(path)
+    elif format == "jester":
+        data = datasets.load_jester(path)
+    else:
+        user, item, rating = columns
+        data = datasets.load_csv(path, user=user, item=item, rating=rating)
+    users, items, ratings = data.triple()
+    # string ids (csv) become dense indices: loo_knn takes integer ids
+    users = np.unique(users, return_inverse=True)[1].ravel() if users.dtype.kind not in "iu" \
+        else users
+    items = np.unique(items, return_inverse=True)[1].ravel() if items.dtype.kind not in "iu" \
+        else items
+    return users, items, np.asarray(ratings, dtype=np.float64)
+
+
+# -- the experiment --------------------------------------------------------------------------------
+
+
+def _error_rows(err, *, evaluation, agent, variant, truth_mae, truth_rmse, params):
+    """mae and rmse rows of per-rating errors (stderr: CLT; RMSE by the delta method)."""
+    n = err.size
+    a = np.abs(err)
+    mae = float(a.mean())
+    se_mae = float(a.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    sq = err * err
+    mse = float(sq.mean())
+    rmse = math.sqrt(mse)
+    se_mse = float(sq.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    # delta method: d sqrt(m) = dm / (2 sqrt(m)); the interval is the MSE's, square-rooted
+    se_rmse = se_mse / (2.0 * rmse) if rmse > 0 else math.nan
+    kw = dict(evaluation=evaluation, agent=agent, variant=variant, n=n, params=params)
+    return [
+        Measurement(metric="mae", estimate=mae, stderr=se_mae, ci_low=mae - _Z * se_mae,
+                    ci_high=mae + _Z * se_mae, truth=truth_mae, **kw),
+        Measurement(metric="rmse", estimate=rmse, stderr=se_rmse,
+                    ci_low=math.sqrt(max(0.0, mse - _Z * se_mse)),
+                    ci_high=math.sqrt(mse + _Z * se_mse), truth=truth_rmse, **kw),
+    ]
+
+
+def _pair_work(u, i, held):
+    """Sum over held-out (u, k) and candidates v (other raters of k) of |I_u| + |I_v|."""
+    n_u = np.bincount(u).astype(np.float64)
+    c_k = np.bincount(i).astype(np.float64)
+    sum_nv = np.bincount(i, weights=n_u[u])
+    nu, ck, sk = n_u[u[held]], c_k[i[held]], sum_nv[i[held]]
+    return float(np.sum((ck - 1) * nu + (sk - nu)))
+
+
+def _timing_rows(ratings, u, i, similarity, k, min_support, fast_s, naive_users, rng, *,
+                 evaluation, params):
+    """fast_s, naive_s_estimated and speedup: the naive LOO on a few light users, scaled."""
+    from evaluators import loo_knn
+
+    counts = np.bincount(u)
+    light = np.flatnonzero(counts <= np.median(counts[counts > 0]))
+    chosen = np.sort(rng.choice(light, size=min(naive_users, light.size), replace=False))
+    ids = np.unique(ratings[0])[chosen]
+    start = time.perf_counter()
+    loo_knn(ratings, similarity=similarity, k=k, min_support=min_support, users=ids,
+            method="naive")
+    naive_s = time.perf_counter() - start
+    held = np.isin(u, chosen)
+    scale = _pair_work(u, i, np.ones(u.size, dtype=bool)) / max(_pair_work(u, i, held), 1.0)
+    naive_est = naive_s * scale
+    kw = dict(evaluation=evaluation, agent=similarity, variant="exact_loo", params=params)
+    return [
+        Measurement(metric="fast_s", estimate=fast_s, n=u.size, **kw),
+        Measurement(metric="naive_s_estimated", estimate=naive_est, n=int(held.sum()), **kw),
+        Measurement(metric="speedup", estimate=naive_est / fast_s, **kw),
+    ]
+
+
+def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = ("pearson_corated",), k=20,
+                min_support=1, clip=None, shape=(943, 1682, 100_000), naive_users=1,
+                rng=None, progress=False, evaluation=EVALUATION) -> list[Measurement]:
+    """Exact LOO error of user-based kNN beside the leaky "fit once" protocols.
+
+    Parameters
+    ----------
+    ratings : tuple of three arrays (n,), optional
+        ``(users, items, ratings)`` (e.g. ``RatingData.triple()`` of a loaded file). Default:
+        :func:`synthetic_ratings` of ``shape`` drawn from ``rng``.
+    similarities : sequence of str
+        Similarities to evaluate (names of :func:`evaluators.loo_knn`), at least one, no
+        repeats.
+    k : int, default 20
+    min_support : int, default 1
+    clip : (low, high), optional
+        Clip every prediction (exact and leaky alike).
+    shape : (n_users, n_items, n_ratings)
+        Size of the synthetic set when ``ratings`` is not given.
+    naive_users : int, default 1
+        Users whose ratings the literal (naive) LOO also predicts, to time it against the
+        fast one (rows ``fast_s``, ``naive_s_estimated``, ``speedup``); 0 skips the timing.
+        Timing rows differ from run to run; every other row is reproducible.
+    rng : None, int, SeedSequence or Generator
+        Source of the synthetic set and of the timing subsample.
+    progress : bool
+        A progress bar over the similarities.
+    evaluation : str
+        The ``evaluation`` column of the rows.
+
+    Returns
+    -------
+    list of Measurement
+        Per similarity (``agent``) and variant (``exact_loo``, ``fit_once``,
+        ``fit_once_self``): metrics ``mae`` and ``rmse``, with ``truth`` the exact LOO's
+        (so ``error`` is the leak; negative means optimistic), standard errors over the
+        ratings (RMSE by the delta method) and 95% intervals; ``n`` = number of ratings;
+        ``params`` holds ``k``. Plus the timing rows when ``naive_users > 0``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad ``similarities`` (named), ``k``, ``min_support``, ``clip``, ``shape``,
+        ``naive_users`` or ratings.
+
+    Notes
+    -----
+    Zhang, Liu & Zhang (2016): a model fitted once on all the data and scored on its own
+    training ratings (even with the user excluded from its neighbours) under-states the
+    error; the exact LOO refits without each rating. With the user counted as its own
+    neighbour, its own rating (with similarity 1) enters its prediction: the error falls
+    further.
+    """
+    from evaluators import loo_knn
+
+    if isinstance(similarities, str) or not isinstance(similarities, Sequence):
+        raise TypeError(f"`similarities` must be a sequence of names; got "
+                        f"{type(similarities).__name__}.")
+    if not similarities:
+        raise ValueError("`similarities` must name at least one similarity; got none.")
+    for j, s in enumerate(similarities):
+        _check_similarity(f"similarities[{j}]", s)
+    if len(set(similarities)) != len(similarities):
+        raise ValueError(f"`similarities` must not repeat a name; got {list(similarities)}.")
+    k = _check_int("k", k, 1)
+    min_support = _check_int("min_support", min_support, 0)
+    clip = _check_clip(clip)
+    naive_users = _check_int("naive_users", naive_users, 0)
+    rng = np.random.default_rng(rng)
+    data_rng, timing_rng = rng.spawn(2)
+    if ratings is None:
+        if not isinstance(shape, (tuple, list)) or len(shape) != 3:
+            raise TypeError(f"`shape` must be (n_users, n_items, n_ratings); got {shape!r}.")
+        ratings = synthetic_ratings(*shape, rng=data_rng)
+    u, i, _ = _check_ratings(ratings)
+    params = {"k": k}
+    rows = []
+    sims = similarities
+    if progress:
+        from tqdm.auto import tqdm
+
+        sims = tqdm(similarities, desc="similarities", leave=False)
+    warmed = False
+    for s in sims:
+        if naive_users and not warmed:
+            # compile the numba kernel on a tiny set first, so fast_s is the run time
+            loo_knn((np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]),
+                     np.array([1.0, 2.0, 2.0, 1.0])), similarity=s, k=1)
+            warmed = True
+        start = time.perf_counter()
+        exact = loo_knn(ratings, similarity=s, k=k, min_support=min_support, clip=clip)
+        fast_s = time.perf_counter() - start
+        err = exact.prediction - exact.rating
+        truth = (exact.mae, exact.rmse)
+        rows += _error_rows(err, evaluation=evaluation, agent=s, variant="exact_loo",
+                            truth_mae=truth[0], truth_rmse=truth[1], params=params)
+        for variant, self_ in (("fit_once", False), ("fit_once_self", True)):
+            leaky = fit_once_knn(ratings, similarity=s, k=k, min_support=min_support,
+                                 include_self=self_, clip=clip)
+            rows += _error_rows(leaky.prediction - leaky.rating, evaluation=evaluation,
+                                agent=s, variant=variant, truth_mae=truth[0],
+                                truth_rmse=truth[1], params=params)
+        if naive_users:
+            rows += _timing_rows(ratings, u, i, s, k, min_support, fast_s, naive_users,
+                                 timing_rng, evaluation=evaluation, params=params)
+    return rows
