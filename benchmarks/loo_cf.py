@@ -27,7 +27,7 @@ import numpy as np
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
-from evaluators import loo_knn  # noqa: E402
+from evaluators import datasets, loo_knn  # noqa: E402
 
 SIMILARITIES = ("pearson", "cosine", "adjusted_cosine", "pearson_corated", "cosine_corated")
 SHAPES = {"100k": (943, 1682, 100_000), "1m": (6040, 3706, 1_000_209)}
@@ -63,10 +63,12 @@ def synthetic(n_users, n_items, n_ratings, rng):
     return users, items, r
 
 
-def read_udata(path):
-    """MovieLens u.data: tab-separated user, item, rating, timestamp."""
-    a = np.loadtxt(path, dtype=np.int64, usecols=(0, 1, 2))
-    return a[:, 0], a[:, 1], a[:, 2].astype(np.float64)
+def read_ratings(path):
+    """MovieLens ``u.data`` or ``ratings.dat`` through ``evaluators.datasets``."""
+    load = (datasets.load_movielens_1m if os.path.basename(path) == "ratings.dat"
+            else datasets.load_movielens_100k)
+    d = load(path)
+    return d.users, d.items, d.ratings
 
 
 def pair_work(users, items, held):
@@ -82,7 +84,7 @@ def pair_work(users, items, held):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", help="MovieLens u.data file (read in place, never copied)")
+    ap.add_argument("--data", help="MovieLens u.data or ratings.dat (read in place, never copied)")
     ap.add_argument("--size", choices=sorted(SHAPES), default="100k")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--k", type=int, default=20)
@@ -92,7 +94,7 @@ def main():
     rng = np.random.default_rng(args.seed)
 
     if args.data:
-        users, items, r = read_udata(args.data)
+        users, items, r = read_ratings(args.data)
         source = args.data
     else:
         users, items, r = synthetic(*SHAPES[args.size], rng)
