@@ -102,6 +102,7 @@ def main(argv=None):
     replay(small, make_linucb(0))
     bred(small, make_linucb, n_bootstrap=3, rng=0)
     bred(small, lambda g: Single(make_linucb(g)), n_bootstrap=2, rng=0)
+    replay(small, Plain(make_linucb(0)))
 
     log = uniform_log(T_replay, K, d)
     est, dt = timed(lambda: replay(log, make_linucb(0)))

@@ -205,10 +205,17 @@ def _run_batched(log, batched, index, data_gens, h):
     fast = getattr(batched, "replay_arrays", None)
     sums, matches = np.zeros(B), np.zeros(B)
     jit = any(h > 0)
+    buf = None
     for s in range(0, n, _CHUNK):
         idx = index[:, s:s + _CHUNK]
         c = idx.shape[1]
-        noise = np.stack([_draw_noise(g, c, h) for g in data_gens]) if jit else None
+        noise = None
+        if jit:  # one buffer for all chunks: a fresh 30 MB array per chunk page-faults
+            if buf is None or buf.shape[1] != c:
+                buf = np.empty((B, c, h.shape[0]))
+            for i, g in enumerate(data_gens):
+                buf[i] = _draw_noise(g, c, h)
+            noise = buf
         logged = log.action[idx]
         reward = log.reward[idx]
         if callable(fast):
