@@ -1,0 +1,307 @@
+"""Does an offline evaluator rank agents the way the online truth does? (issue 7)
+
+An evaluator is useful for model selection when it orders candidate agents as their online
+values do, even if every estimate is biased. Here each evaluator (replay, BRED) scores a set
+of bandit agents on the same uniformly logged data; the simulator gives each agent's online
+value (Monte Carlo over independent online runs); the agreement of the two orderings is
+Kendall's tau, computed per log and averaged over independent logs, with a percentile
+bootstrap interval over logs.
+
+Replay of a learner only learns on the ~T/K records where it agrees with the log, so it
+measures the value at horizon T/K rather than T (Li et al. 2011; Mary, Preux & Nicol 2014):
+the truth is reported at both horizons and tau computed against each.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+import zlib
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from recloop._results import Measurement
+
+__all__ = ["ESTIMATORS", "offline_vs_online"]
+
+EVALUATION = "offline_vs_online"
+
+#: Built-in evaluators, by name.
+ESTIMATORS = ("replay", "bred")
+
+_Z = 1.959963984540054
+
+
+class NoRankingWarning(RuntimeWarning):
+    """An evaluator gave no usable ranking on some logs (nan estimates or all ties)."""
+
+
+def _seed_sequence(rng) -> np.random.SeedSequence:
+    if isinstance(rng, np.random.SeedSequence):
+        return rng
+    if isinstance(rng, np.random.Generator):
+        return np.random.SeedSequence(int(rng.integers(0, 2**63)))
+    if rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool)):
+        return np.random.SeedSequence(rng)
+    raise TypeError("`rng` must be None, an int, a SeedSequence or a Generator; got "
+                    f"{type(rng).__name__}.")
+
+
+def _gen(root: np.random.SeedSequence, *key: int) -> np.random.Generator:
+    # keyed by what the draws are for (log, agent, evaluator), never by computation order:
+    # adding an agent or an evaluator leaves the others' numbers unchanged
+    return np.random.default_rng(np.random.SeedSequence(
+        root.entropy, spawn_key=tuple(root.spawn_key) + tuple(key), pool_size=root.pool_size))
+
+
+def _key(name: str) -> int:
+    return zlib.crc32(name.encode("utf-8"))
+
+
+def _builtin(name: str, n_bootstrap: int) -> Callable:
+    import evaluators
+
+    if name == "replay":
+        def replay(log, agent_name, make_agent, rng):
+            agent_rng, replay_rng = rng.spawn(2)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", evaluators.NoMatchWarning)
+                return evaluators.replay(log, make_agent(agent_rng), rng=replay_rng).value
+        return replay
+
+    def bred(log, agent_name, make_agent, rng):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", evaluators.NoMatchWarning)
+            return evaluators.bred(log, make_agent, n_bootstrap=n_bootstrap, rng=rng).value
+    return bred
+
+
+def _check_int(name, value, low):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"`{name}` must be an int; got {type(value).__name__}.")
+    if value < low:
+        raise ValueError(f"`{name}` must be >= {low}; got {value}.")
+    return int(value)
+
+
+def _check(config, agents, estimators, T, n_logs, n_bootstrap, n_truth_runs, n_resamples):
+    import simulator
+
+    config = simulator.LinearBanditConfig() if config is None else config
+    if isinstance(config, str):
+        config = simulator.preset(config)
+    if not isinstance(config, simulator.LinearBanditConfig):
+        raise TypeError("`config` must be a LinearBanditConfig or a preset name; got "
+                        f"{type(config).__name__}.")
+    if not isinstance(agents, Mapping):
+        raise TypeError("`agents` must be a mapping name -> make_agent(rng); got "
+                        f"{type(agents).__name__}.")
+    if len(agents) < 2:
+        raise ValueError(f"`agents` must hold at least 2 agents to rank; got {len(agents)}.")
+    for name, make in agents.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"`agents` keys must be non-empty strings; got {name!r}.")
+        if not callable(make):
+            raise TypeError(f"`agents[{name!r}]` must be callable (rng -> agent); got "
+                            f"{type(make).__name__}.")
+    T = _check_int("T", T, 1)
+    n_logs = _check_int("n_logs", n_logs, 1)
+    n_bootstrap = _check_int("n_bootstrap", n_bootstrap, 1)
+    n_truth_runs = _check_int("n_truth_runs", n_truth_runs, 2)
+    n_resamples = _check_int("n_resamples", n_resamples, 1)
+    if config.horizon is not None and T > config.horizon:
+        raise ValueError(f"`T` must be <= the horizon {config.horizon} of the config; got {T}.")
+    if isinstance(estimators, Mapping):
+        if not estimators:
+            raise ValueError("`estimators` must name at least one evaluator; got none.")
+        for name, f in estimators.items():
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"`estimators` keys must be non-empty strings; got {name!r}.")
+            if not callable(f):
+                raise TypeError(f"`estimators[{name!r}]` must be callable (log, agent_name, "
+                                f"make_agent, rng) -> value; got {type(f).__name__}.")
+        funcs = dict(estimators)
+    else:
+        if isinstance(estimators, str) or not isinstance(estimators, Sequence):
+            raise TypeError("`estimators` must be a sequence of names or a mapping name -> "
+                            f"callable; got {type(estimators).__name__}.")
+        if not estimators:
+            raise ValueError("`estimators` must name at least one evaluator; got none.")
+        for j, name in enumerate(estimators):
+            if name not in ESTIMATORS:
+                raise ValueError(f"`estimators[{j}]` must be one of "
+                                 f"{', '.join(map(repr, ESTIMATORS))}; got {name!r}.")
+        if len(set(estimators)) != len(estimators):
+            raise ValueError(f"`estimators` must not repeat a name; got {list(estimators)}.")
+        funcs = {name: _builtin(name, n_bootstrap) for name in estimators}
+    return config, funcs, T, n_logs, n_truth_runs, n_resamples
+
+
+def _value(x) -> float:
+    v = getattr(x, "value", x)
+    if isinstance(v, bool) or not isinstance(v, (numbers.Real, np.floating)):
+        raise TypeError(f"an estimator must return a float or an Estimate; got "
+                        f"{type(x).__name__}.")
+    return float(v)
+
+
+def _tau(x, y) -> float:
+    """Kendall's tau-b of two orderings (nan when either is constant or has a nan)."""
+    from scipy.stats import kendalltau
+
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        return math.nan
+    if np.all(x == x[0]) or np.all(y == y[0]):
+        return math.nan
+    return float(kendalltau(x, y).statistic)
+
+
+def _tau_row(taus, rng, n_resamples, *, evaluation, agent, variant, params):
+    """Mean tau over logs, its stderr and a percentile bootstrap interval over logs."""
+    taus = np.asarray(taus, dtype=np.float64)
+    ok = taus[np.isfinite(taus)]
+    n = int(ok.size)
+    kw = dict(evaluation=evaluation, agent=agent, metric="kendall_tau", variant=variant, n=n,
+              params=params)
+    if n < taus.size:
+        warnings.warn(f"{evaluation}: {agent} gave no ranking on {taus.size - n} of "
+                      f"{taus.size} logs (nan estimates or all ties); tau is averaged over "
+                      "the others.", NoRankingWarning, stacklevel=3)
+    if n == 0:
+        return Measurement(estimate=math.nan, **kw)
+    mean = float(ok.mean())
+    if n == 1:
+        return Measurement(estimate=mean, **kw)
+    # whole (n_resamples, n) index matrix at once: the result does not depend on batching
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    means = ok[idx].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return Measurement(estimate=mean, stderr=float(ok.std(ddof=1) / math.sqrt(n)),
+                       ci_low=float(lo), ci_high=float(hi), **kw)
+
+
+def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int, n_logs: int = 10,
+                      n_bootstrap: int = 20, n_truth_runs: int = 100,
+                      estimators: Sequence[str] | Mapping[str, Callable] = ESTIMATORS,
+                      n_resamples: int = 2000, rng=None, progress: bool = False,
+                      evaluation: str = EVALUATION) -> list[Measurement]:
+    """Each evaluator's ranking of bandit agents against the ranking by online value.
+
+    Parameters
+    ----------
+    config : LinearBanditConfig or preset name
+        The test bed (``"bred_linear"``: Mary et al.'s).
+    agents : mapping name -> make_agent
+        At least two; ``make_agent(rng)`` returns a fresh, reset agent.
+    T : int
+        Size of each uniformly logged dataset (and the horizon of the truth), >= 1.
+    n_logs : int, default 10
+        Independent logs; every agent and evaluator sees the same logs (paired).
+    n_bootstrap : int, default 20
+        BRED's bootstrap replicates.
+    n_truth_runs : int, default 100
+        Online runs of each agent's ground truth, >= 2.
+    estimators : sequence of {"replay", "bred"}, or mapping name -> callable
+        The evaluators. A callable ``f(log, agent_name, make_agent, rng) -> float`` (or an
+        object with ``.value``) may be given instead of a built-in, e.g. to test the
+        harness with an oracle.
+    n_resamples : int, default 2000
+        Bootstrap resamples of the logs for the interval of the mean tau.
+    rng : None, int, SeedSequence or Generator
+        Root of every draw, keyed by log, agent and evaluator.
+    progress : bool
+        A progress bar over the logs.
+    evaluation : str
+        The ``evaluation`` column.
+
+    Returns
+    -------
+    list of Measurement
+        ``params = {"T": T}``.
+
+        * per agent, metric ``online_value``, variants ``T`` (``V(T)``) and ``T_over_K``
+          (``V(T / K)``, the horizon replay measures; K = arms alive at a time);
+        * per agent and evaluator, metric ``value``, variant = the evaluator: mean estimate
+          over logs (normal 95% interval), ``truth`` = ``V(T)``;
+        * per evaluator (``agent`` = evaluator), metric ``kendall_tau``, variants ``T`` and
+          ``T_over_K``: tau-b between the evaluator's and the true ordering, mean over logs,
+          standard error over logs, 95% percentile bootstrap interval over logs, ``n`` the
+          logs with a ranking;
+        * agent ``online_T_over_K``, metric ``kendall_tau``, variant ``T``: how far the true
+          ordering at T/K is from the one at T.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad arguments, named (fewer than 2 agents, an unknown evaluator, ``T`` beyond the
+        horizon, counts below their minimum).
+
+    Warns
+    -----
+    NoRankingWarning
+        An evaluator gave nan estimates or all-equal values on some logs (dropped).
+
+    Notes
+    -----
+    Kendall's tau-b (:func:`scipy.stats.kendalltau`) counts concordant minus discordant
+    pairs of agents, normalised to [-1, 1] with ties accounted for; 1 is the true ordering.
+    The truth is itself a Monte Carlo estimate: agents whose values are within a few
+    standard errors of each other (``online_value`` rows) have an uncertain true order.
+    """
+    import simulator
+
+    config, funcs, T, n_logs, n_truth_runs, n_resamples = _check(
+        config, agents, estimators, T, n_logs, n_bootstrap, n_truth_runs, n_resamples)
+    root = _seed_sequence(rng)
+    names = list(agents)
+    params = {"T": T}
+    K = config.n_alive if config.n_alive is not None else config.n_arms
+    t_short = max(1, T // K)
+    values = {e: np.full((n_logs, len(names)), np.nan) for e in funcs}
+    logs = range(n_logs)
+    if progress:
+        from tqdm.auto import tqdm
+
+        logs = tqdm(logs, desc="logs", leave=False)
+    for i in logs:
+        log, _ = simulator.collect_log(config, T, rng=_gen(root, 1, i))
+        for e, f in funcs.items():
+            for j, name in enumerate(names):
+                values[e][i, j] = _value(f(log, name, agents[name],
+                                           _gen(root, 2, _key(e), _key(name), i)))
+    rows = []
+    truth = {"T": np.empty(len(names)), "T_over_K": np.empty(len(names))}
+    for j, name in enumerate(names):
+        ov = simulator.online_value(config, agents[name], T, n_runs=n_truth_runs,
+                                    rng=_gen(root, 3, _key(name)))
+        for variant, t in (("T", T), ("T_over_K", t_short)):
+            v, se = ov.at(t)
+            truth[variant][j] = v
+            rows.append(Measurement(evaluation=evaluation, agent=name, metric="online_value",
+                                    estimate=v, stderr=se, ci_low=v - _Z * se,
+                                    ci_high=v + _Z * se, truth=v, n=ov.n_runs,
+                                    variant=variant, params=params))
+    for e in funcs:
+        for j, name in enumerate(names):
+            col = values[e][:, j]
+            ok = col[np.isfinite(col)]
+            n = int(ok.size)
+            mean = float(ok.mean()) if n else math.nan
+            se = float(ok.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+            rows.append(Measurement(evaluation=evaluation, agent=name, metric="value",
+                                    estimate=mean, stderr=se, ci_low=mean - _Z * se,
+                                    ci_high=mean + _Z * se, truth=truth["T"][j], n=n,
+                                    variant=e, params=params))
+    for e in funcs:
+        for v_idx, variant in enumerate(("T", "T_over_K")):
+            taus = [_tau(values[e][i], truth[variant]) for i in range(n_logs)]
+            rows.append(_tau_row(taus, _gen(root, 4, _key(e), v_idx), n_resamples,
+                                 evaluation=evaluation, agent=e, variant=variant,
+                                 params=params))
+    rows.append(Measurement(evaluation=evaluation, agent="online_T_over_K",
+                            metric="kendall_tau", estimate=_tau(truth["T_over_K"], truth["T"]),
+                            n=1, variant="T", params=params))
+    return rows
