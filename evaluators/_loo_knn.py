@@ -20,9 +20,7 @@ import scipy.sparse as sp
 
 from evaluators._loo_knn_naive import (
     KIND_GLOBAL_MEAN,
-    KIND_NEIGHBOURS,
     KIND_USER_MEAN,
-    ROUND_DECIMALS,
     SIMILARITIES,
     ZERO_REL,
     loo_knn_naive,
@@ -208,12 +206,14 @@ def _check_options(similarity, k, min_support, method, clip):
         if value < low:
             raise ValueError(f"`{name}` must be >= {low}; got {value}.")
     if method not in _METHODS:
-        raise ValueError(f"`method` must be one of {', '.join(map(repr, _METHODS))}; got {method!r}.")
+        raise ValueError(f"`method` must be one of {', '.join(map(repr, _METHODS))}; "
+                         f"got {method!r}.")
     if clip is not None:
         try:
             lo, hi = (float(c) for c in clip)
         except (TypeError, ValueError):
-            raise TypeError(f"`clip` must be None or a (low, high) pair of numbers; got {clip!r}.") from None
+            raise TypeError("`clip` must be None or a (low, high) pair of numbers; "
+                            f"got {clip!r}.") from None
         if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
             raise ValueError(f"`clip` must be finite with low <= high; got {clip!r}.")
         return lo, hi
