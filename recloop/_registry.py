@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = [
-    "AGENTS", "EVALUATIONS", "REQUIRED", "Bool", "Float", "Int", "Kind", "ListOf", "OneOf",
+    "AGENTS", "EVALUATIONS", "REQUIRED", "Bool", "FilePath", "Float", "Int", "Kind", "ListOf", "OneOf",
     "Param", "Str", "Table",
 ]
 
@@ -176,6 +176,19 @@ class ListOf:
             seen = [repr(v) for v in value]
             if len(set(seen)) != len(seen):
                 return f"expected {self.describe()} without repeats, got {value!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class FilePath:
+    """A path to an existing file, relative to the scenario file's folder (stored absolute)."""
+
+    def describe(self) -> str:
+        return "a path to an existing file (relative to the scenario file)"
+
+    def check(self, value) -> str | None:
+        if not isinstance(value, str) or not value or "\0" in value:
+            return f"expected {self.describe()}, got {_fmt(value)}"
         return None
 
 
@@ -530,3 +543,67 @@ def run_dynamic_news(cell):
                         window=p["window"], n_logs=p["n_logs"], n_bootstrap=p["n_bootstrap"],
                         n_truth_runs=p["n_truth_runs"], jitter=p["jitter"],
                         rng=cell.seed_sequence, progress=cell.progress)
+
+
+_SIMILARITIES = ("pearson", "cosine", "adjusted_cosine", "pearson_corated", "cosine_corated")
+_DATA_FORMATS = ("movielens_100k", "movielens_1m", "jester", "csv")
+
+_register(EVALUATIONS, Kind(
+    name="fast_loo_cf",
+    target="recloop._registry:run_fast_loo_cf",
+    summary="Exact leave-one-out MAE/RMSE of user-based kNN rating prediction (the truth, "
+            "fast algorithm after Zhang et al. 2016) beside the leaky protocols that fit the "
+            "similarities once on all the data (`fit_once`, `fit_once_self`); one row group "
+            "per similarity (the `agent` column).",
+    params=(
+        Param("similarities", ListOf(Str(choices=_SIMILARITIES), unique=True),
+              list(_SIMILARITIES), "Similarities compared (the `agent` column)."),
+        Param("k", Int(low=1, high=100_000), 20, "Neighbours per prediction."),
+        Param("min_support", Int(low=0, high=100_000), 1, "Fewest co-rated items for a "
+              "neighbour."),
+        Param("clip", ListOf(Float(), min_len=2, max_len=2), None, "Clip every prediction "
+              "to [low, high] (default: no clipping)."),
+        Param("data", FilePath(), None, "A local rating file (default: a synthetic set of "
+              "`n_users` x `n_items` with `n_ratings` ratings drawn from the cell's seed)."),
+        Param("format", Str(choices=_DATA_FORMATS), "movielens_100k", "Format of `data`."),
+        Param("columns", ListOf(Str(), min_len=3, max_len=3), ["userId", "itemId", "rating"],
+              "User, item and rating column names of a `csv` file."),
+        Param("n_users", Int(low=2, high=10**7), 943, "Users of the synthetic set."),
+        Param("n_items", Int(low=1, high=10**7), 1682, "Items of the synthetic set."),
+        Param("n_ratings", Int(low=1, high=10**9), 100_000, "Ratings of the synthetic set "
+              "(at most n_users x n_items)."),
+        Param("naive_users", Int(low=0, high=100_000), 0, "Users also predicted by the "
+              "literal (naive) LOO to time it against the fast one (rows `fast_s`, "
+              "`naive_s_estimated`, `speedup`); 0 skips it. Timing rows are not "
+              "reproducible."),
+    ),
+    per_agent=False,
+    agent_family="",
+    min_agents=0,
+    check="recloop._registry:check_fast_loo_cf",
+))
+
+
+def check_fast_loo_cf(params, agents, world):
+    """Cross-key rules of ``fast_loo_cf``: a synthetic set that fits its shape."""
+    if params.get("data") is None and params["n_ratings"] > params["n_users"] * params["n_items"]:
+        yield "n_ratings", (f"expected at most n_users x n_items = "
+                            f"{params['n_users'] * params['n_items']}, got {params['n_ratings']}")
+    if params.get("clip") is not None and params["clip"][0] > params["clip"][1]:
+        yield "clip", f"expected [low, high] with low <= high, got {params['clip']}"
+
+
+def run_fast_loo_cf(cell):
+    """Adapter: one cell of ``fast_loo_cf``."""
+    from recloop.experiments._loo_cf import fast_loo_cf, load_ratings
+
+    p = cell.params
+    ratings = None
+    if p.get("data") is not None:
+        ratings = load_ratings(p["data"], format=p["format"], columns=tuple(p["columns"]))
+    return fast_loo_cf(ratings, similarities=p["similarities"], k=p["k"],
+                       min_support=p["min_support"],
+                       clip=tuple(p["clip"]) if p.get("clip") is not None else None,
+                       shape=(p["n_users"], p["n_items"], p["n_ratings"]),
+                       naive_users=p["naive_users"], rng=cell.seed_sequence,
+                       progress=cell.progress, evaluation=cell.evaluation)

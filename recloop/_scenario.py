@@ -181,6 +181,8 @@ def _check_table(problems: _Problems, prefix: str, table: dict, params, *, extra
     for p in params:
         if p.name in table:
             msg = p.type.check(table[p.name])
+            if msg is None and isinstance(p.type, reg.FilePath):
+                msg, table = _resolve_file(problems.file, table, p.name)
             if msg is not None:
                 # list item problems come back as "[j]: expected ..." and extend the path
                 head, _, rest = msg.partition(": ") if msg.startswith("[") else ("", "", msg)
@@ -193,6 +195,17 @@ def _check_table(problems: _Problems, prefix: str, table: dict, params, *, extra
         elif not p.required and p.default is not None:
             out[p.name] = p.default
     return out
+
+
+def _resolve_file(scenario_file: str, table: dict, key: str):
+    """Resolve a file key relative to the scenario file; (problem or None, updated table)."""
+    path = Path(table[key]).expanduser()
+    if not path.is_absolute():
+        path = Path(scenario_file).resolve().parent / path
+    if not path.is_file():
+        return (f"expected {reg.FilePath().describe()}, got {table[key]!r} (no file "
+                f"{path})"), table
+    return None, {**table, key: str(path)}
 
 
 def _expect_table(problems, path, value, what="a table") -> bool:
@@ -322,7 +335,12 @@ def _validate_evaluations(problems, raw, agents: list[dict], world: dict | None)
             problems.add(f"{prefix}name", f"expected a name not used by another evaluation, got "
                          f"{name!r} again (set `name`)")
         names.add(name)
-        if "agents" in ev:
+        if not kind.agent_family:
+            if ev.get("agents"):
+                problems.add(f"{prefix}agents", f"expected no agents (kind {kind.name!r} "
+                             f"evaluates no agents), got {ev['agents']!r}")
+            ev["agents"] = []
+        elif "agents" in ev:
             for i, a in enumerate(ev["agents"]):
                 if a not in agent_family:
                     known = sorted(n for n in agent_family if isinstance(n, str))
@@ -395,8 +413,6 @@ def validate(data: Any, file: str) -> Scenario:
     if "world" in data:
         out["world"] = _validate_world(problems, data["world"],
                                        out.get("run", {}).get("horizon", 0))
-    if "agents" not in data:
-        problems.add("agents", "expected at least one [[agents]] table, got nothing")
     out["agents"] = _validate_agents(problems, data.get("agents", []))
     if "evaluations" not in data:
         problems.add("evaluations", "expected at least one [[evaluations]] table, got nothing")
@@ -781,9 +797,10 @@ def reference_markdown() -> str:
     for kind in reg.EVALUATIONS.values():
         cells = "one cell per agent" if kind.per_agent else "all its agents in one cell"
         world = "; needs `[world]`" if kind.needs_world else ""
+        who = (f"Evaluates {kind.agent_family} agents ({cells}{world})." if kind.agent_family
+               else f"Takes no agents{world}.")
         out += [f"### `evaluations.{kind.name}`", "",
-                f"`kind = \"{kind.name}\"`: {kind.summary} Evaluates {kind.agent_family} "
-                f"agents ({cells}{world}).", ""]
+                f"`kind = \"{kind.name}\"`: {kind.summary} {who}", ""]
         out += _param_table(kind.params) if kind.params else ["No parameters."]
         out.append("")
     return "\n".join(out).rstrip() + "\n"

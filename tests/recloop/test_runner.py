@@ -264,3 +264,44 @@ n_logs = 2
     assert isinstance(agent, agents.LinUCB) and agent.alpha == 0.25
     rows = (run_dir / "results.csv").read_text().splitlines()
     assert rows[1].startswith(f"b,{kind}/lin/seed=4/T=100,4,{kind},lin,")
+
+
+def test_fast_loo_cf_adapter_reads_a_file_next_to_the_scenario(tmp_path, monkeypatch):
+    """``data`` resolves against the scenario's folder; the ratings reach the experiment."""
+    import recloop.experiments._loo_cf as loo_cf
+    from recloop._results import Measurement
+    from recloop._scenario import load_scenario, ScenarioError
+
+    (tmp_path / "u.data").write_text("1\t10\t4\t881250949\n2\t10\t3\t881250950\n"
+                                     "1\t20\t5\t881250951\n")
+    seen = {}
+
+    def fake(ratings, **kw):
+        seen.update(ratings=ratings, **kw)
+        return [Measurement(evaluation="x", agent=s, metric="mae", estimate=1.0, truth=1.0)
+                for s in kw["similarities"]]
+
+    monkeypatch.setattr(loo_cf, "fast_loo_cf", fake)
+    text = """
+[run]
+name = "cf"
+[[evaluations]]
+kind = "fast_loo_cf"
+similarities = ["cosine"]
+data = "u.data"
+clip = [1.0, 5.0]
+"""
+    (tmp_path / "s.toml").write_text(text)
+    sc = load_scenario(tmp_path / "s.toml")
+    assert sc.data["evaluations"][0]["data"] == str((tmp_path / "u.data").resolve())
+    run_scenario(sc, out=tmp_path / "out", workers=1, quiet=True, report=False)
+    users, items, ratings = seen["ratings"]
+    assert sorted(ratings.tolist()) == [3.0, 4.0, 5.0] and len(users) == len(items) == 3
+    assert seen["similarities"] == ["cosine"] and seen["clip"] == (1.0, 5.0)
+    (tmp_path / "bad.toml").write_text(text.replace("u.data", "missing.data")
+                                       + 'agents = ["a"]\n')
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(tmp_path / "bad.toml")
+    joined = "\n".join(info.value.problems)
+    assert "evaluations[0].data: expected a path to an existing file" in joined
+    assert "evaluations[0].agents: expected no agents" in joined

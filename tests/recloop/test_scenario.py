@@ -138,7 +138,6 @@ def test_missing_tables_and_required_keys():
     problems = problems_of("[run]\ndescription = 'x'\n")
     joined = "\n".join(problems)
     assert "f.toml: run.name: expected" in joined and "required key missing" in joined
-    assert "f.toml: agents: expected at least one [[agents]] table, got nothing" in joined
     assert "f.toml: evaluations: expected at least one [[evaluations]] table" in joined
 
 
@@ -231,7 +230,7 @@ def test_registry_defaults_satisfy_their_own_types():
     for table in (reg.AGENTS, reg.EVALUATIONS):
         for kind in table.values():
             for p in kind.params:
-                if not p.required:
+                if not p.required and p.default is not None:  # None: absent by default
                     assert p.type.check(p.default) is None, (kind.name, p.name)
 
 
