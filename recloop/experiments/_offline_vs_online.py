@@ -24,7 +24,7 @@ import numpy as np
 
 from recloop._results import Measurement
 
-__all__ = ["ESTIMATORS", "offline_vs_online"]
+__all__ = ["ESTIMATORS", "NoRankingWarning", "offline_vs_online", "plot_offline_vs_online"]
 
 EVALUATION = "offline_vs_online"
 
@@ -305,3 +305,78 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int, n_logs:
                             metric="kendall_tau", estimate=_tau(truth["T_over_K"], truth["T"]),
                             n=1, variant="T", params=params))
     return rows
+
+
+def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
+    """Kendall tau per evaluator (95% bootstrap bars) and estimated value against the truth.
+
+    Parameters
+    ----------
+    rows : iterable of Measurement
+        Rows of :func:`offline_vs_online` (one or more cells; one figure per ``T``).
+    out_dir : str or Path
+        Created if missing.
+    prefix : str
+        File name prefix.
+
+    Returns
+    -------
+    list of Path
+    """
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    rows = list(rows)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for T in dict.fromkeys(r.params.get("T") for r in rows):
+        sel = [r for r in rows if r.params.get("T") == T]
+        taus = [r for r in sel if r.metric == "kendall_tau" and r.agent != "online_T_over_K"]
+        values = [r for r in sel if r.metric == "value"]
+        if not taus and not values:
+            continue
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+        names = list(dict.fromkeys(r.agent for r in taus))
+        for j, variant in enumerate(("T", "T_over_K")):
+            ms = {r.agent: r for r in taus if r.variant == variant}
+            xs = [x + (j - 0.5) * 0.35 for x, n in enumerate(names) if n in ms]
+            ys = [ms[n].estimate for n in names if n in ms]
+            lo = [max(0.0, ms[n].estimate - ms[n].ci_low) if math.isfinite(ms[n].ci_low)
+                  else 0.0 for n in names if n in ms]
+            hi = [max(0.0, ms[n].ci_high - ms[n].estimate) if math.isfinite(ms[n].ci_high)
+                  else 0.0 for n in names if n in ms]
+            ax1.bar(xs, ys, 0.35, yerr=[lo, hi], capsize=3, color=f"C{j}",
+                    label=f"vs truth at {'T' if variant == 'T' else 'T/K'}")
+        ax1.set_xticks(range(len(names)), names)
+        ax1.set_ylim(-1.05, 1.05)
+        ax1.axhline(0.0, color="grey", lw=0.8)
+        ax1.set_ylabel("Kendall tau (mean over logs)")
+        ax1.set_title(f"ranking agreement, T = {T}")
+        ax1.legend(fontsize=8)
+        for j, e in enumerate(dict.fromkeys(r.variant for r in values)):
+            ms = [r for r in values if r.variant == e]
+            ax2.errorbar([r.truth for r in ms], [r.estimate for r in ms],
+                         yerr=[1.96 * r.stderr if math.isfinite(r.stderr) else 0.0 for r in ms],
+                         fmt="o", color=f"C{j + 2}", capsize=2, label=e)
+            for r in ms:
+                ax2.annotate(r.agent, (r.truth, r.estimate), fontsize=6,
+                             textcoords="offset points", xytext=(3, 3))
+        finite = [v for r in values for v in (r.truth, r.estimate) if math.isfinite(v)]
+        if finite:
+            lim = (min(finite) - 0.02, max(finite) + 0.02)
+            ax2.plot(lim, lim, color="grey", lw=0.8, ls="--")
+        ax2.set_xlabel("online value V(T) (truth)")
+        ax2.set_ylabel("offline estimate (mean over logs)")
+        ax2.set_title("estimates against the truth")
+        ax2.legend(fontsize=8)
+        fig.tight_layout()
+        path = out / f"{prefix}_T{T}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        paths.append(path)
+    return paths

@@ -241,3 +241,13 @@ def test_bad_ratings_are_named():
         fit_once_knn((u, i, r), include_self=1)
     with pytest.raises(TypeError, match="`ratings`"):
         fit_once_knn({"u": u})
+
+
+def test_figure(tmp_path):
+    from recloop.experiments._loo_cf import plot_fast_loo_cf
+
+    rows = fast_loo_cf(similarities=["cosine", "pearson_corated"], shape=(40, 50, 600),
+                       naive_users=0, rng=0)
+    paths = plot_fast_loo_cf(rows, tmp_path / "fig")
+    assert len(paths) == 1 and paths[0].stat().st_size > 1000
+    assert plot_fast_loo_cf([], tmp_path) == []

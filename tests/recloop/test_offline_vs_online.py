@@ -164,3 +164,11 @@ def test_tau_summary_over_logs(run):
     assert tau.n == 6 and tau.estimate == pytest.approx(0.0)
     assert tau.stderr == pytest.approx(np.std([-1, 1] * 3, ddof=1) / math.sqrt(6))
     assert -1.0 <= tau.ci_low < 0.0 < tau.ci_high <= 1.0
+
+
+def test_figure(run, tmp_path):
+    from recloop.experiments._offline_vs_online import plot_offline_vs_online
+
+    paths = plot_offline_vs_online(run, tmp_path / "fig")
+    assert [p.name for p in paths] == [f"offline_vs_online_T{T}.png"]
+    assert paths[0].stat().st_size > 1000
