@@ -60,7 +60,7 @@ EVALUATION_KEYS: tuple[Param, ...] = (
     Param("kind", Str(), REQUIRED, "Evaluation kind (see the evaluation kinds below)."),
     Param("name", _IDENT, None, "Name in the results' `evaluation` column (default: the "
           "kind; unique)."),
-    Param("agents", ListOf(_IDENT, unique=True), None, "Names of the agents it evaluates "
+    Param("agents", ListOf(_IDENT, min_len=0, unique=True), None, "Names of the agents it evaluates "
           "(default: every agent of the family the kind accepts)."),
     Param("sweep", Table(), None, "Table `{parameter = [values, ...]}`: each combination of "
           "values is a separate cell (cartesian product)."),
