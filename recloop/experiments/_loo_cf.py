@@ -302,10 +302,11 @@ def synthetic_ratings(n_users=943, n_items=1682, n_ratings=100_000, *, n_factors
     Parameters
     ----------
     n_users, n_items : int
-        Sizes, >= 1 and >= 2.
+        Sizes, >= 1.
     n_ratings : int
-        Observations, in [n_users, n_users * cap], cap = max(1, 70% of ``n_items``) (the
-        most a user may rate).
+        Observations, in [1, n_users * n_items]. A user rates at most 70% of the items, or
+        the fewest that make room for ``n_ratings``; users may be left without a rating when
+        ``n_ratings < 20 * n_users``.
     n_factors : int, default 5
         Rank of the user-item interaction (the taste that neighbours share), >= 0.
     rng : None, int, SeedSequence or Generator
@@ -325,7 +326,7 @@ def synthetic_ratings(n_users=943, n_items=1682, n_ratings=100_000, *, n_factors
     Notes
     -----
     Each user rates ``min(20, n_ratings // n_users)`` items plus a log-normal share of the
-    rest (heavy-tailed activity), drawn without replacement with weights
+    rest (heavy-tailed activity, capped), drawn without replacement with weights
     ``(rank + n_items / 80)^-1`` (Gumbel top-k); the rating is
     ``rint(3.5 + b_u + b_i + p_u . q_i + noise)`` clipped to [1, 5], with ``b_u ~ N(0, 0.4)``,
     ``b_i ~ N(0, 0.4)`` plus 0.3 per standard deviation of log-popularity (popular items are
@@ -333,10 +334,11 @@ def synthetic_ratings(n_users=943, n_items=1682, n_ratings=100_000, *, n_factors
     ``N(0, 0.8)``.
     """
     n_users = _check_int("n_users", n_users, 1)
-    n_items = _check_int("n_items", n_items, 2)
-    cap = max(1, int(0.7 * n_items))
-    n_ratings = _check_int("n_ratings", n_ratings, n_users, n_users * cap)
+    n_items = _check_int("n_items", n_items, 1)
+    n_ratings = _check_int("n_ratings", n_ratings, 1, n_users * n_items)
     n_factors = _check_int("n_factors", n_factors, 0)
+    # MovieLens users rate at most ~70% of the catalogue; a denser set raises the cap
+    cap = min(n_items, max(1, int(0.7 * n_items), -(-n_ratings // n_users)))
     rng = np.random.default_rng(rng)
     base = min(20, n_ratings // n_users, cap)
     counts = np.full(n_users, base, dtype=np.int64)

@@ -192,6 +192,10 @@ def test_synthetic_ratings_shape():
     pop = np.sort(np.bincount(i, minlength=60))[::-1]
     assert pop[:6].sum() > 2 * pop[-6:].sum()  # skewed popularity
     np.testing.assert_array_equal(r, synthetic_ratings(50, 60, 1500, rng=0)[2])
+    # the extremes the scenario schema allows: one rating; every cell rated
+    assert synthetic_ratings(5, 1, 1, rng=0)[0].size == 1
+    u, i, _ = synthetic_ratings(4, 3, 12, rng=0)
+    assert sorted(zip(u.tolist(), i.tolist())) == [(a, b) for a in range(4) for b in range(3)]
 
 
 def test_load_ratings_from_local_files(tmp_path):
@@ -218,8 +222,8 @@ def test_load_ratings_from_local_files(tmp_path):
     pytest.param(dict(min_support=-1), ValueError, "`min_support`", id="support"),
     pytest.param(dict(naive_users=-1), ValueError, "`naive_users`", id="naive"),
     pytest.param(dict(clip=(5, 1)), ValueError, "`clip`", id="clip"),
-    pytest.param(dict(shape=(10, 10, 5)), ValueError, "`n_ratings`", id="shape-small"),
-    pytest.param(dict(shape=(10, 1, 10)), ValueError, "`n_items`", id="shape-items"),
+    pytest.param(dict(shape=(10, 10, 101)), ValueError, "`n_ratings`", id="shape-large"),
+    pytest.param(dict(shape=(10, 0, 10)), ValueError, "`n_items`", id="shape-items"),
     pytest.param(dict(shape=10), TypeError, "`shape`", id="shape-type"),
 ])
 def test_bad_parameters_are_named(kwargs, exc, match):
