@@ -49,6 +49,8 @@ _ORGANIC, _RECOMMENDED, _CAMPAIGN = (SOURCES.index(s) for s in ("organic", "reco
                                                                 "campaign"))
 _N_CALIBRATION_USERS = 1000
 _P_CHUNK = 1 << 16
+#: Events per call of the span kernel (bounds the memory of the pre-drawn uniforms).
+_SPAN_EVENTS = 1 << 20
 
 
 def _as_seed_sequence(seed) -> np.random.SeedSequence:
@@ -115,9 +117,12 @@ class World:
         The world's definition.
     seed : None, int, SeedSequence or Generator
         Root of all randomness. Same config and seed give identical edges, bit for bit.
-    method : {"fast", "naive"}
+    method : {"fast", "numpy", "naive"}
         ``"naive"`` processes exposure events and campaign offers one by one in Python with
-        scalar formulas; it is the reference the vectorised ``"fast"`` path is tested against.
+        scalar formulas; it is the reference the other paths are tested against. ``"numpy"``
+        vectorises each tick's events with numpy; ``"fast"`` runs them through a numba kernel
+        (:mod:`simulator._kernels`, compiled on the first simulated tick) and the campaigns
+        like ``"numpy"``. All three give the same edges.
 
     Notes
     -----
@@ -137,8 +142,8 @@ class World:
     def __init__(self, config: WorldConfig, seed=None, *, method: str = "fast"):
         if not isinstance(config, WorldConfig):
             raise TypeError(f"`config` must be a WorldConfig; got {type(config).__name__}.")
-        if method not in ("fast", "naive"):
-            raise ValueError(f"`method` must be 'fast' or 'naive'; got {method!r}.")
+        if method not in ("fast", "numpy", "naive"):
+            raise ValueError(f"`method` must be 'fast', 'numpy' or 'naive'; got {method!r}.")
         self.config = config
         self.method = method
         self._ss = _as_seed_sequence(seed)
@@ -364,10 +369,86 @@ class World:
         until = self._check_tick(until, "until")
         while self._next_tick <= until:
             t = self._next_tick
-            self._organic_tick(t)
+            if self.method == "fast":
+                # organic ticks up to the next campaign tick (whose organic events come
+                # before its offers) in one kernel call
+                t = self._organic_span(t, until)
+            else:
+                self._organic_tick(t)
             self._campaign_tick(t)
             self._next_tick = t + 1
         return self
+
+    def _campaigning(self, t: int) -> bool:
+        return any(camp.start <= t < camp.end for camp in self.config.campaigns)
+
+    def _organic_span(self, t0: int, until: int) -> int:
+        """Organic ticks ``t0 .. t`` in one pass of ``_kernels.organic_span``; returns ``t``.
+
+        The span stops at ``until``, at a campaign tick (included: its offers come after its
+        organic events) or when it holds about ``_SPAN_EVENTS`` events. Draws the same
+        numbers in the same order as :meth:`_draw_events` tick after tick (they do not depend
+        on the state) and meets each user's events in tick order, like :meth:`_organic_naive`,
+        so every method gives the same edges (the tests check it).
+        """
+        from simulator import _kernels
+
+        c = self.config
+        keys, items, coins, ticks, counts = [], [], [], [], []
+        n_total = 0
+        t = t0
+        while True:
+            k, i, coin = self._draw_tick_events(t)
+            keys.append(k)
+            items.append(i)
+            coins.append(coin)
+            ticks.append(t)
+            counts.append(k.size)
+            n_total += k.size
+            if t >= until or n_total >= _SPAN_EVENTS or self._campaigning(t):
+                break
+            t += 1
+        if n_total == 0:
+            return t
+        span = np.asarray(ticks, np.int64)
+        starts = np.zeros(span.size + 1, np.int64)
+        np.cumsum(counts, out=starts[1:])
+        all_items = np.arange(c.n_items)
+        appeal = np.stack([self._appeal_at(all_items, tt) for tt in ticks])
+        decay = np.stack([self._decay(all_items, tt) for tt in ticks])
+        if c.drift_rate > 0:
+            drift_z, basis = self._drift(), self._basis(span)
+        else:
+            drift_z, basis = np.zeros((0, 0, 0)), np.zeros((span.size, 0))
+        keys, items = np.concatenate(keys), np.concatenate(items)
+        flag, out_u = _kernels.organic_span(
+            keys, items, np.concatenate(coins), starts, self._activity_cdf_sentinel,
+            self._activity_guide, self._has, self._taste0, drift_z, basis, c.drift_rate,
+            self._features, appeal, decay, c.click_model == "logistic")
+        hit = np.flatnonzero(flag)
+        if hit.size:
+            self._chunks.append((out_u[hit], items[hit],
+                                 np.repeat(span, counts)[hit],
+                                 np.full(hit.size, _ORGANIC, dtype=np.int8)))
+            self._cat = None
+        return t
+
+    def _draw_tick_events(self, t: int):
+        """Tick t's (sorted activity keys, items, coins) for the kernels (see _draw_events)."""
+        rng = self._events_rng
+        n = int(rng.poisson(self._rate * self._phi[t]))
+        spacings = np.cumsum(rng.standard_exponential(n + 1))
+        keys = spacings[:-1]
+        keys /= spacings[-1]
+        r = rng.random(n)
+        coins = rng.random(n)
+        table = self._alias_table(t)
+        if table is None or n == 0:
+            return keys[:0], np.zeros(0, np.int64), coins[:0]
+        prob, alias = table
+        x = r * prob.size
+        col = np.minimum(x.astype(np.int64), prob.size - 1)
+        return keys, np.where(x - col < np.take(prob, col), col, np.take(alias, col)), coins
 
     def _draw_events(self, t: int):
         """Exposure events of tick t: (users ascending, items, coins); state-independent.

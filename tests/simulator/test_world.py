@@ -151,9 +151,38 @@ def test_hash_uniforms_look_uniform():
 def test_fast_simulation_matches_naive_reference(cfg, seed):
     fast = World(cfg, seed).simulate(cfg.n_ticks - 1)
     naive = World(cfg, seed, method="naive").simulate(cfg.n_ticks - 1)
+    vectorised = World(cfg, seed, method="numpy").simulate(cfg.n_ticks - 1)
     assert _same_edges(fast, naive)
+    assert _same_edges(vectorised, naive)
     t = cfg.n_ticks - 1
     assert np.array_equal(fast.push_counts(0, t), naive.push_counts(0, t))
+
+
+@settings(max_examples=20)
+@given(world_configs(), seeds, st.lists(st.integers(0, 30), max_size=4))
+def test_simulating_in_steps_gives_the_same_edges(cfg, seed, stops):
+    # the fast path runs spans of ticks in one kernel call: where the spans are cut must not
+    # matter
+    whole = World(cfg, seed).simulate(cfg.n_ticks - 1)
+    steps = World(cfg, seed)
+    for t in sorted(min(s, cfg.n_ticks - 1) for s in stops):
+        steps.simulate(t)
+    steps.simulate(cfg.n_ticks - 1)
+    assert _same_edges(whole, steps)
+
+
+def test_fast_matches_numpy_on_a_larger_world(monkeypatch):
+    # a world large enough for several user blocks, two threads and several spans
+    from simulator import _kernels, _world
+
+    monkeypatch.setattr(_world, "_SPAN_EVENTS", 5000)
+    monkeypatch.setattr(_kernels, "_MIN_SPLIT", 1000)
+    monkeypatch.setattr(_kernels, "_BLOCK", 256)
+    cfg = preset("viadeo_like", n_users=3000, drift_rate=0.05, ctr_halflife=200.0)
+    fast = World(cfg, 7).simulate(cfg.n_ticks - 1)
+    vectorised = World(cfg, 7, method="numpy").simulate(cfg.n_ticks - 1)
+    assert fast.edges.user.size > 10_000
+    assert _same_edges(fast, vectorised)
 
 
 @settings(max_examples=25)

@@ -1,0 +1,275 @@
+"""numba kernels of the world's simulation (loops that carry state: the profile matrix).
+
+Each kernel is written once as a plain Python function (``*_py``, the reference the tests run
+in the interpreter) and compiled with ``numba.njit(cache=False)`` on first use by
+:func:`organic_events`; importing this module neither imports numba nor compiles anything.
+Kernels take arrays and pre-drawn uniforms, never Generators, so the random streams (and
+therefore the common random numbers of a world and its twin) are the caller's business.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["organic_events", "organic_events_py", "organic_span", "organic_span_py"]
+
+
+def organic_events_py(keys, r, coins, cdf, guide, prob, alias, has, taste0, drift_z, basis,
+                      drift_rate, features, appeal, decay, logistic, out_u, out_i):
+    """Process one tick's exposure events in order; returns the number of adoptions.
+
+    Parameters
+    ----------
+    keys : (n,) float64 in [0, 1], non-decreasing
+        Activity uniforms (sorted): event ``e`` visits the user ``searchsorted(cdf[:-1],
+        keys[e], "right")`` (capped at ``n_users - 1``), found with the guide table.
+    r, coins : (n,) float64 in [0, 1)
+        Uniform of the alias draw of the item, and the adoption coin.
+    cdf : (n_users + 1,) float64
+        Normalised cumulative activity with a sentinel (> 1) at the end.
+    guide : (g + 1,) int64
+        ``guide[b] = searchsorted(cdf[:-1], b / g, "right")``.
+    prob, alias : (n_items,) float64, int64
+        Walker's alias table of the tick's exposure distribution.
+    has : (n_users, n_items) bool
+        The profiles; updated in place with the adoptions.
+    taste0 : (n_users, dim); drift_z : (n_users, dim, K) (or (0, 0, 0) without drift);
+    basis : (K,) Karhunen-Loeve basis at the tick; drift_rate : float
+        Taste ``x_u = taste0[u] + drift_rate * drift_z[u] @ basis``.
+    features : (n_items, dim); appeal, decay : (n_items,) at the tick
+        ``p = g(appeal_i + x_u . f_i) * decay_i``, ``g`` logistic if ``logistic`` else clip.
+    out_u, out_i : (n,) int64
+        Receive the adopting users and items, in event order.
+
+    Notes
+    -----
+    Event by event, exactly as ``World._organic_naive``: an exposure to an item the user
+    already holds (including one adopted earlier in the same tick) is skipped; otherwise the
+    user adopts when ``coin < p(u, i, t)``. The dot product is summed in index order.
+    """
+    n = keys.shape[0]
+    n_users = has.shape[0]
+    n_col = prob.shape[0]
+    g = guide.shape[0] - 1
+    dim = taste0.shape[1]
+    n_terms = basis.shape[0]
+    drift = drift_z.shape[0] > 0
+    x = np.empty(dim)
+    m = 0
+    for e in range(n):
+        key = keys[e]
+        u = guide[int(key * g)]
+        while cdf[u] <= key:
+            u += 1
+        if u > n_users - 1:
+            u = n_users - 1
+        xr = r[e] * n_col
+        col = int(xr)
+        if col > n_col - 1:
+            col = n_col - 1
+        i = col if xr - col < prob[col] else alias[col]
+        if has[u, i]:
+            continue
+        for d in range(dim):
+            x[d] = taste0[u, d]
+        if drift:
+            for d in range(dim):
+                s = 0.0
+                for k in range(n_terms):
+                    s += drift_z[u, d, k] * basis[k]
+                x[d] += drift_rate * s
+        score = 0.0
+        for d in range(dim):
+            score += x[d] * features[i, d]
+        score += appeal[i]
+        if logistic:
+            p = 1.0 / (1.0 + math.exp(-score))
+        else:
+            p = min(max(score, 0.0), 1.0)
+        p *= decay[i]
+        if coins[e] < p:
+            has[u, i] = True
+            out_u[m] = u
+            out_i[m] = i
+            m += 1
+    return m
+
+
+def organic_span_py(keys, items, coins, starts, cdf, guide, has, taste0, drift_z, basis,
+                    drift_rate, features, appeal, decay, logistic, block, u_lo, u_hi, flag,
+                    out_u):
+    """Process the exposure events of several ticks, user block by user block.
+
+    Parameters
+    ----------
+    keys, items, coins : (n,) float64, int64, float64
+        The events of ticks ``0 .. s - 1`` of the span, tick after tick; within a tick
+        ``keys`` are non-decreasing (activity uniforms, see :func:`organic_events_py`) and
+        ``items`` are already drawn (state-independent).
+    starts : (s + 1,) int64
+        Events of span tick ``j`` are ``starts[j]:starts[j + 1]``.
+    cdf, guide, has, taste0, drift_z, features, drift_rate, logistic
+        As in :func:`organic_events_py`.
+    basis : (s, K); appeal, decay : (s, n_items)
+        Per span tick.
+    block : int
+        Users per block (a block's profile rows and tastes stay in cache).
+    u_lo, u_hi : int
+        Only the events of users ``u_lo <= u < u_hi`` are processed (callers run disjoint
+        ranges concurrently).
+    flag : (n,) uint8, zeros
+        Set to 1 for the events that are adoptions.
+    out_u : (n,) int64
+        ``out_u[e]`` receives the user of event ``e`` where ``flag[e]`` is set.
+
+    Notes
+    -----
+    A user's adoptions depend only on that user's events (its row of ``has``), so processing
+    the users of one block through all the span's ticks, then the next block, meets every
+    user's events in tick order, like the tick-by-tick pass, while the block's rows of
+    ``has`` and ``taste0`` stay in cache instead of being fetched from memory once per event.
+    """
+    n_users = has.shape[0]
+    n_ticks = starts.shape[0] - 1
+    g = guide.shape[0] - 1
+    dim = taste0.shape[1]
+    n_terms = basis.shape[1]
+    drift = drift_z.shape[0] > 0
+    x = np.empty(dim)
+    ptr = starts[:-1].copy()
+    if u_lo > 0:  # first event of each tick whose user is >= u_lo
+        for j in range(n_ticks):
+            ptr[j] = starts[j] + np.searchsorted(keys[starts[j]:starts[j + 1]], cdf[u_lo - 1])
+    for lo in range(u_lo, u_hi, block):
+        hi = min(lo + block, u_hi)
+        # events of users < hi have keys < cdf[hi - 1]; the last block takes the rest
+        # (including keys past cdf[n_users - 1], which map to the last user)
+        bound = cdf[hi - 1] if hi < n_users else 3.0
+        for j in range(n_ticks):
+            e = ptr[j]
+            end = starts[j + 1]
+            while e < end and keys[e] < bound:
+                key = keys[e]
+                u = guide[int(key * g)]
+                while cdf[u] <= key:
+                    u += 1
+                if u > n_users - 1:
+                    u = n_users - 1
+                i = items[e]
+                if not has[u, i]:
+                    for d in range(dim):
+                        x[d] = taste0[u, d]
+                    if drift:
+                        for d in range(dim):
+                            s = 0.0
+                            for k in range(n_terms):
+                                s += drift_z[u, d, k] * basis[j, k]
+                            x[d] += drift_rate * s
+                    score = 0.0
+                    for d in range(dim):
+                        score += x[d] * features[i, d]
+                    score += appeal[j, i]
+                    if logistic:
+                        p = 1.0 / (1.0 + math.exp(-score))
+                    else:
+                        p = min(max(score, 0.0), 1.0)
+                    p *= decay[j, i]
+                    if coins[e] < p:
+                        has[u, i] = True
+                        flag[e] = 1
+                        out_u[e] = u
+                e += 1
+            ptr[j] = e
+
+
+_COMPILED: dict = {}
+_POOL: list = []
+#: Below this many events a tick runs on one thread (a thread hand-off costs ~50 us).
+_MIN_SPLIT = 8192
+#: Users per block of the span kernel: a block's profile rows (n_items bytes each) and
+#: tastes stay in a core's cache while the span's ticks go by.
+_BLOCK = 256
+
+
+def _compiled(name: str, py_fn):
+    fn = _COMPILED.get(name)
+    if fn is None:
+        import numba  # late: numba's import and the compilation cost nothing until needed
+
+        fn = _COMPILED[name] = numba.njit(cache=False, nogil=True)(py_fn)
+    return fn
+
+
+def _pool():
+    if not _POOL:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="simulator-kernel"))
+    return _POOL[0]
+
+
+def organic_events(keys, r, coins, cdf, guide, prob, alias, has, *rest, threads=2):
+    """:func:`organic_events_py` compiled with numba (on the first call); returns
+    ``(users, items)`` of the adoptions instead of filling ``out_u, out_i``.
+
+    With ``threads=2`` and enough events, the events are cut in two at a user boundary
+    (``keys`` are sorted, so the users of the first part all come before those of the
+    second) and the parts run concurrently, the GIL released. Parts touch disjoint rows of
+    ``has`` and their outputs are concatenated in order: the result is the same as one pass.
+    """
+    fn = _compiled("organic_events", organic_events_py)
+    n = keys.shape[0]
+    n_users = has.shape[0]
+    parts = [(0, n)]
+    if threads > 1 and n >= _MIN_SPLIT and n_users >= 3:
+        # first user of the second part; keys >= cdf[mid - 1] map to users >= mid
+        mid = int(np.searchsorted(cdf[:-1], keys[n // 2], side="right"))
+        mid = min(max(mid, 1), n_users - 1)
+        cut = int(np.searchsorted(keys, cdf[mid - 1], side="left"))
+        if 0 < cut < n:
+            parts = [(0, cut), (cut, n)]
+
+    def run(lo, hi):
+        out_u = np.empty(hi - lo, np.int64)
+        out_i = np.empty(hi - lo, np.int64)
+        m = fn(keys[lo:hi], r[lo:hi], coins[lo:hi], cdf, guide, prob, alias, has, *rest,
+               out_u, out_i)
+        return out_u[:m], out_i[:m]
+
+    if len(parts) == 1:
+        return run(0, n)
+    later = _pool().submit(run, *parts[1])
+    first = run(*parts[0])
+    second = later.result()
+    return np.concatenate([first[0], second[0]]), np.concatenate([first[1], second[1]])
+
+
+def organic_span(keys, items, coins, starts, cdf, guide, has, taste0, drift_z, basis,
+                 drift_rate, features, appeal, decay, logistic, *, block=None, threads=2,
+                 min_split=None):
+    """:func:`organic_span_py` compiled with numba (on the first call) over all users;
+    returns ``(flag, out_u)``.
+
+    With ``threads=2`` and enough events the users are cut in two ranges run concurrently
+    (GIL released): they touch disjoint rows of ``has`` and disjoint events, so the result
+    is the same as one pass.
+    """
+    fn = _compiled("organic_span", organic_span_py)
+    block = _BLOCK if block is None else block
+    min_split = _MIN_SPLIT if min_split is None else min_split
+    n = keys.shape[0]
+    n_users = has.shape[0]
+    flag = np.zeros(n, np.uint8)
+    out_u = np.empty(n, np.int64)
+    args = (keys, items, coins, starts, cdf, guide, has, taste0, drift_z, basis,
+            float(drift_rate), features, appeal, decay, bool(logistic), int(block))
+    if threads > 1 and n >= min_split and n_users >= 2:
+        mid = n_users // 2
+        later = _pool().submit(fn, *args, mid, n_users, flag, out_u)
+        fn(*args, 0, mid, flag, out_u)
+        later.result()
+    else:
+        fn(*args, 0, n_users, flag, out_u)
+    return flag, out_u
