@@ -581,7 +581,16 @@ _register(EVALUATIONS, Kind(
     agent_family="",
     min_agents=0,
     check="recloop._registry:check_fast_loo_cf",
+    figures="recloop._registry:figures_fast_loo_cf",
 ))
+
+
+def figures_fast_loo_cf(measurements, out_dir, world):
+    """MAE and RMSE per similarity, exact LOO beside the leaky protocols."""
+    from recloop.experiments._loo_cf import plot_fast_loo_cf
+
+    prefix = measurements[0].evaluation if measurements else "fast_loo_cf"
+    return plot_fast_loo_cf(measurements, out_dir, prefix=prefix)
 
 
 def check_fast_loo_cf(params, agents, world):
@@ -607,3 +616,60 @@ def run_fast_loo_cf(cell):
                        shape=(p["n_users"], p["n_items"], p["n_ratings"]),
                        naive_users=p["naive_users"], rng=cell.seed_sequence,
                        progress=cell.progress, evaluation=cell.evaluation)
+
+
+_register(EVALUATIONS, Kind(
+    name="offline_vs_online",
+    target="recloop._registry:run_offline_vs_online",
+    summary="Does each offline evaluator rank the agents as the ground truth does? Replay and "
+            "BRED score every agent on the same uniform logs of size T; Kendall's tau between "
+            "their ordering and the ordering by online value, at T and at T/K (the horizon "
+            "replay measures), averaged over logs with a bootstrap interval (metric "
+            "`kendall_tau`, agent = the evaluator), beside each agent's estimates and truth "
+            "(metrics `value`, `online_value`).",
+    params=(
+        Param("T", Int(low=1, high=10**7), 1000, "Size of each logged dataset and horizon of "
+              "the truth (at most the world's horizon)."),
+        Param("n_logs", Int(low=1, high=100_000), 10, "Independent uniform logs (every agent "
+              "and evaluator sees the same ones)."),
+        Param("n_bootstrap", Int(low=1, high=100_000), 20, "BRED bootstrap replicates."),
+        Param("n_truth_runs", Int(low=2, high=1_000_000), 100, "Online runs of each agent's "
+              "ground truth."),
+        Param("evaluators", ListOf(Str(choices=("replay", "bred")), unique=True),
+              ["replay", "bred"], "Offline evaluators compared."),
+        Param("n_resamples", Int(low=1, high=10**6), 2000, "Bootstrap resamples of the logs "
+              "for the interval of the mean tau."),
+    ),
+    per_agent=False,
+    agent_family="bandit",
+    needs_world=True,
+    min_agents=2,
+    check="recloop._registry:check_offline_vs_online",
+    figures="recloop._registry:figures_offline_vs_online",
+))
+
+
+def check_offline_vs_online(params, agents, world):
+    """Cross-key rules of ``offline_vs_online``: a bandit world, T within its horizon."""
+    yield from _bandit_config_check(params, world, what="offline_vs_online")
+
+
+def figures_offline_vs_online(measurements, out_dir, world):
+    """Kendall tau per evaluator and estimates against the truth, one figure per T."""
+    from recloop.experiments._offline_vs_online import plot_offline_vs_online
+
+    prefix = measurements[0].evaluation if measurements else "offline_vs_online"
+    return plot_offline_vs_online(measurements, out_dir, prefix=prefix)
+
+
+def run_offline_vs_online(cell):
+    """Adapter: one cell (all its agents on the same logs, one T) of ``offline_vs_online``."""
+    from recloop._scenario import world_config
+    from recloop.experiments._offline_vs_online import offline_vs_online
+
+    p = cell.params
+    return offline_vs_online(world_config(cell.world), _bandit_makers(cell), T=p["T"],
+                             n_logs=p["n_logs"], n_bootstrap=p["n_bootstrap"],
+                             n_truth_runs=p["n_truth_runs"], estimators=list(p["evaluators"]),
+                             n_resamples=p["n_resamples"], rng=cell.seed_sequence,
+                             progress=cell.progress, evaluation=cell.evaluation)
