@@ -302,7 +302,8 @@ class BatchedLinUCB(_Batched):
         X, avail = self._arrays(context, available)
         out = np.empty(self.n_copies, dtype=np.int64)
         kn.linucb_act_lanes(self._Ainv, self._theta, self.alpha, X, avail,
-                            np.ascontiguousarray(self._take(1)[:, 0]), out)
+                            np.ascontiguousarray(self._take(1)[:, 0]), out,
+                            kn.linucb_scores_kernel(self._d))
         return out
 
     def _update(self, active, X, action, reward):
@@ -313,7 +314,8 @@ class BatchedLinUCB(_Batched):
         n_groups = -(-B // kn.LANE_GROUP)
         kn.linucb_replay_lanes(self._Ainv, self._b, self._theta, self.alpha, X, avail, logged,
                                reward, eligible, index, jitter,
-                               np.ascontiguousarray(u[:, :, 0]), out, -(-B // n_groups))
+                               np.ascontiguousarray(u[:, :, 0]), out, -(-B // n_groups),
+                               kn.linucb_scores_kernel(self._d))
 
     def unbatch(self) -> list:
         lanes = {name: getattr(self, name) for name in self._state_names}

@@ -206,22 +206,6 @@ def count_update_batch(counts, sums, active, action, reward):
             count_update_one(counts[i], sums[i], action[i], reward[i])
 
 
-@njit(cache=False)
-def linucb_act_batch(Ainv, theta, alpha, X, avail, u, out):
-    score = np.empty(Ainv.shape[1])
-    y = np.empty(Ainv.shape[2])
-    for i in range(Ainv.shape[0]):
-        out[i] = linucb_act_one(Ainv[i], theta[i], alpha, X[i], avail[i], u[i], score, y)
-
-
-@njit(cache=False)
-def linucb_update_batch(Ainv, b, theta, active, X, action, reward):
-    y = np.empty(Ainv.shape[2])
-    for i in range(Ainv.shape[0]):
-        if active[i]:
-            linucb_update_one(Ainv[i], b[i], theta[i], X[i], action[i], reward[i], y)
-
-
 # --------------------------------------------------------------------------------------
 # replay over arrays of records: act on every record, update where the action matches the
 # logged one and the record is eligible (rejection sampling already decided)
@@ -307,39 +291,10 @@ def pick_batch(score, avail, u, out):
 
 # --------------------------------------------------------------------------------------
 # LinUCB across copies ("lanes"): state stored copy-last, Ainv (K, d, d, B), b and theta
-# (K, d, B), so the inner loops run over the B copies and vectorise. Every copy performs
-# exactly the operations of ``linucb_act_one`` / ``linucb_update_one`` in the same order
-# (no reassociation: numba does not enable fast-math), hence the same bits.
-
-
-@njit(cache=False)
-def linucb_scores_lanes(Ainv, theta, alpha, x, avail, score, y, w, m):
-    """score (K, B) of B copies on contexts x (d, B); avail (B, K)."""
-    K, d, _, B = Ainv.shape
-    for k in range(K):
-        for c in range(B):
-            w[c] = 0.0
-            m[c] = 0.0
-        for i in range(d):
-            for c in range(B):
-                y[0, c] = 0.0
-            for j in range(i):
-                for c in range(B):
-                    y[0, c] += Ainv[k, j, i, c] * x[j, c]
-            for c in range(B):
-                w[c] += x[i, c] * (Ainv[k, i, i, c] * x[i, c] + 2.0 * y[0, c])
-        for i in range(d):
-            for c in range(B):
-                m[c] += theta[k, i, c] * x[i, c]
-        for c in range(B):
-            wc = w[c]
-            if wc < 0.0:
-                wc = 0.0
-            score[c, k] = m[c] + alpha * math.sqrt(wc)
-    for c in range(B):
-        for k in range(K):
-            if not avail[c, k]:
-                score[c, k] = -np.inf
+# (K, d, B), so the loops over the B copies vectorise (scoring: ``linucb_scores_kernel``
+# below). Every copy performs exactly the operations of ``linucb_act_one`` /
+# ``linucb_update_one`` in the same order (no reassociation: numba does not enable
+# fast-math), hence the same bits.
 
 
 @njit(cache=False)
@@ -373,17 +328,17 @@ def linucb_update_lane(Ainv, b, theta, x, c, a, r, y):
 
 
 @njit(cache=False)
-def linucb_act_lanes(Ainv, theta, alpha, X, avail, u, out):
+def linucb_act_lanes(Ainv, theta, alpha, X, avail, u, out, scores):
     """One step of B copies: X (B, d), avail (B, K), u (B,) -> out (B,)."""
     K, d, _, B = Ainv.shape
     x = np.ascontiguousarray(X.T)
-    score = np.empty((B, K))
-    y = np.empty((d, B))
-    w = np.empty(B)
-    m = np.empty(B)
-    linucb_scores_lanes(Ainv, theta, alpha, x, avail, score, y, w, m)
+    score_t = np.empty((K, B))
+    sc = np.empty(K)
+    scores(Ainv, theta, alpha, x, score_t)
     for c in range(B):
-        out[c] = pick(score[c], avail[c], u[c])
+        for k in range(K):
+            sc[k] = score_t[k, c]
+        out[c] = pick(sc, avail[c], u[c])
 
 
 @njit(cache=False)
@@ -404,7 +359,7 @@ LANE_GROUP = 64  # at most; the copies are split into equal groups
 
 @njit(cache=False)
 def linucb_replay_lanes(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, index,
-                        jitter, u, out, _G=LANE_GROUP):
+                        jitter, u, out, _G, scores):
     """Batched LinUCB replay; copy c walks records ``index[c]``; state stored copy-last."""
     K, d, _, B = Ainv.shape
     n = index.shape[1]
@@ -412,12 +367,9 @@ def linucb_replay_lanes(Ainv, b, theta, alpha, X, avail, logged, reward, eligibl
     bb = np.empty((K, d, _G))
     th = np.empty((K, d, _G))
     x = np.zeros((d, _G))
-    score = np.empty((_G, K))
-    y = np.empty((d, _G))
+    score_t = np.empty((K, _G))
+    sc = np.empty(K)
     y1 = np.empty(d)
-    w = np.empty(_G)
-    m = np.empty(_G)
-    av = np.zeros((_G, K), dtype=np.bool_)  # padding lanes: nothing available
     has_jitter = jitter.shape[0] > 0
     for c0 in range(0, B, _G):
         nc = min(_G, B - c0)
@@ -438,12 +390,12 @@ def linucb_replay_lanes(Ainv, b, theta, alpha, X, avail, logged, reward, eligibl
                 r = index[c0 + c, j]
                 for q in range(d):
                     x[q, c] = X[r, q] + jitter[c0 + c, j, q] if has_jitter else X[r, q]
-                for k in range(K):
-                    av[c, k] = avail[r, k]
-            linucb_scores_lanes(A, th, alpha, x, av, score, y, w, m)
+            scores(A, th, alpha, x, score_t)
             for c in range(nc):
                 r = index[c0 + c, j]
-                a = pick(score[c], avail[r], u[c0 + c, j])
+                for k in range(K):
+                    sc[k] = score_t[k, c]
+                a = pick(sc, avail[r], u[c0 + c, j])
                 out[c0 + c, j] = a
                 if a == logged[r] and eligible[c0 + c, j]:
                     linucb_update_lane(A, bb, th, x, c, a, reward[r], y1)
@@ -455,3 +407,44 @@ def linucb_replay_lanes(Ainv, b, theta, alpha, X, avail, logged, reward, eligibl
                 for j in range(d):
                     for c in range(nc):
                         Ainv[k, i, j, c0 + c] = A[k, i, j, c]
+
+
+# --------------------------------------------------------------------------------------
+# LinUCB lane scoring with the loops over the context dimension unrolled (source generated
+# for each d on first use): the per-copy work is then straight-line code inside the loop
+# over copies, which LLVM vectorises with the accumulators in registers. Same operations,
+# same order as ``linucb_act_one`` (``0.0 + ...`` included: x + 0.0 is not an identity for
+# x = -0.0, so the compiler keeps it).
+
+_SCORE_KERNELS = {}
+
+
+def _scores_source(d):
+    L = ["def linucb_scores_unrolled(A, th, alpha, x, score_t):",
+         "    K = A.shape[0]",
+         "    G = A.shape[3]",
+         "    for k in range(K):",
+         "        for c in range(G):"]
+    L += [f"            x{j} = x[{j}, c]" for j in range(d)]
+    for i in range(1, d):
+        terms = " + ".join(f"A[k, {j}, {i}, c] * x{j}" for j in range(i))
+        L.append(f"            s{i} = 0.0 + {terms}")
+    L.append("            w = 0.0 + x0 * (A[k, 0, 0, c] * x0 + 2.0 * 0.0)")
+    L += [f"            w = w + x{i} * (A[k, {i}, {i}, c] * x{i} + 2.0 * s{i})"
+          for i in range(1, d)]
+    L.append("            m = 0.0 + " + " + ".join(f"th[k, {i}, c] * x{i}" for i in range(d)))
+    L += ["            if w < 0.0:",
+          "                w = 0.0",
+          "            score_t[k, c] = m + alpha * math.sqrt(w)"]
+    return "\n".join(L) + "\n"
+
+
+def linucb_scores_kernel(d):
+    """Compiled scoring of G copies, ``(A (K,d,d,G), th (K,d,G), alpha, x (d,G), score_t
+    (K,G))``, for context dimension ``d`` (generated and compiled on first use)."""
+    fn = _SCORE_KERNELS.get(d)
+    if fn is None:
+        ns = {"math": math, "np": np}
+        exec(compile(_scores_source(d), f"<linucb_scores_d{d}>", "exec"), ns)
+        fn = _SCORE_KERNELS[d] = njit(cache=False)(ns["linucb_scores_unrolled"])
+    return fn

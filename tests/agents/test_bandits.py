@@ -310,3 +310,25 @@ def test_observation_must_be_a_dict_with_keys():
         ag.act(np.zeros(3))
     with pytest.raises(ValueError, match="available"):
         ag.act({"context": np.zeros(3)})
+
+
+@settings(max_examples=20)
+@given(seed=st.integers(0, 2**32 - 1), K=st.integers(1, 4), d=st.integers(1, 6),
+       G=st.integers(1, 9))
+def test_generated_lane_scores_equal_single_copy_scores(seed, K, d, G):
+    # the unrolled lane kernel must reproduce linucb_act_one's scores bit for bit
+    g = np.random.default_rng(seed)
+    M = g.normal(size=(G, K, d, d))
+    A = np.linalg.inv(M @ M.transpose(0, 1, 3, 2) + np.eye(d))
+    A = (A + A.transpose(0, 1, 3, 2)) / 2
+    th = g.normal(size=(G, K, d))
+    x = g.normal(size=(G, d))
+    x[0, 0] = -0.0 if d > 0 else x[0, 0]
+    score_t = np.empty((K, G))
+    kn.linucb_scores_kernel(d)(np.ascontiguousarray(np.moveaxis(A, 0, -1)),
+                               np.ascontiguousarray(np.moveaxis(th, 0, -1)), 0.9,
+                               np.ascontiguousarray(x.T), score_t)
+    for c in range(G):
+        s = np.empty(K)
+        kn.linucb_act_one(A[c], th[c], 0.9, x[c], np.ones(K, bool), 0.5, s, np.empty(d))
+        assert np.array_equal(s, score_t[:, c])
