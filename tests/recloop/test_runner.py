@@ -305,3 +305,42 @@ clip = [1.0, 5.0]
     joined = "\n".join(info.value.problems)
     assert "evaluations[0].data: expected a path to an existing file" in joined
     assert "evaluations[0].agents: expected no agents" in joined
+
+
+def test_offline_vs_online_adapter_runs_all_agents_in_one_cell(tmp_path, monkeypatch):
+    import inspect
+
+    import recloop.experiments._offline_vs_online as ovo
+    from recloop._results import Measurement
+
+    seen = {}
+    signature = inspect.signature(ovo.offline_vs_online)
+
+    def fake(config, makers, **kw):
+        signature.bind(config, makers, **kw)  # the adapter calls the real signature
+        seen.update(makers=makers, **kw)
+        return [Measurement(evaluation="x", agent="replay", metric="kendall_tau",
+                            estimate=1.0)]
+
+    monkeypatch.setattr(ovo, "offline_vs_online", fake)
+    sc = loads_scenario("""
+[run]
+name = "o"
+[world]
+preset = "bred_linear"
+[[agents]]
+name = "u"
+kind = "uniform_random"
+[[agents]]
+name = "e"
+kind = "epsilon_greedy"
+epsilon = 0.2
+[[evaluations]]
+kind = "offline_vs_online"
+T = 50
+evaluators = ["replay"]
+""")
+    assert len(plan_cells(sc.data)) == 1
+    run_scenario(sc, out=tmp_path, workers=1, quiet=True, report=False)
+    assert list(seen["makers"]) == ["u", "e"] and seen["T"] == 50
+    assert seen["estimators"] == ["replay"] and seen["evaluation"] == "offline_vs_online"
