@@ -172,3 +172,54 @@ def test_figure(run, tmp_path):
     paths = plot_offline_vs_online(run, tmp_path / "fig")
     assert [p.name for p in paths] == [f"offline_vs_online_T{T}.png"]
     assert paths[0].stat().st_size > 1000
+
+
+@pytest.mark.filterwarnings("ignore::recloop.experiments._offline_vs_online.NoRankingWarning")
+def test_scenario_adapter(tmp_path):
+    """The registry's adapter: world, agents with their parameters, T and seed reach the run."""
+    import json
+
+    from recloop._runner import run_scenario
+    from recloop._scenario import load_scenario
+
+    text = """
+[run]
+name = "ovo"
+seed = 3
+[world]
+preset = "bred_linear"
+[[agents]]
+name = "ucb"
+kind = "ucb1"
+[[agents]]
+name = "lin"
+kind = "linucb"
+alpha = 0.3
+[[evaluations]]
+kind = "offline_vs_online"
+T = 60
+n_logs = 2
+n_bootstrap = 2
+n_truth_runs = 3
+n_resamples = 50
+evaluators = ["replay"]
+"""
+    (tmp_path / "s.toml").write_text(text)
+    sc = load_scenario(tmp_path / "s.toml")
+    run_scenario(sc, out=tmp_path / "out", workers=1, quiet=True, report=False)
+    rows = [json.loads(line) for line in
+            (tmp_path / "out" / "ovo" / "results.jsonl").read_text().splitlines()]
+    got = {(r["agent"], r["variant"], r["metric"]) for r in rows}
+    assert ("replay", "T", "kendall_tau") in got and ("lin", "replay", "value") in got
+    assert not any(r["variant"] == "bred" for r in rows)
+    assert {r["seed"] for r in rows} == {3} and all(r["params"]["T"] == 60 for r in rows)
+    bad = text.replace('kind = "linucb"\nalpha = 0.3', 'kind = "linucb"').replace(
+        "T = 60", "T = 60\nevaluators_ = 1")
+    (tmp_path / "bad.toml").write_text(bad.replace('[[agents]]\nname = "lin"\nkind = "linucb"\n',
+                                                   ""))
+    from recloop._scenario import ScenarioError
+
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(tmp_path / "bad.toml")
+    joined = "\n".join(info.value.problems)
+    assert "evaluators_" in joined and "at least 2" in joined
