@@ -231,9 +231,13 @@ def test_bandit_adapters_pass_the_cell_to_the_experiment(tmp_path, monkeypatch, 
     import recloop.experiments._bandit_eval as bandit_eval
     from recloop._results import Measurement
 
+    import inspect
+
     seen = {}
+    signature = inspect.signature(getattr(bandit_eval, function))
 
     def fake(config, makers, **kw):
+        signature.bind(config, makers, **kw)  # the adapter calls the real signature
         seen.update(config=config, makers=makers, **kw)
         return [Measurement(evaluation="x", agent=name, metric="value", estimate=0.5,
                             truth=0.25) for name in makers]
@@ -274,9 +278,13 @@ def test_fast_loo_cf_adapter_reads_a_file_next_to_the_scenario(tmp_path, monkeyp
 
     (tmp_path / "u.data").write_text("1\t10\t4\t881250949\n2\t10\t3\t881250950\n"
                                      "1\t20\t5\t881250951\n")
+    import inspect
+
     seen = {}
+    signature = inspect.signature(loo_cf.fast_loo_cf)
 
     def fake(ratings, **kw):
+        signature.bind(ratings, **kw)  # the adapter calls the real signature
         seen.update(ratings=ratings, **kw)
         return [Measurement(evaluation="x", agent=s, metric="mae", estimate=1.0, truth=1.0)
                 for s in kw["similarities"]]
