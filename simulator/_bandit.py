@@ -380,6 +380,10 @@ def resolve_config(config) -> LinearBanditConfig:
 
 def check_action(action, n_actions: int, available: np.ndarray, tick: int) -> int:
     """Validate one action; returns it as an int."""
+    if type(action) in _PLAIN_INTS:  # the usual case, without the ABC check below
+        a = int(action)
+        if 0 <= a < n_actions and available[a]:
+            return a
     if isinstance(action, np.ndarray) and action.shape == ():
         action = action.item()
     if isinstance(action, (bool, np.bool_)) or not isinstance(action, numbers.Integral):
@@ -393,6 +397,8 @@ def check_action(action, n_actions: int, available: np.ndarray, tick: int) -> in
 
 
 # -- the environment ------------------------------------------------------------------------
+
+_PLAIN_INTS = (int, np.int64, np.int32)
 
 
 class MaskedDiscrete(spaces.Discrete):

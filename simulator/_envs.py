@@ -33,6 +33,9 @@ _STREAM_VISIT = 11
 _STREAM_REC_CLICK = 12
 _BLOCK = 512
 _MAX_TABLE = 1 << 23  # cells of the cached user x item CTR table (64 MiB of float64)
+_HIT, _MISS = np.array([True]), np.array([False])
+for _arr in (_HIT, _MISS):
+    _arr.setflags(write=False)
 
 
 @dataclass(frozen=True)
@@ -130,8 +133,12 @@ class RecModel:
     def ticks(self, steps) -> np.ndarray:
         return self.config.start_tick + np.asarray(steps, np.int64) // self.config.visits_per_tick
 
-    def users(self, keys, steps) -> np.ndarray:
-        u = _b._uniform2(_b._stream_keys(keys, _STREAM_VISIT), steps, 0)
+    def users(self, keys, steps, *, skeys=None) -> np.ndarray:
+        """Visiting users of steps ``steps`` of episodes ``keys`` (``skeys``: their visit
+        stream keys, ``_stream_keys(keys, _STREAM_VISIT)``, if the caller cached them)."""
+        if skeys is None:
+            skeys = _b._stream_keys(keys, _STREAM_VISIT)
+        u = _b._uniform2(skeys, steps, 0)
         n = self.user_cdf.size
         if self.uniform_users:  # same law as the search below, without the search
             return np.minimum((u * n).astype(np.int64), n - 1)
@@ -345,6 +352,7 @@ class RecommendationEnv(gym.Env):
             "tick": spaces.Box(0, c.world.n_ticks - 1, shape=(), dtype=np.int64),
         })
         self._key = None
+        self._n_steps = c.n_steps
 
     @property
     def key(self):
@@ -362,9 +370,10 @@ class RecommendationEnv(gym.Env):
         self._T = m.ticks(steps)
         self._U = m.users(self._key, steps)
         self._P, self._X, self._A = m.ctr(self._U, self._T)
-        # observations are read-only views of the block: no per-step copies, and no object
-        # shared between two observations (Gymnasium's checker asks for that)
-        for arr in (self._X, self._A):
+        # observations and infos are read-only views of the block (0-d views for the
+        # scalars): no per-step copies, and no object shared between two observations
+        # (Gymnasium's checker asks for that)
+        for arr in (self._X, self._A, self._P, self._U, self._T):
             arr.setflags(write=False)
         self._best = top_k_sum(self._P, self._A, self.config.k)
         # Python lists for the per-step scalars (indexing numpy arrays costs more)
@@ -372,8 +381,8 @@ class RecommendationEnv(gym.Env):
 
     def _obs(self, i=None) -> dict:
         i = self._n - self._n0 if i is None else i
-        return {"user": np.array(self._Ul[i], dtype=np.int64), "context": self._X[i],
-                "available": self._A[i], "tick": np.array(self._Tl[i], dtype=np.int64)}
+        return {"user": self._U[i, ...], "context": self._X[i], "available": self._A[i],
+                "tick": self._T[i, ...]}
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -390,7 +399,7 @@ class RecommendationEnv(gym.Env):
 
     def step(self, action):
         c = self.config
-        if self._key is None or self._n >= c.n_steps:
+        if self._key is None or self._n >= self._n_steps:
             raise RuntimeError("call `reset` before `step` (and after the episode ends).")
         i = self._n - self._n0
         t, user = self._Tl[i], self._Ul[i]
@@ -404,7 +413,8 @@ class RecommendationEnv(gym.Env):
             q = float(row[a])
             hit = _b._second_half(h1, user * n_items + a) < q
             n_clicks = int(hit)
-            slate, p, clicks = [a], np.array([q]), np.array([hit])
+            # read-only views and constants: no per-step allocations
+            slate, p, clicks = [a], row[a:a + 1], (_HIT if hit else _MISS)
             expected = q
         else:
             slate = check_slate(action, c.k, n_items, self._A[i], t)
@@ -418,11 +428,11 @@ class RecommendationEnv(gym.Env):
         if c.add_clicks and n_clicks:
             self.world.add_edges(np.full(n_clicks, user), np.asarray(slate)[clicks], t,
                                  "recommended")
-        info = {"ctr": p, "item_ctr": row.copy(), "expected_reward": expected,
+        info = {"ctr": p, "item_ctr": row, "expected_reward": expected,
                 "best_expected_reward": self._bestl[i], "clicks": clicks, "user": user,
                 "tick": t}
         self._n += 1
-        truncated = self._n >= c.n_steps
+        truncated = self._n >= self._n_steps
         if truncated:  # the episode is over: repeat the last observation
             obs = self._obs(i)
         else:

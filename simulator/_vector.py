@@ -267,6 +267,7 @@ class RecommendationVectorEnv(VectorEnv):
             self.action_space = _envs.MaskedSlate(np.full((N, k), n_items), source)
         self.observation_space = batch_space(self.single_observation_space, N)
         self._keys = None
+        self._keys_version = self._skeys_of = None
         self._envs = _envs
 
     def _current_mask(self):
@@ -275,7 +276,11 @@ class RecommendationVectorEnv(VectorEnv):
     def _observe(self) -> dict:
         m = self.model
         self._T = m.ticks(self._steps)
-        self._U = m.users(self._keys, self._steps)
+        if self._skeys_of is not self._keys_version:  # keys changed: new stream keys
+            self._visit_skeys = _b._stream_keys(self._keys, self._envs._STREAM_VISIT)
+            self._click_skeys = _b._stream_keys(self._keys, self._envs._STREAM_REC_CLICK)
+            self._skeys_of = self._keys_version
+        self._U = m.users(self._keys, self._steps, skeys=self._visit_skeys)
         self._X, self._A = m.visit(self._U, self._T)
         # `visit` returns a fresh gather of tastes and a fresh read-only broadcast of the alive
         # mask (zero-copy: (N, n_items) bools per step would cost more than the rest)
@@ -294,6 +299,7 @@ class RecommendationVectorEnv(VectorEnv):
         else:
             self._keys = np.array([_b.episode_key(np.random.default_rng(s)) for s in seeds],
                                   dtype=np.uint64)
+        self._keys_version = object()
         self._steps = np.zeros(self.num_envs, np.int64)
         self._autoreset = np.zeros(self.num_envs, bool)
         return self._observe(), {}
@@ -318,6 +324,8 @@ class RecommendationVectorEnv(VectorEnv):
             if bad.size:
                 raise ValueError(f"`actions` must hold {k} distinct items per slate; got "
                                  f"{a[bad[0]].tolist()} in sub-environment {bad[0]}.")
+        if self.model.static_items:  # every item is alive at every tick: nothing to check
+            return a
         ok = self._A[np.arange(N)[:, None], a].all(axis=1) | skip
         bad = np.flatnonzero(~ok)
         if bad.size:
@@ -332,7 +340,7 @@ class RecommendationVectorEnv(VectorEnv):
         skip = self._autoreset
         slate = self._check(actions, skip)
         p, best = self.model.shown_and_best(self._U, self._T, slate, self._A)
-        skey = _b._stream_keys(self._keys, self._envs._STREAM_REC_CLICK)[:, None]
+        skey = self._click_skeys[:, None]
         u = _b._uniform2(skey, self._T[:, None], self._U[:, None] * n_items + slate)
         clicks = (u < p) & ~skip[:, None]
         reward = clicks.sum(axis=1).astype(np.float64)
@@ -343,6 +351,7 @@ class RecommendationVectorEnv(VectorEnv):
         self._steps += 1
         if skip.any():
             self._keys[skip] = self._new_keys(int(skip.sum()))
+            self._keys_version = object()
             self._steps[skip] = 0
         truncated = self._steps >= self.config.n_steps
         if self.max_episode_steps is not None:
