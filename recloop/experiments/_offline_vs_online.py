@@ -32,6 +32,7 @@ EVALUATION = "offline_vs_online"
 ESTIMATORS = ("replay", "bred")
 
 _Z = 1.959963984540054
+_TRUTH_ROW = "online_T_over_K"
 
 
 class NoRankingWarning(RuntimeWarning):
@@ -136,6 +137,11 @@ def _check(config, agents, estimators, T, n_logs, n_bootstrap, n_truth_runs, n_r
         if len(set(estimators)) != len(estimators):
             raise ValueError(f"`estimators` must not repeat a name; got {list(estimators)}.")
         funcs = {name: _builtin(name, n_bootstrap) for name in estimators}
+    # evaluators and the truth-vs-truth row share the agent column with the agents
+    clash = sorted(set(agents) & (set(funcs) | {_TRUTH_ROW}))
+    if clash:
+        raise ValueError(f"`agents` must not be named like an evaluator or {_TRUTH_ROW!r} "
+                         f"(they share the results' agent column); got {clash[0]!r}.")
     return config, funcs, T, n_logs, n_truth_runs, n_resamples
 
 
@@ -301,7 +307,7 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int, n_logs:
             rows.append(_tau_row(taus, _gen(root, 4, _key(e), v_idx), n_resamples,
                                  evaluation=evaluation, agent=e, variant=variant,
                                  params=params))
-    rows.append(Measurement(evaluation=evaluation, agent="online_T_over_K",
+    rows.append(Measurement(evaluation=evaluation, agent=_TRUTH_ROW,
                             metric="kendall_tau", estimate=_tau(truth["T_over_K"], truth["T"]),
                             n=1, variant="T", params=params))
     return rows

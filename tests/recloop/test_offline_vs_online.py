@@ -133,6 +133,8 @@ DYN = simulator.LinearBanditConfig(n_arms=12, n_universal=4, lifetime=20, n_aliv
     pytest.param(("bred_linear", AGENTS), dict(T=1.5), TypeError, "`T`", id="T-type"),
     pytest.param((DYN, AGENTS), dict(T=10_000), ValueError, "horizon", id="T-horizon"),
     pytest.param((42, AGENTS), {}, TypeError, "`config`", id="config"),
+    pytest.param(("bred_linear", {**AGENTS, "replay": make_ucb1}), {}, ValueError,
+                 "named like an evaluator", id="name-clash"),
     pytest.param(("bred_linear", AGENTS), dict(estimators={"x": 3}), TypeError,
                  r"`estimators\['x'\]`", id="not-callable"),
 ])
