@@ -301,9 +301,8 @@ class BatchedLinUCB(_Batched):
     def act(self, context, available) -> np.ndarray:
         X, avail = self._arrays(context, available)
         out = np.empty(self.n_copies, dtype=np.int64)
-        kn.linucb_act_lanes(self._Ainv, self._theta, self.alpha, X, avail,
-                            np.ascontiguousarray(self._take(1)[:, 0]), out,
-                            kn.linucb_scores_kernel(self._d))
+        kn.linucb_act_lanes_kernel(self._d)(self._Ainv, self._theta, self.alpha, X, avail,
+                                            np.ascontiguousarray(self._take(1)[:, 0]), out)
         return out
 
     def _update(self, active, X, action, reward):
