@@ -97,19 +97,20 @@ def organic_events_py(keys, r, coins, cdf, guide, prob, alias, has, taste0, drif
     return m
 
 
-def organic_span_py(keys, items, coins, starts, cdf, guide, has, taste0, drift_z, basis,
-                    drift_rate, features, appeal, decay, logistic, block, u_lo, u_hi, flag,
-                    out_u):
+def organic_span_py(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z,
+                    basis, drift_rate, features, appeal, decay, logistic, block, u_lo, u_hi,
+                    flag, out_u, out_i):
     """Process the exposure events of several ticks, user block by user block.
 
     Parameters
     ----------
-    keys, items, coins : (n,) float64, int64, float64
+    keys, r, coins : (n,) float64
         The events of ticks ``0 .. s - 1`` of the span, tick after tick; within a tick
-        ``keys`` are non-decreasing (activity uniforms, see :func:`organic_events_py`) and
-        ``items`` are already drawn (state-independent).
+        ``keys`` are non-decreasing (activity uniforms, see :func:`organic_events_py`).
     starts : (s + 1,) int64
         Events of span tick ``j`` are ``starts[j]:starts[j + 1]``.
+    prob, alias : (s, n_items) float64, int64
+        The alias tables of the span's ticks.
     cdf, guide, has, taste0, drift_z, features, drift_rate, logistic
         As in :func:`organic_events_py`.
     basis : (s, K); appeal, decay : (s, n_items)
@@ -121,8 +122,9 @@ def organic_span_py(keys, items, coins, starts, cdf, guide, has, taste0, drift_z
         ranges concurrently).
     flag : (n,) uint8, zeros
         Set to 1 for the events that are adoptions.
-    out_u : (n,) int64
-        ``out_u[e]`` receives the user of event ``e`` where ``flag[e]`` is set.
+    out_u, out_i : (n,) int64
+        ``out_u[e]``, ``out_i[e]`` receive the user and item of event ``e`` where ``flag[e]``
+        is set.
 
     Notes
     -----
@@ -137,6 +139,7 @@ def organic_span_py(keys, items, coins, starts, cdf, guide, has, taste0, drift_z
     dim = taste0.shape[1]
     n_terms = basis.shape[1]
     drift = drift_z.shape[0] > 0
+    n_col = prob.shape[1]
     x = np.empty(dim)
     ptr = starts[:-1].copy()
     if u_lo > 0:  # first event of each tick whose user is >= u_lo
@@ -157,7 +160,11 @@ def organic_span_py(keys, items, coins, starts, cdf, guide, has, taste0, drift_z
                     u += 1
                 if u > n_users - 1:
                     u = n_users - 1
-                i = items[e]
+                xr = r[e] * n_col
+                col = int(xr)
+                if col > n_col - 1:
+                    col = n_col - 1
+                i = col if xr - col < prob[j, col] else alias[j, col]
                 if not has[u, i]:
                     for d in range(dim):
                         x[d] = taste0[u, d]
@@ -180,6 +187,7 @@ def organic_span_py(keys, items, coins, starts, cdf, guide, has, taste0, drift_z
                         has[u, i] = True
                         flag[e] = 1
                         out_u[e] = u
+                        out_i[e] = i
                 e += 1
             ptr[j] = e
 
@@ -246,11 +254,11 @@ def organic_events(keys, r, coins, cdf, guide, prob, alias, has, *rest, threads=
     return np.concatenate([first[0], second[0]]), np.concatenate([first[1], second[1]])
 
 
-def organic_span(keys, items, coins, starts, cdf, guide, has, taste0, drift_z, basis,
-                 drift_rate, features, appeal, decay, logistic, *, block=None, threads=2,
-                 min_split=None):
+def organic_span(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z,
+                 basis, drift_rate, features, appeal, decay, logistic, *, block=None,
+                 threads=2, min_split=None):
     """:func:`organic_span_py` compiled with numba (on the first call) over all users;
-    returns ``(flag, out_u)``.
+    returns ``(flag, out_u, out_i)``.
 
     With ``threads=2`` and enough events the users are cut in two ranges run concurrently
     (GIL released): they touch disjoint rows of ``has`` and disjoint events, so the result
@@ -263,13 +271,14 @@ def organic_span(keys, items, coins, starts, cdf, guide, has, taste0, drift_z, b
     n_users = has.shape[0]
     flag = np.zeros(n, np.uint8)
     out_u = np.empty(n, np.int64)
-    args = (keys, items, coins, starts, cdf, guide, has, taste0, drift_z, basis,
+    out_i = np.empty(n, np.int64)
+    args = (keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z, basis,
             float(drift_rate), features, appeal, decay, bool(logistic), int(block))
     if threads > 1 and n >= min_split and n_users >= 2:
         mid = n_users // 2
-        later = _pool().submit(fn, *args, mid, n_users, flag, out_u)
-        fn(*args, 0, mid, flag, out_u)
+        later = _pool().submit(fn, *args, mid, n_users, flag, out_u, out_i)
+        fn(*args, 0, mid, flag, out_u, out_i)
         later.result()
     else:
-        fn(*args, 0, n_users, flag, out_u)
-    return flag, out_u
+        fn(*args, 0, n_users, flag, out_u, out_i)
+    return flag, out_u, out_i

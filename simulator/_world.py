@@ -394,14 +394,15 @@ class World:
         from simulator import _kernels
 
         c = self.config
-        keys, items, coins, ticks, counts = [], [], [], [], []
+        keys, rs, coins, ticks, counts, tables = [], [], [], [], [], []
         n_total = 0
         t = t0
         while True:
-            k, i, coin = self._draw_tick_events(t)
+            k, r, coin, table = self._draw_tick_events(t)
             keys.append(k)
-            items.append(i)
+            rs.append(r)
             coins.append(coin)
+            tables.append(table)
             ticks.append(t)
             counts.append(k.size)
             n_total += k.size
@@ -420,21 +421,26 @@ class World:
             drift_z, basis = self._drift(), self._basis(span)
         else:
             drift_z, basis = np.zeros((0, 0, 0)), np.zeros((span.size, 0))
-        keys, items = np.concatenate(keys), np.concatenate(items)
-        flag, out_u = _kernels.organic_span(
-            keys, items, np.concatenate(coins), starts, self._activity_cdf_sentinel,
-            self._activity_guide, self._has, self._taste0, drift_z, basis, c.drift_rate,
-            self._features, appeal, decay, c.click_model == "logistic")
+        # ticks without alive items have no events (and no table): any row will do
+        some = next(tb for tb in tables if tb is not None)
+        prob = np.stack([(some if tb is None else tb)[0] for tb in tables])
+        alias = np.stack([(some if tb is None else tb)[1] for tb in tables])
+        flag, out_u, out_i = _kernels.organic_span(
+            np.concatenate(keys), np.concatenate(rs), np.concatenate(coins), starts, prob,
+            alias, self._activity_cdf_sentinel, self._activity_guide, self._has,
+            self._taste0, drift_z, basis, c.drift_rate, self._features, appeal, decay,
+            c.click_model == "logistic")
         hit = np.flatnonzero(flag)
         if hit.size:
-            self._chunks.append((out_u[hit], items[hit],
+            self._chunks.append((out_u[hit], out_i[hit],
                                  np.repeat(span, counts)[hit],
                                  np.full(hit.size, _ORGANIC, dtype=np.int8)))
             self._cat = None
         return t
 
     def _draw_tick_events(self, t: int):
-        """Tick t's (sorted activity keys, items, coins) for the kernels (see _draw_events)."""
+        """Tick t's (sorted activity keys, alias uniforms, coins, alias table) for the span
+        kernel (see :meth:`_draw_events`); no events when no item is alive."""
         rng = self._events_rng
         n = int(rng.poisson(self._rate * self._phi[t]))
         spacings = np.cumsum(rng.standard_exponential(n + 1))
@@ -443,12 +449,9 @@ class World:
         r = rng.random(n)
         coins = rng.random(n)
         table = self._alias_table(t)
-        if table is None or n == 0:
-            return keys[:0], np.zeros(0, np.int64), coins[:0]
-        prob, alias = table
-        x = r * prob.size
-        col = np.minimum(x.astype(np.int64), prob.size - 1)
-        return keys, np.where(x - col < np.take(prob, col), col, np.take(alias, col)), coins
+        if table is None:
+            return keys[:0], r[:0], coins[:0], None
+        return keys, r, coins, table
 
     def _draw_events(self, t: int):
         """Exposure events of tick t: (users ascending, items, coins); state-independent.

@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator import _kernels
+from simulator._world import _alias_table
 
 
 def _span_inputs(seed, n_users, n_items, n_ticks, dim, n_terms, events, logistic):
@@ -18,7 +19,10 @@ def _span_inputs(seed, n_users, n_items, n_ticks, dim, n_terms, events, logistic
     np.cumsum(counts, out=starts[1:])
     keys = np.concatenate([np.sort(rng.random(c)) for c in counts])
     n = keys.size
-    items = rng.integers(0, n_items, n)
+    r = rng.random(n)
+    tables = [_alias_table(w / w.sum()) for w in rng.random((n_ticks, n_items)) + 0.05]
+    prob = np.stack([tb[0] for tb in tables])
+    alias = np.stack([tb[1] for tb in tables])
     # repeated (user, item) pairs within and across ticks: the state must carry over
     coins = rng.random(n) * 0.5
     has = rng.random((n_users, n_items)) < 0.2
@@ -28,8 +32,17 @@ def _span_inputs(seed, n_users, n_items, n_ticks, dim, n_terms, events, logistic
     features = rng.normal(0, 1, (n_items, dim))
     appeal = rng.normal(0, 1, (n_ticks, n_items))
     decay = rng.random((n_ticks, n_items))
-    return (keys, items, coins, starts, cdf, guide, has, taste0, drift_z, basis, 0.1,
-            features, appeal, decay, logistic)
+    return (keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z, basis,
+            0.1, features, appeal, decay, logistic)
+
+
+def _items(args):
+    """The item of every event, by the alias method in numpy (the reference)."""
+    keys, r, _, starts, prob, alias = args[:6]
+    tick = np.repeat(np.arange(starts.size - 1), np.diff(starts))
+    x = r * prob.shape[1]
+    col = np.minimum(x.astype(np.int64), prob.shape[1] - 1)
+    return np.where(x - col < prob[tick, col], col, alias[tick, col]), tick
 
 
 span_cases = st.tuples(st.integers(0, 2**32 - 1), st.integers(1, 60), st.integers(1, 8),
@@ -42,31 +55,34 @@ span_cases = st.tuples(st.integers(0, 2**32 - 1), st.integers(1, 60), st.integer
 def test_span_kernel_matches_python_and_ignores_blocks_and_threads(case, block, threads):
     args = _span_inputs(*case)
     # the reference: the Python function, interpreted, one block holding every user
-    has_ref = args[6].copy()
-    n = args[0].size
-    flag_ref, u_ref = np.zeros(n, np.uint8), np.full(n, -1, np.int64)
-    _kernels.organic_span_py(*args[:6], has_ref, *args[7:], args[6].shape[0], 0,
-                             args[6].shape[0], flag_ref, u_ref)
-    has = args[6].copy()
-    flag, out_u = _kernels.organic_span(*args[:6], has, *args[7:], block=block,
-                                        threads=threads, min_split=1)
+    has0 = args[8]
+    has_ref = has0.copy()
+    n, n_users = args[0].size, has0.shape[0]
+    flag_ref, u_ref, i_ref = np.zeros(n, np.uint8), np.full(n, -1), np.full(n, -1)
+    _kernels.organic_span_py(*args[:8], has_ref, *args[9:], n_users, 0, n_users, flag_ref,
+                             u_ref, i_ref)
+    has = has0.copy()
+    flag, out_u, out_i = _kernels.organic_span(*args[:8], has, *args[9:], block=block,
+                                               threads=threads, min_split=1)
     assert np.array_equal(flag, flag_ref)
     hit = flag.astype(bool)
     assert np.array_equal(out_u[hit], u_ref[hit])
+    assert np.array_equal(out_i[hit], i_ref[hit])
     assert np.array_equal(has, has_ref)
+    assert np.array_equal(out_i[hit], _items(args)[0][hit])
     # every adoption is a new (user, item) pair, now held
-    assert not np.any(args[6][out_u[hit], args[1][hit]])
-    assert np.all(has[out_u[hit], args[1][hit]])
+    assert not np.any(has0[out_u[hit], out_i[hit]])
+    assert np.all(has[out_u[hit], out_i[hit]])
 
 
 def test_span_kernel_adopts_only_when_the_coin_is_below_p():
     # p = decay (score -> +inf with the linear model clipped to 1): coins below decay adopt
     args = list(_span_inputs(3, 10, 4, 2, 2, 0, 50, False))
-    args[12] = np.full_like(args[12], 50.0)  # appeal: clip(score) = 1
-    args[6] = np.zeros_like(args[6])
-    flag, out_u = _kernels.organic_span(*args, threads=1)
-    items, coins, starts, decay = args[1], args[2], args[3], args[13]
-    tick = np.repeat(np.arange(starts.size - 1), np.diff(starts))
+    args[14] = np.full_like(args[14], 50.0)  # appeal: clip(score) = 1
+    args[8] = np.zeros_like(args[8])
+    flag, out_u, out_i = _kernels.organic_span(*args, threads=1)
+    items, tick = _items(args)
+    coins, decay = args[2], args[15]
     below = coins < decay[tick, items]
     assert np.all(~flag.astype(bool) | below)  # never adopts above p
     assert flag.sum() > 0
