@@ -6,7 +6,8 @@ through the agents' protocol (duck typing).
 
 from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
 from evaluators._bred import JITTER_C, BredEstimate, bred
-from evaluators._ope import OPEEstimate, direct_method, doubly_robust, ips, snips
+from evaluators._ope import (NoSupportWarning, OPEEstimate, direct_method, doubly_robust, ips,
+                             snips)
 from evaluators._replay import NoMatchWarning, ReplayEstimate, replay
 from evaluators import datasets, metrics, splits  # public submodules
 from evaluators._loo_knn import LooKnnWarning, LooResult, kfold_loo_knn, loo_knn
@@ -30,6 +31,7 @@ __all__ = [
     "direct_method",
     "doubly_robust",
     "OPEEstimate",
+    "NoSupportWarning",
     "datasets",
     "metrics",
     "splits",

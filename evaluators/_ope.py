@@ -23,11 +23,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluators._estimate import Estimate, _z
-from evaluators._replay import NoMatchWarning, _check_level, _check_log
+from evaluators._replay import _check_level, _check_log
 
-__all__ = ["ips", "snips", "direct_method", "doubly_robust", "OPEEstimate"]
+__all__ = ["ips", "snips", "direct_method", "doubly_robust", "OPEEstimate",
+           "NoSupportWarning"]
 
 _MODELS = ("ridge", "mean")
+
+
+class NoSupportWarning(UserWarning):
+    """The log carries no information on the target policy (no logged action has target
+    probability, or the target plays actions never logged): the estimate is ``nan``."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,21 @@ def _ess(w) -> float:
     return float(np.sum(w) ** 2 / s2) if s2 > 0 else 0.0
 
 
+def _nan(n, level, name, why) -> OPEEstimate:
+    warnings.warn(f"{name}: {why}; returning nan.", NoSupportWarning, stacklevel=3)
+    return OPEEstimate(math.nan, math.nan, math.nan, math.nan, n, level, ess=0.0,
+                       estimator=name)
+
+
+_NO_WEIGHT = "every importance weight is 0 (the target policy never takes a logged action)"
+
+
+def _unlogged_mass(log, a) -> bool:
+    """Whether the target puts probability on an action the log never shows."""
+    unlogged = np.bincount(log.action, minlength=log.n_actions) == 0
+    return bool(unlogged.any() and (a[:, unlogged] > 0).any())
+
+
 def _mean_estimate(terms, level, ess, name) -> OPEEstimate:
     n = terms.shape[0]
     value = float(terms.mean())
@@ -111,7 +132,8 @@ def ips(log, action_dist, *, clip=None, ci=0.95) -> OPEEstimate:
     Returns
     -------
     OPEEstimate
-        Mean, its standard error ``std(w r) / sqrt(n)``, normal interval, ``ess``.
+        Mean, its standard error ``std(w r) / sqrt(n)``, normal interval, ``ess``; ``nan``
+        with a :class:`NoSupportWarning` when every weight is 0.
 
     Raises
     ------
@@ -127,7 +149,10 @@ def ips(log, action_dist, *, clip=None, ci=0.95) -> OPEEstimate:
     log = _check_log(log)
     a = _check_action_dist(log, action_dist)
     w = _weights(log, a, _check_clip(clip))
-    return _mean_estimate(w * log.reward, _check_level(ci), _ess(w), "ips")
+    level = _check_level(ci)
+    if not w.any():
+        return _nan(log.n_rounds, level, "ips", _NO_WEIGHT)
+    return _mean_estimate(w * log.reward, level, _ess(w), "ips")
 
 
 def snips(log, action_dist, *, ci=0.95) -> OPEEstimate:
@@ -148,10 +173,7 @@ def snips(log, action_dist, *, ci=0.95) -> OPEEstimate:
     sw = float(w.sum())
     n = log.n_rounds
     if sw <= 0:
-        warnings.warn("snips: every importance weight is 0 (the target policy never takes a "
-                      "logged action); returning nan.", NoMatchWarning, stacklevel=2)
-        return OPEEstimate(math.nan, math.nan, math.nan, math.nan, n, level, ess=0.0,
-                           estimator="snips")
+        return _nan(n, level, "snips", _NO_WEIGHT)
     value = float(np.sum(w * log.reward) / sw)
     se = float(math.sqrt(np.sum((w * (log.reward - value)) ** 2)) / sw)
     half = _z(level) * se
@@ -195,8 +217,9 @@ def direct_method(log, action_dist, *, model="ridge", ci=0.95) -> OPEEstimate:
     log, action_dist, ci : as in :func:`ips`
     model : {"ridge", "mean"}
         ``"ridge"``: per-arm ridge regression of reward on ``[1, context]`` (penalty 1,
-        intercept unpenalised); ``"mean"``: per-arm mean reward. Arms never logged get the
-        overall mean reward.
+        intercept unpenalised); ``"mean"``: per-arm mean reward. A target policy that puts
+        probability on an action the log never shows gets ``nan`` and a
+        :class:`NoSupportWarning` (its reward would be a guess).
 
     Returns
     -------
@@ -212,7 +235,11 @@ def direct_method(log, action_dist, *, model="ridge", ci=0.95) -> OPEEstimate:
     log = _check_log(log)
     a = _check_action_dist(log, action_dist)
     q = _reward_model(log, model)
-    return _mean_estimate((a * q).sum(axis=1), _check_level(ci), float(log.n_rounds), "dm")
+    level = _check_level(ci)
+    if _unlogged_mass(log, a):
+        return _nan(log.n_rounds, level, "direct_method",
+                    "the target policy plays actions the log never shows")
+    return _mean_estimate((a * q).sum(axis=1), level, float(log.n_rounds), "dm")
 
 
 def doubly_robust(log, action_dist, *, model="ridge", clip=None, ci=0.95) -> OPEEstimate:
@@ -229,6 +256,10 @@ def doubly_robust(log, action_dist, *, model="ridge", clip=None, ci=0.95) -> OPE
     a = _check_action_dist(log, action_dist)
     w = _weights(log, a, _check_clip(clip))
     q = _reward_model(log, model)
+    level = _check_level(ci)
+    if _unlogged_mass(log, a):
+        return _nan(log.n_rounds, level, "doubly_robust",
+                    "the target policy plays actions the log never shows")
     qa = q[np.arange(log.n_rounds), log.action]
     terms = (a * q).sum(axis=1) + w * (log.reward - qa)
-    return _mean_estimate(terms, _check_level(ci), _ess(w), "dr")
+    return _mean_estimate(terms, level, _ess(w), "dr")

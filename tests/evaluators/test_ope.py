@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from evaluators import OPEEstimate, direct_method, doubly_robust, ips, snips
+from evaluators import (NoSupportWarning, OPEEstimate, direct_method, doubly_robust, ips,
+                        snips)
 from simulator.logs import BanditLog
 from tests.evaluators.test_replay import (StaticPolicy, logging_probs, make_log, make_world,
                                           static_truth)
@@ -51,17 +52,27 @@ def test_ips_formula_and_clip():
 
 
 def test_direct_method_mean_model_and_dr_with_exact_model_terms():
-    log = BanditLog(context=np.zeros((4, 1)), action=[0, 0, 1, 1], reward=[1.0, 0.0, 1.0, 1.0],
+    log = BanditLog(context=np.zeros((4, 1)), action=[0, 0, 1, 2], reward=[1.0, 0.0, 1.0, 1.0],
                     pscore=[0.5] * 4, n_actions=3)
     ad = np.tile([0.25, 0.25, 0.5], (4, 1))
-    # arm means 0.5, 1.0; arm 2 never logged -> overall mean 0.75
-    assert direct_method(log, ad, model="mean").value == pytest.approx(
-        0.25 * 0.5 + 0.25 * 1.0 + 0.5 * 0.75)
-    dr = doubly_robust(log, ad, model="mean")
+    # arm means 0.5, 1.0, 1.0
     dm = direct_method(log, ad, model="mean").value
-    w = np.array([0.5, 0.5, 0.5, 0.5])
+    assert dm == pytest.approx(0.25 * 0.5 + 0.25 * 1.0 + 0.5 * 1.0)
+    dr = doubly_robust(log, ad, model="mean")
+    w = np.array([0.5, 0.5, 0.5, 1.0])
     q = np.array([0.5, 0.5, 1.0, 1.0])
     assert dr.value == pytest.approx(dm + np.mean(w * (log.reward - q)))
+
+
+@pytest.mark.parametrize("f", [ips, snips, direct_method, doubly_robust])
+def test_no_support_is_nan_with_named_warning(f):
+    # all target mass on arm 2, which the log never shows
+    log = BanditLog(context=np.zeros((4, 1)), action=[0, 0, 1, 1], reward=[1.0, 0.0, 1.0, 1.0],
+                    pscore=[0.5] * 4, n_actions=3)
+    ad = np.tile([0.0, 0.0, 1.0], (4, 1))
+    with pytest.warns(NoSupportWarning):
+        est = f(log, ad)
+    assert math.isnan(est.value)
 
 
 def test_ridge_model_recovers_linear_rewards():
@@ -139,8 +150,7 @@ def test_bad_input(f, log, ad, kw, exc, msg):
 
 
 def test_snips_all_zero_weights_is_nan_with_warning():
-    from evaluators import NoMatchWarning
     ad = np.array([[0.0, 1.0], [1.0, 0.0]])
-    with pytest.warns(NoMatchWarning):
+    with pytest.warns(NoSupportWarning):
         est = snips(tiny(), ad)
     assert math.isnan(est.value)
