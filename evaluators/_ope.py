@@ -32,8 +32,8 @@ _MODELS = ("ridge", "mean")
 
 
 class NoSupportWarning(UserWarning):
-    """The log carries no information on the target policy (no logged action has target
-    probability, or the target plays actions never logged): the estimate is ``nan``."""
+    """The log carries no information on the target policy (it gives probability 0 to every
+    logged action): the estimate is ``nan``."""
 
 
 @dataclass(frozen=True)
@@ -100,12 +100,6 @@ def _nan(n, level, name, why) -> OPEEstimate:
 
 
 _NO_WEIGHT = "every importance weight is 0 (the target policy never takes a logged action)"
-
-
-def _unlogged_mass(log, a) -> bool:
-    """Whether the target puts probability on an action the log never shows."""
-    unlogged = np.bincount(log.action, minlength=log.n_actions) == 0
-    return bool(unlogged.any() and (a[:, unlogged] > 0).any())
 
 
 def _mean_estimate(terms, level, ess, name) -> OPEEstimate:
@@ -217,9 +211,9 @@ def direct_method(log, action_dist, *, model="ridge", ci=0.95) -> OPEEstimate:
     log, action_dist, ci : as in :func:`ips`
     model : {"ridge", "mean"}
         ``"ridge"``: per-arm ridge regression of reward on ``[1, context]`` (penalty 1,
-        intercept unpenalised); ``"mean"``: per-arm mean reward. A target policy that puts
-        probability on an action the log never shows gets ``nan`` and a
-        :class:`NoSupportWarning` (its reward would be a guess).
+        intercept unpenalised); ``"mean"``: per-arm mean reward. Actions never logged are
+        predicted by the overall mean reward; a target policy that never takes a logged
+        action (no support at all) gets ``nan`` and a :class:`NoSupportWarning`.
 
     Returns
     -------
@@ -236,9 +230,8 @@ def direct_method(log, action_dist, *, model="ridge", ci=0.95) -> OPEEstimate:
     a = _check_action_dist(log, action_dist)
     q = _reward_model(log, model)
     level = _check_level(ci)
-    if _unlogged_mass(log, a):
-        return _nan(log.n_rounds, level, "direct_method",
-                    "the target policy plays actions the log never shows")
+    if not a[np.arange(log.n_rounds), log.action].any():
+        return _nan(log.n_rounds, level, "direct_method", _NO_WEIGHT)
     return _mean_estimate((a * q).sum(axis=1), level, float(log.n_rounds), "dm")
 
 
@@ -257,9 +250,8 @@ def doubly_robust(log, action_dist, *, model="ridge", clip=None, ci=0.95) -> OPE
     w = _weights(log, a, _check_clip(clip))
     q = _reward_model(log, model)
     level = _check_level(ci)
-    if _unlogged_mass(log, a):
-        return _nan(log.n_rounds, level, "doubly_robust",
-                    "the target policy plays actions the log never shows")
+    if not a[np.arange(log.n_rounds), log.action].any():
+        return _nan(log.n_rounds, level, "doubly_robust", _NO_WEIGHT)
     qa = q[np.arange(log.n_rounds), log.action]
     terms = (a * q).sum(axis=1) + w * (log.reward - qa)
     return _mean_estimate(terms, level, _ess(w), "dr")
