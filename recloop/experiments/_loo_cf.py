@@ -488,7 +488,7 @@ def _timing_rows(ratings, u, i, similarity, k, min_support, fast_s, naive_users,
 
 
 def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = ("pearson_corated",), k=20,
-                min_support=1, clip=None, shape=(943, 1682, 100_000), naive_users=1,
+                min_support=1, clip=None, shape=(943, 1682, 100_000), naive_users=0,
                 rng=None, progress=False, evaluation=EVALUATION) -> list[Measurement]:
     """Exact LOO error of user-based kNN beside the leaky "fit once" protocols.
 
@@ -506,7 +506,7 @@ def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = ("pearson_corated
         Clip every prediction (exact and leaky alike).
     shape : (n_users, n_items, n_ratings)
         Size of the synthetic set when ``ratings`` is not given.
-    naive_users : int, default 1
+    naive_users : int, default 0
         Users whose ratings the literal (naive) LOO also predicts, to time it against the
         fast one (rows ``fast_s``, ``naive_s_estimated``, ``speedup``); 0 skips the timing.
         Timing rows differ from run to run; every other row is reproducible.
