@@ -2,7 +2,7 @@
 
 Each kernel is written once as a plain Python function (``*_py``, the reference the tests run
 in the interpreter) and compiled with ``numba.njit(cache=False)`` on first use by
-:func:`organic_events`; importing this module neither imports numba nor compiles anything.
+:func:`organic_span`; importing this module neither imports numba nor compiles anything.
 Kernels take arrays and pre-drawn uniforms, never Generators, so the random streams (and
 therefore the common random numbers of a world and its twin) are the caller's business.
 """
@@ -13,88 +13,7 @@ import math
 
 import numpy as np
 
-__all__ = ["organic_events", "organic_events_py", "organic_span", "organic_span_py"]
-
-
-def organic_events_py(keys, r, coins, cdf, guide, prob, alias, has, taste0, drift_z, basis,
-                      drift_rate, features, appeal, decay, logistic, out_u, out_i):
-    """Process one tick's exposure events in order; returns the number of adoptions.
-
-    Parameters
-    ----------
-    keys : (n,) float64 in [0, 1], non-decreasing
-        Activity uniforms (sorted): event ``e`` visits the user ``searchsorted(cdf[:-1],
-        keys[e], "right")`` (capped at ``n_users - 1``), found with the guide table.
-    r, coins : (n,) float64 in [0, 1)
-        Uniform of the alias draw of the item, and the adoption coin.
-    cdf : (n_users + 1,) float64
-        Normalised cumulative activity with a sentinel (> 1) at the end.
-    guide : (g + 1,) int64
-        ``guide[b] = searchsorted(cdf[:-1], b / g, "right")``.
-    prob, alias : (n_items,) float64, int64
-        Walker's alias table of the tick's exposure distribution.
-    has : (n_users, n_items) bool
-        The profiles; updated in place with the adoptions.
-    taste0 : (n_users, dim); drift_z : (n_users, dim, K) (or (0, 0, 0) without drift);
-    basis : (K,) Karhunen-Loeve basis at the tick; drift_rate : float
-        Taste ``x_u = taste0[u] + drift_rate * drift_z[u] @ basis``.
-    features : (n_items, dim); appeal, decay : (n_items,) at the tick
-        ``p = g(appeal_i + x_u . f_i) * decay_i``, ``g`` logistic if ``logistic`` else clip.
-    out_u, out_i : (n,) int64
-        Receive the adopting users and items, in event order.
-
-    Notes
-    -----
-    Event by event, exactly as ``World._organic_naive``: an exposure to an item the user
-    already holds (including one adopted earlier in the same tick) is skipped; otherwise the
-    user adopts when ``coin < p(u, i, t)``. The dot product is summed in index order.
-    """
-    n = keys.shape[0]
-    n_users = has.shape[0]
-    n_col = prob.shape[0]
-    g = guide.shape[0] - 1
-    dim = taste0.shape[1]
-    n_terms = basis.shape[0]
-    drift = drift_z.shape[0] > 0
-    x = np.empty(dim)
-    m = 0
-    for e in range(n):
-        key = keys[e]
-        u = guide[int(key * g)]
-        while cdf[u] <= key:
-            u += 1
-        if u > n_users - 1:
-            u = n_users - 1
-        xr = r[e] * n_col
-        col = int(xr)
-        if col > n_col - 1:
-            col = n_col - 1
-        i = col if xr - col < prob[col] else alias[col]
-        if has[u, i]:
-            continue
-        for d in range(dim):
-            x[d] = taste0[u, d]
-        if drift:
-            for d in range(dim):
-                s = 0.0
-                for k in range(n_terms):
-                    s += drift_z[u, d, k] * basis[k]
-                x[d] += drift_rate * s
-        score = 0.0
-        for d in range(dim):
-            score += x[d] * features[i, d]
-        score += appeal[i]
-        if logistic:
-            p = 1.0 / (1.0 + math.exp(-score))
-        else:
-            p = min(max(score, 0.0), 1.0)
-        p *= decay[i]
-        if coins[e] < p:
-            has[u, i] = True
-            out_u[m] = u
-            out_i[m] = i
-            m += 1
-    return m
+__all__ = ["organic_span", "organic_span_py", "compact_py"]
 
 
 def organic_span_py(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z,
@@ -105,14 +24,27 @@ def organic_span_py(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0
     Parameters
     ----------
     keys, r, coins : (n,) float64
-        The events of ticks ``0 .. s - 1`` of the span, tick after tick; within a tick
-        ``keys`` are non-decreasing (activity uniforms, see :func:`organic_events_py`).
+        The events of ticks ``0 .. s - 1`` of the span, tick after tick. ``keys`` (in [0, 1),
+        non-decreasing within a tick) pick the user: event ``e`` visits the user
+        ``searchsorted(cdf[:-1], keys[e], "right")`` (capped at ``n_users - 1``), found with
+        the guide table. ``r`` picks the item by the alias method; ``coins`` are the
+        adoption coins.
     starts : (s + 1,) int64
         Events of span tick ``j`` are ``starts[j]:starts[j + 1]``.
     prob, alias : (s, n_items) float64, int64
         The alias tables of the span's ticks.
-    cdf, guide, has, taste0, drift_z, features, drift_rate, logistic
-        As in :func:`organic_events_py`.
+    cdf : (n_users + 1,) float64
+        Normalised cumulative activity with a sentinel (> 1) at the end.
+    guide : (g + 1,) int64
+        ``guide[b] = searchsorted(cdf[:-1], b / g, "right")``.
+    has : (n_users, n_items) bool
+        The profiles; updated in place with the adoptions.
+    taste0 : (n_users, dim); drift_z : (n_users, dim, K) (or (0, 0, 0) without drift);
+    drift_rate : float
+        Taste ``x_u = taste0[u] + drift_rate * drift_z[u] @ basis[j]``.
+    features : (n_items, dim); logistic : bool
+        ``p = g(appeal[j, i] + x_u . f_i) * decay[j, i]``, ``g`` logistic if ``logistic``
+        else clipping to [0, 1]; the dot product is summed in index order.
     basis : (s, K); appeal, decay : (s, n_items)
         Per span tick.
     block : int
@@ -128,7 +60,9 @@ def organic_span_py(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0
 
     Notes
     -----
-    A user's adoptions depend only on that user's events (its row of ``has``), so processing
+    Event by event, as ``World._organic_naive``: an exposure to an item the user already
+    holds (including one adopted earlier in the span) is skipped; otherwise the user adopts
+    when ``coin < p(u, i, t)``. A user's adoptions depend only on that user's events (its row of ``has``), so processing
     the users of one block through all the span's ticks, then the next block, meets every
     user's events in tick order, like the tick-by-tick pass, while the block's rows of
     ``has`` and ``taste0`` stay in cache instead of being fetched from memory once per event.
@@ -192,6 +126,20 @@ def organic_span_py(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0
             ptr[j] = e
 
 
+def compact_py(flag, out_u, out_i, starts, ticks, users, items, when):
+    """Gather the flagged events' ``(user, item, tick)`` in event order into ``users``,
+    ``items``, ``when`` (sized ``flag.sum()``); ``ticks[j]`` is the tick of span tick ``j``."""
+    m = 0
+    for j in range(starts.shape[0] - 1):
+        t = ticks[j]
+        for e in range(starts[j], starts[j + 1]):
+            if flag[e]:
+                users[m] = out_u[e]
+                items[m] = out_i[e]
+                when[m] = t
+                m += 1
+
+
 _COMPILED: dict = {}
 _POOL: list = []
 #: Below this many events a tick runs on one thread (a thread hand-off costs ~50 us).
@@ -218,47 +166,12 @@ def _pool():
     return _POOL[0]
 
 
-def organic_events(keys, r, coins, cdf, guide, prob, alias, has, *rest, threads=2):
-    """:func:`organic_events_py` compiled with numba (on the first call); returns
-    ``(users, items)`` of the adoptions instead of filling ``out_u, out_i``.
-
-    With ``threads=2`` and enough events, the events are cut in two at a user boundary
-    (``keys`` are sorted, so the users of the first part all come before those of the
-    second) and the parts run concurrently, the GIL released. Parts touch disjoint rows of
-    ``has`` and their outputs are concatenated in order: the result is the same as one pass.
-    """
-    fn = _compiled("organic_events", organic_events_py)
-    n = keys.shape[0]
-    n_users = has.shape[0]
-    parts = [(0, n)]
-    if threads > 1 and n >= _MIN_SPLIT and n_users >= 3:
-        # first user of the second part; keys >= cdf[mid - 1] map to users >= mid
-        mid = int(np.searchsorted(cdf[:-1], keys[n // 2], side="right"))
-        mid = min(max(mid, 1), n_users - 1)
-        cut = int(np.searchsorted(keys, cdf[mid - 1], side="left"))
-        if 0 < cut < n:
-            parts = [(0, cut), (cut, n)]
-
-    def run(lo, hi):
-        out_u = np.empty(hi - lo, np.int64)
-        out_i = np.empty(hi - lo, np.int64)
-        m = fn(keys[lo:hi], r[lo:hi], coins[lo:hi], cdf, guide, prob, alias, has, *rest,
-               out_u, out_i)
-        return out_u[:m], out_i[:m]
-
-    if len(parts) == 1:
-        return run(0, n)
-    later = _pool().submit(run, *parts[1])
-    first = run(*parts[0])
-    second = later.result()
-    return np.concatenate([first[0], second[0]]), np.concatenate([first[1], second[1]])
-
-
 def organic_span(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z,
-                 basis, drift_rate, features, appeal, decay, logistic, *, block=None,
+                 basis, drift_rate, features, appeal, decay, logistic, ticks, *, block=None,
                  threads=2, min_split=None):
     """:func:`organic_span_py` compiled with numba (on the first call) over all users;
-    returns ``(flag, out_u, out_i)``.
+    returns the adoptions ``(users, items, ticks)`` in event order (``ticks[j]``: the tick
+    of span tick ``j``).
 
     With ``threads=2`` and enough events the users are cut in two ranges run concurrently
     (GIL released): they touch disjoint rows of ``has`` and disjoint events, so the result
@@ -281,4 +194,8 @@ def organic_span(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, d
         later.result()
     else:
         fn(*args, 0, n_users, flag, out_u, out_i)
-    return flag, out_u, out_i
+    m = int(np.count_nonzero(flag))
+    users, items, when = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
+    _compiled("compact", compact_py)(flag, out_u, out_i, starts, np.asarray(ticks, np.int64),
+                                     users, items, when)
+    return users, items, when

@@ -425,16 +425,14 @@ class World:
         some = next(tb for tb in tables if tb is not None)
         prob = np.stack([(some if tb is None else tb)[0] for tb in tables])
         alias = np.stack([(some if tb is None else tb)[1] for tb in tables])
-        flag, out_u, out_i = _kernels.organic_span(
+        users, items, when = _kernels.organic_span(
             np.concatenate(keys), np.concatenate(rs), np.concatenate(coins), starts, prob,
             alias, self._activity_cdf_sentinel, self._activity_guide, self._has,
             self._taste0, drift_z, basis, c.drift_rate, self._features, appeal, decay,
-            c.click_model == "logistic")
-        hit = np.flatnonzero(flag)
-        if hit.size:
-            self._chunks.append((out_u[hit], out_i[hit],
-                                 np.repeat(span, counts)[hit],
-                                 np.full(hit.size, _ORGANIC, dtype=np.int8)))
+            c.click_model == "logistic", span)
+        if users.size:
+            self._chunks.append((users, items, when,
+                                 np.full(users.size, _ORGANIC, dtype=np.int8)))
             self._cat = None
         return t
 
@@ -579,8 +577,12 @@ class World:
 
     def _campaign_fast(self, camp, users, slate, t: int) -> None:
         uu = np.broadcast_to(users[:, None], slate.shape)
-        alive = (self._birth[slate] <= t) & (t < self._death[slate])
-        valid = alive & ~self._has[uu, slate]
+        n_items = self.config.n_items
+        # gathers from flat tables (2-d fancy indexing costs several times more)
+        flat = uu * n_items + slate
+        alive = (self._birth <= t) & (t < self._death)
+        valid = np.take(alive, slate)
+        valid &= ~np.take(self._has.reshape(-1), flat)
         # Offer the first k valid items of each row (fixed list) / all valid recommendations.
         valid &= np.cumsum(valid, axis=1) <= camp.k
         ou, oi = uu[valid], slate[valid]
@@ -618,7 +620,7 @@ class World:
         if users.size == 0:
             return
         if mark:
-            self._has[users, items] = True
+            self._has.reshape(-1)[users * self.config.n_items + items] = True
         self._chunks.append((users.astype(np.int64), items.astype(np.int64),
                              np.full(users.size, t, dtype=np.int64),
                              np.full(users.size, source, dtype=np.int8)))

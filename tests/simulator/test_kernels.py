@@ -62,17 +62,20 @@ def test_span_kernel_matches_python_and_ignores_blocks_and_threads(case, block, 
     _kernels.organic_span_py(*args[:8], has_ref, *args[9:], n_users, 0, n_users, flag_ref,
                              u_ref, i_ref)
     has = has0.copy()
-    flag, out_u, out_i = _kernels.organic_span(*args[:8], has, *args[9:], block=block,
-                                               threads=threads, min_split=1)
-    assert np.array_equal(flag, flag_ref)
-    hit = flag.astype(bool)
-    assert np.array_equal(out_u[hit], u_ref[hit])
-    assert np.array_equal(out_i[hit], i_ref[hit])
+    span_ticks = 100 + np.arange(args[3].size - 1)  # the span's ticks in the world
+    users, items, when = _kernels.organic_span(*args[:8], has, *args[9:], span_ticks,
+                                               block=block, threads=threads, min_split=1)
+    hit = flag_ref.astype(bool)
+    item_ref, tick_ref = _items(args)
+    assert np.array_equal(users, u_ref[hit])
+    assert np.array_equal(items, i_ref[hit])
+    assert np.array_equal(items, item_ref[hit])
+    assert np.array_equal(when, span_ticks[tick_ref[hit]])
     assert np.array_equal(has, has_ref)
-    assert np.array_equal(out_i[hit], _items(args)[0][hit])
     # every adoption is a new (user, item) pair, now held
-    assert not np.any(has0[out_u[hit], out_i[hit]])
-    assert np.all(has[out_u[hit], out_i[hit]])
+    assert not np.any(has0[users, items])
+    assert np.all(has[users, items])
+    assert np.unique(users * 1000 + items).size == users.size
 
 
 def test_span_kernel_adopts_only_when_the_coin_is_below_p():
@@ -80,7 +83,10 @@ def test_span_kernel_adopts_only_when_the_coin_is_below_p():
     args = list(_span_inputs(3, 10, 4, 2, 2, 0, 50, False))
     args[14] = np.full_like(args[14], 50.0)  # appeal: clip(score) = 1
     args[8] = np.zeros_like(args[8])
-    flag, out_u, out_i = _kernels.organic_span(*args, threads=1)
+    n = args[0].size
+    flag, out_u, out_i = np.zeros(n, np.uint8), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    n_users = args[8].shape[0]
+    _kernels.organic_span_py(*args, 5, 0, n_users, flag, out_u, out_i)
     items, tick = _items(args)
     coins, decay = args[2], args[15]
     below = coins < decay[tick, items]
