@@ -164,9 +164,10 @@ class World:
         lam = 1.0 + rng.pareto(c.activity_shape, c.n_users)
         self._lam = lam
         self._activity_cdf = np.cumsum(lam) / lam.sum()
-        # Guide table: about one cdf boundary per bucket (lambda >= 1, so the smallest gap
-        # is 1 / sum(lambda)), so a lookup plus one correction replaces a binary search.
-        n_buckets = int(min(8 * c.n_users, math.ceil(2 * lam.sum() / lam.min())))
+        # Guide table: one bucket per user (the mean gap of the cdf), so a lookup plus a
+        # step or two along the cdf replaces a binary search; more buckets cost more to
+        # build and no longer fit in cache next to the user blocks of the span kernel.
+        n_buckets = c.n_users
         self._activity_guide = np.searchsorted(self._activity_cdf,
                                                np.arange(n_buckets + 1) / n_buckets, side="right")
         self._activity_cdf_sentinel = np.append(self._activity_cdf, 2.0)
@@ -256,7 +257,10 @@ class World:
         reached = users[reach_u < camp.reach]
         ticks = camp.start + np.minimum((tick_u[reached] * camp.duration).astype(np.int64),
                                         camp.duration - 1)
-        order = np.argsort(ticks, kind="stable")
+        # stable sort on small ints is a radix sort (same order as on int64, much faster)
+        offset = ticks - camp.start
+        order = np.argsort(offset.astype(np.int16) if camp.duration < 2**15 else offset,
+                           kind="stable")
         return reached[order], ticks[order]
 
     # ------------------------------------------------------------------------ model pieces
