@@ -33,9 +33,6 @@ _STREAM_VISIT = 11
 _STREAM_REC_CLICK = 12
 _BLOCK = 512
 _MAX_TABLE = 1 << 23  # cells of the cached user x item CTR table (64 MiB of float64)
-_HIT, _MISS = np.array([True]), np.array([False])
-for _arr in (_HIT, _MISS):
-    _arr.setflags(write=False)
 
 
 @dataclass(frozen=True)
@@ -376,6 +373,7 @@ class RecommendationEnv(gym.Env):
         for arr in (self._X, self._A, self._P, self._U, self._T):
             arr.setflags(write=False)
         self._best = top_k_sum(self._P, self._A, self.config.k)
+        self._C = np.zeros(steps.size, dtype=bool)  # clicks of the k == 1 steps
         # Python lists for the per-step scalars (indexing numpy arrays costs more)
         self._Tl, self._Ul, self._bestl = self._T.tolist(), self._U.tolist(), self._best.tolist()
 
@@ -413,8 +411,10 @@ class RecommendationEnv(gym.Env):
             q = float(row[a])
             hit = _b._second_half(h1, user * n_items + a) < q
             n_clicks = int(hit)
-            # read-only views and constants: no per-step allocations
-            slate, p, clicks = [a], row[a:a + 1], (_HIT if hit else _MISS)
+            # views of the block (one cell of a per-block buffer for the click): no per-step
+            # allocations, and no memory shared between two steps' infos
+            self._C[i] = hit
+            slate, p, clicks = [a], row[a:a + 1], self._C[i:i + 1]
             expected = q
         else:
             slate = check_slate(action, c.k, n_items, self._A[i], t)
