@@ -159,11 +159,16 @@ def _compiled(name: str, py_fn):
 
 
 def _pool():
-    if not _POOL:
+    # one worker, made on first use; a forked child (multiprocessing, dask) inherits the
+    # executor but not its thread, so it makes its own
+    import os
+
+    if not _POOL or _POOL[0][0] != os.getpid():
         from concurrent.futures import ThreadPoolExecutor
 
-        _POOL.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="simulator-kernel"))
-    return _POOL[0]
+        _POOL[:] = [(os.getpid(), ThreadPoolExecutor(max_workers=1,
+                                                     thread_name_prefix="simulator-kernel"))]
+    return _POOL[0][1]
 
 
 def organic_span(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z,

@@ -92,3 +92,24 @@ def test_span_kernel_adopts_only_when_the_coin_is_below_p():
     below = coins < decay[tick, items]
     assert np.all(~flag.astype(bool) | below)  # never adopts above p
     assert flag.sum() > 0
+
+
+def _span_in_child(case):
+    args = _span_inputs(*case)
+    has = args[8].copy()
+    out = _kernels.organic_span(*args[:8], has, *args[9:], np.arange(args[3].size - 1),
+                                block=4, threads=2, min_split=1)
+    return [a.tolist() for a in out]
+
+
+def test_two_threads_work_in_a_forked_child():
+    # the parent's worker thread does not survive a fork; the child must make its own
+    # (instead of waiting forever on a dead executor)
+    import multiprocessing as mp
+
+    case = (5, 40, 6, 4, 2, 0, 60, True)
+    here = _span_in_child(case)  # starts the parent's worker
+    with mp.get_context("fork").Pool(1) as pool:
+        there = pool.apply_async(_span_in_child, (case,)).get(timeout=60)
+    assert there == here
+    assert len(here[0]) > 0
