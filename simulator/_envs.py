@@ -16,7 +16,6 @@ coin for the same ``(user, item, tick)``.
 from __future__ import annotations
 
 import copy
-import numbers
 from dataclasses import dataclass
 
 import gymnasium as gym

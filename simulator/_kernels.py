@@ -62,10 +62,11 @@ def organic_span_py(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0
     -----
     Event by event, as ``World._organic_naive``: an exposure to an item the user already
     holds (including one adopted earlier in the span) is skipped; otherwise the user adopts
-    when ``coin < p(u, i, t)``. A user's adoptions depend only on that user's events (its row of ``has``), so processing
-    the users of one block through all the span's ticks, then the next block, meets every
-    user's events in tick order, like the tick-by-tick pass, while the block's rows of
-    ``has`` and ``taste0`` stay in cache instead of being fetched from memory once per event.
+    when ``coin < p(u, i, t)``. A user's adoptions depend only on that user's events (its
+    row of ``has``), so processing the users of one block through all the span's ticks, then
+    the next block, meets every user's events in tick order, like the tick-by-tick pass,
+    while the block's rows of ``has`` and ``taste0`` stay in cache instead of being fetched
+    from memory once per event.
     """
     n_users = has.shape[0]
     n_ticks = starts.shape[0] - 1
