@@ -120,9 +120,10 @@ class World:
     method : {"fast", "numpy", "naive"}
         ``"naive"`` processes exposure events and campaign offers one by one in Python with
         scalar formulas; it is the reference the other paths are tested against. ``"numpy"``
-        vectorises each tick's events with numpy; ``"fast"`` runs them through a numba kernel
-        (:mod:`simulator._kernels`, compiled on the first simulated tick) and the campaigns
-        like ``"numpy"``. All three give the same edges.
+        vectorises each tick's events with numpy; ``"fast"`` runs the events of several ticks
+        at once through a numba kernel (:mod:`simulator._kernels`, compiled on the first
+        simulated tick; two threads on disjoint users when there are many events) and the
+        campaigns like ``"numpy"``. All three give the same edges, byte for byte.
 
     Notes
     -----
