@@ -159,17 +159,21 @@ def _compiled(name: str, py_fn):
     return fn
 
 
-def _pool():
-    # one worker, made on first use; a forked child (multiprocessing, dask) inherits the
-    # executor but not its thread, so it makes its own
+def _pool(name: str = "kernel"):
+    """A one-worker executor per ``name``, made on first use. Its tasks never wait on other
+    tasks (no deadlock whatever the callers do). A forked child (multiprocessing, dask)
+    inherits the executor but not its thread, so it makes its own."""
     import os
 
-    if not _POOL or _POOL[0][0] != os.getpid():
+    pid, pools = _POOL[0] if _POOL else (None, {})
+    if pid != os.getpid():
+        pools = {}
+        _POOL[:] = [(os.getpid(), pools)]
+    if name not in pools:
         from concurrent.futures import ThreadPoolExecutor
 
-        _POOL[:] = [(os.getpid(), ThreadPoolExecutor(max_workers=1,
-                                                     thread_name_prefix="simulator-kernel"))]
-    return _POOL[0][1]
+        pools[name] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"simulator-{name}")
+    return pools[name]
 
 
 def organic_span(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z,

@@ -372,14 +372,12 @@ class World:
             If ``until`` is outside ``[0, n_ticks - 1]``.
         """
         until = self._check_tick(until, "until")
+        if self.method == "fast":
+            self._simulate_spans(until)
+            return self
         while self._next_tick <= until:
             t = self._next_tick
-            if self.method == "fast":
-                # organic ticks up to the next campaign tick (whose organic events come
-                # before its offers) in one kernel call
-                t = self._organic_span(t, until)
-            else:
-                self._organic_tick(t)
+            self._organic_tick(t)
             self._campaign_tick(t)
             self._next_tick = t + 1
         return self
@@ -387,18 +385,37 @@ class World:
     def _campaigning(self, t: int) -> bool:
         return any(camp.start <= t < camp.end for camp in self.config.campaigns)
 
-    def _organic_span(self, t0: int, until: int) -> int:
-        """Organic ticks ``t0 .. t`` in one pass of ``_kernels.organic_span``; returns ``t``.
+    def _simulate_spans(self, until: int) -> None:
+        """The fast path of :meth:`simulate`: organic ticks up to the next campaign tick
+        (whose organic events come before its offers) in one kernel call, then the offers.
 
-        The span stops at ``until``, at a campaign tick (included: its offers come after its
-        organic events) or when it holds about ``_SPAN_EVENTS`` events. Draws the same
-        numbers in the same order as :meth:`_draw_events` tick after tick (they do not depend
-        on the state) and meets each user's events in tick order, like :meth:`_organic_naive`,
-        so every method gives the same edges (the tests check it).
+        The events of the next span do not depend on the state, so they are drawn on a
+        background thread while the kernel and the offers of the current span run (the
+        draws happen in the same order as without it: one span after the other).
         """
         from simulator import _kernels
 
-        c = self.config
+        if self._next_tick > until:
+            return
+        span = self._draw_span(self._next_tick, until)
+        while span is not None:
+            t = int(span[0][-1])
+            ahead = (_kernels._pool("draws").submit(self._draw_span, t + 1, until)
+                     if t < until else None)
+            try:
+                self._run_span(span)
+                self._campaign_tick(t)
+            finally:  # never leave a thread drawing from this world's stream
+                span = None if ahead is None else ahead.result()
+            self._next_tick = t + 1
+
+    def _draw_span(self, t0: int, until: int):
+        """Draw the events of organic ticks ``t0 .. t`` for :meth:`_run_span`.
+
+        The span stops at ``until``, at a campaign tick or when it holds about
+        ``_SPAN_EVENTS`` events. Draws the same numbers in the same order as
+        :meth:`_draw_events` tick after tick.
+        """
         keys, rs, coins, ticks, counts, tables = [], [], [], [], [], []
         n_total = 0
         t = t0
@@ -414,9 +431,21 @@ class World:
             if t >= until or n_total >= _SPAN_EVENTS or self._campaigning(t):
                 break
             t += 1
-        if n_total == 0:
-            return t
-        span = np.asarray(ticks, np.int64)
+        return np.asarray(ticks, np.int64), counts, keys, rs, coins, tables
+
+    def _run_span(self, drawn) -> None:
+        """Run the organic events of a drawn span through ``_kernels.organic_span``.
+
+        The kernel meets each user's events in tick order, like :meth:`_organic_naive`, so
+        every method gives the same edges (the tests check it).
+        """
+        from simulator import _kernels
+
+        c = self.config
+        span, counts, keys, rs, coins, tables = drawn
+        if sum(counts) == 0:
+            return
+        ticks = span.tolist()
         starts = np.zeros(span.size + 1, np.int64)
         np.cumsum(counts, out=starts[1:])
         all_items = np.arange(c.n_items)
@@ -439,7 +468,6 @@ class World:
             self._chunks.append((users, items, when,
                                  np.full(users.size, _ORGANIC, dtype=np.int8)))
             self._cat = None
-        return t
 
     def _draw_tick_events(self, t: int):
         """Tick t's (sorted activity keys, alias uniforms, coins, alias table) for the span
