@@ -13,7 +13,8 @@ import math
 
 import numpy as np
 
-__all__ = ["organic_span", "organic_span_py", "compact_py"]
+__all__ = ["organic_span", "organic_span_py", "compact_py", "campaign_offers",
+           "campaign_offers_py"]
 
 
 def organic_span_py(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z,
@@ -141,10 +142,100 @@ def compact_py(flag, out_u, out_i, starts, ticks, users, items, when):
                 m += 1
 
 
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_C_USER = np.uint64(0xD1B54A32D192ED03)
+_C_ITEM = np.uint64(0xABC98388FB8FAC03)
+_C_TICK = np.uint64(0x8CB92BA72F3D8DD7)
+_S11, _S27, _S30, _S31 = np.uint64(11), np.uint64(27), np.uint64(30), np.uint64(31)
+
+
+def campaign_offers_py(users, slate, k, t, boost, key, has, alive, taste0, drift_z, basis,
+                       drift_rate, features, appeal, decay, logistic, offered, accepted):
+    """One campaign's offers at one tick: which are made, which are accepted.
+
+    Parameters
+    ----------
+    users : (n,) int64, distinct
+        Users pushed at this tick.
+    slate : (n, L) int64
+        Items proposed to each user (distinct within a row).
+    k : int
+        Offers per user: the first ``k`` items of the row that are alive and not held.
+    t : int; boost : float; key : uint64
+        Tick, boost exponent and the ``campaign_accept`` stream key of ``hash_uniforms``.
+    has : (n_users, n_items) bool
+        Profiles; accepted offers are marked.
+    alive : (n_items,) bool; appeal, decay : (n_items,) at tick ``t``; basis : (K,) at ``t``
+    taste0, drift_z, drift_rate, features, logistic
+        As in :func:`organic_span_py`.
+    offered, accepted : (n, L) uint8, zeros
+        Set to 1 where an offer is made / accepted (``accepted`` implies ``offered``).
+
+    Notes
+    -----
+    As ``World._campaign_naive``: an offer of item ``i`` to user ``u`` is accepted when
+    ``hash_uniforms(key, u, i, t) < 1 - (1 - p(u, i, t)) ** boost``; the hash is
+    :func:`simulator._crn.hash_uniforms` written out on uint64 scalars.
+    """
+    dim = taste0.shape[1]
+    n_terms = basis.shape[0]
+    drift = drift_z.shape[0] > 0
+    x = np.empty(dim)
+    tick_mix = np.uint64(t) * _C_TICK
+    for r in range(users.shape[0]):
+        u = users[r]
+        n_off = 0
+        for j in range(slate.shape[1]):
+            if n_off == k:
+                break
+            i = slate[r, j]
+            if not alive[i] or has[u, i]:
+                continue
+            n_off += 1
+            offered[r, j] = 1
+            for d in range(dim):
+                x[d] = taste0[u, d]
+            if drift:
+                for d in range(dim):
+                    s = 0.0
+                    for q in range(n_terms):
+                        s += drift_z[u, d, q] * basis[q]
+                    x[d] += drift_rate * s
+            score = 0.0
+            for d in range(dim):
+                score += x[d] * features[i, d]
+            score += appeal[i]
+            if logistic:
+                p = 1.0 / (1.0 + math.exp(-score))
+            else:
+                p = min(max(score, 0.0), 1.0)
+            p *= decay[i]
+            # SplitMix64's finaliser, twice (written out: numba compiles this function alone)
+            h = np.uint64(u) * _C_USER + np.uint64(i) * _C_ITEM + key
+            h ^= h >> _S30
+            h *= _M1
+            h ^= h >> _S27
+            h *= _M2
+            h ^= h >> _S31
+            h += tick_mix
+            h ^= h >> _S30
+            h *= _M1
+            h ^= h >> _S27
+            h *= _M2
+            h ^= h >> _S31
+            coin = np.float64(h >> _S11) * (1.0 / 9007199254740992.0)
+            if coin < 1.0 - (1.0 - p) ** boost:
+                accepted[r, j] = 1
+                has[u, i] = True
+
+
 _COMPILED: dict = {}
 _POOL: list = []
 #: Below this many events a tick runs on one thread (a thread hand-off costs ~50 us).
 _MIN_SPLIT = 8192
+#: Below this many pushed users a campaign tick runs on one thread.
+_MIN_SPLIT_ROWS = 2048
 #: Users per block of the span kernel: a block's profile rows (n_items bytes each) and
 #: tastes stay in a core's cache while the span's ticks go by.
 _BLOCK = 256
@@ -209,3 +300,27 @@ def organic_span(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, d
     _compiled("compact", compact_py)(flag, out_u, out_i, starts, np.asarray(ticks, np.int64),
                                      users, items, when)
     return users, items, when
+
+
+def campaign_offers(users, slate, k, t, boost, key, has, alive, taste0, drift_z, basis,
+                    drift_rate, features, appeal, decay, logistic, *, threads=2,
+                    min_split=None):
+    """:func:`campaign_offers_py` compiled with numba (on the first call); returns
+    ``(offered, accepted)`` boolean (n, L) masks. With ``threads=2`` and enough users the
+    rows are cut in two halves run concurrently (distinct users: disjoint rows of ``has``).
+    """
+    fn = _compiled("campaign_offers", campaign_offers_py)
+    min_split = _MIN_SPLIT_ROWS if min_split is None else min_split
+    n = users.shape[0]
+    offered = np.zeros(slate.shape, np.uint8)
+    accepted = np.zeros(slate.shape, np.uint8)
+    rest = (int(k), int(t), float(boost), np.uint64(key), has, alive, taste0, drift_z, basis,
+            float(drift_rate), features, appeal, decay, bool(logistic))
+    if threads > 1 and n >= min_split:
+        h = n // 2
+        later = _pool().submit(fn, users[h:], slate[h:], *rest, offered[h:], accepted[h:])
+        fn(users[:h], slate[:h], *rest, offered[:h], accepted[:h])
+        later.result()
+    else:
+        fn(users, slate, *rest, offered, accepted)
+    return offered.view(bool), accepted.view(bool)

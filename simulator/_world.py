@@ -591,8 +591,10 @@ class World:
                 slate = self._policy_slate(camp, j, users)
             if self.method == "naive":
                 self._campaign_naive(camp, users, slate, t)
-            else:
+            elif self.method == "numpy":
                 self._campaign_fast(camp, users, slate, t)
+            else:
+                self._campaign_kernel(camp, users, slate, t)
 
     def _policy_slate(self, camp, j: int, users: np.ndarray) -> np.ndarray:
         rec = np.asarray(self.campaign_policies[j].recommend(users, camp.k))
@@ -624,6 +626,27 @@ class World:
         accept = 1.0 - (1.0 - p) ** camp.boost
         ok = hash_uniforms(self._keys["campaign_accept"], ou, oi, t) < accept
         self._append(ou[ok], oi[ok], t, _CAMPAIGN)
+
+    def _campaign_kernel(self, camp, users, slate, t: int) -> None:
+        """:meth:`_campaign_fast` in one compiled pass (``_kernels.campaign_offers``)."""
+        from simulator import _kernels
+
+        c = self.config
+        items = np.arange(c.n_items)
+        if c.drift_rate > 0:
+            drift_z, basis = self._drift(), self._basis(t)
+        else:
+            drift_z, basis = np.zeros((0, 0, 0)), np.zeros(0)
+        slate = np.ascontiguousarray(slate, dtype=np.int64)
+        offered, accepted = _kernels.campaign_offers(
+            users, slate, camp.k, t, camp.boost, self._keys["campaign_accept"], self._has,
+            (self._birth <= t) & (t < self._death), self._taste0, drift_z, basis,
+            c.drift_rate, self._features, self._appeal_at(items, t), self._decay(items, t),
+            c.click_model == "logistic")
+        uu = np.broadcast_to(users[:, None], slate.shape)
+        ou, oi = uu[offered], slate[offered]
+        self._offers.append((ou, oi, np.full(ou.size, t, dtype=np.int64)))
+        self._append(uu[accepted], slate[accepted], t, _CAMPAIGN, mark=False)
 
     def _campaign_naive(self, camp, users, slate, t: int) -> None:
         key = self._keys["campaign_accept"]

@@ -113,3 +113,48 @@ def test_two_threads_work_in_a_forked_child():
         there = pool.apply_async(_span_in_child, (case,)).get(timeout=60)
     assert there == here
     assert len(here[0]) > 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 30), st.integers(2, 8), st.integers(1, 4),
+       st.sampled_from([0, 2]), st.booleans(), st.sampled_from([1, 2]))
+def test_campaign_kernel_matches_python_and_the_vectorised_hash(seed, n, n_items, k,
+                                                                n_terms, logistic, threads):
+    from simulator._crn import hash_uniforms, seed_key
+
+    rng = np.random.default_rng(seed)
+    n_users, dim, t = 40, 3, 17
+    users = rng.choice(n_users, n, replace=False)
+    slate = np.stack([rng.permutation(n_items)[:min(n_items, 5)] for _ in range(n)])
+    key = seed_key(seed, 2)
+    has0 = rng.random((n_users, n_items)) < 0.3
+    alive = rng.random(n_items) < 0.8
+    taste0 = rng.normal(0, 1, (n_users, dim))
+    drift_z = rng.normal(0, 1, (n_users, dim, n_terms)) if n_terms else np.zeros((0, 0, 0))
+    rest = (taste0, drift_z, rng.normal(0, 1, n_terms), 0.1, rng.normal(0, 1, (n_items, dim)),
+            rng.normal(0, 1, n_items), rng.random(n_items), logistic)
+    has = has0.copy()
+    offered, accepted = _kernels.campaign_offers(users, slate, k, t, 3.0, key, has, alive,
+                                                 *rest, threads=threads, min_split=2)
+    has_ref = has0.copy()
+    off_ref, acc_ref = np.zeros(slate.shape, np.uint8), np.zeros(slate.shape, np.uint8)
+    with np.errstate(over="ignore"):  # uint64 scalars wrap, as the hash wants
+        _kernels.campaign_offers_py(users, slate, k, t, 3.0, np.uint64(key), has_ref, alive,
+                                    *rest, off_ref, acc_ref)
+    assert np.array_equal(offered, off_ref.astype(bool))
+    assert np.array_equal(accepted, acc_ref.astype(bool))
+    assert np.array_equal(has, has_ref)
+    # offers: the first k alive items not held of each row; acceptances among them
+    uu = np.broadcast_to(users[:, None], slate.shape)
+    valid = alive[slate] & ~has0[uu, slate]
+    assert np.array_equal(offered, valid & (np.cumsum(valid, axis=1) <= k))
+    assert not np.any(accepted & ~offered)
+    # acceptance: the world's counter-based coin below 1 - (1 - p)**boost, p in numpy
+    x = taste0[uu]
+    if n_terms:
+        x = x + 0.1 * np.einsum("nldk,k->nld", drift_z[uu], rest[2])
+    score = rest[5][slate] + (x * rest[4][slate]).sum(axis=-1)
+    p = 1 / (1 + np.exp(-score)) if logistic else np.clip(score, 0, 1)
+    p = p * rest[6][slate]
+    coins = hash_uniforms(key, uu, slate, t)
+    assert np.array_equal(accepted, offered & (coins < 1 - (1 - p) ** 3.0))

@@ -177,12 +177,15 @@ def test_fast_matches_numpy_on_a_larger_world(monkeypatch):
 
     monkeypatch.setattr(_world, "_SPAN_EVENTS", 5000)
     monkeypatch.setattr(_kernels, "_MIN_SPLIT", 1000)
+    monkeypatch.setattr(_kernels, "_MIN_SPLIT_ROWS", 16)
     monkeypatch.setattr(_kernels, "_BLOCK", 256)
     cfg = preset("viadeo_like", n_users=3000, drift_rate=0.05, ctr_halflife=200.0)
     fast = World(cfg, 7).simulate(cfg.n_ticks - 1)
     vectorised = World(cfg, 7, method="numpy").simulate(cfg.n_ticks - 1)
     assert fast.edges.user.size > 10_000
+    assert (fast.edges.source == 2).sum() > 500  # campaign edges, from two threads too
     assert _same_edges(fast, vectorised)
+    assert np.array_equal(fast.push_counts(0, 500), vectorised.push_counts(0, 500))
 
 
 @settings(max_examples=25)
