@@ -74,8 +74,8 @@ def _viadeo_like() -> WorldConfig:
     Launch at tick 0 (activity decays with a 100-tick half-life), about 20,000 users,
     180 items of which 5 are universal, power-law profile sizes (mean about 5.5 at tick 300),
     two campaigns pushing fixed item lists (:data:`VIADEO_CAMPAIGN_ITEMS`); the evaluation
-    window is ticks 300-500 (hence ``n_ticks = 501``). Campaign edges are about a quarter of
-    the profile edges at tick 500.
+    window is ticks 300-500 (hence ``n_ticks = 501``). Campaign edges are about 28% of the
+    profile edges at tick 500 (mean profile about 8.3 then).
 
     * Tick 330, 20 ticks: the 5 universal items to 70% of the users (all 5 offered).
     * Tick 430, 20 ticks: 5 ordinary items to 20% of the users (all 5 offered).
