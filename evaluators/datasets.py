@@ -6,20 +6,7 @@ Local files only, nothing is downloaded: :func:`load_movielens_100k` (``u.data``
 :class:`RatingData`; malformed files raise :class:`DatasetFormatError` naming file and line.
 """
 
-from evaluators._datasets import (
-    DatasetFormatError,
-    RatingData,
-    load_csv,
-    load_jester,
-    load_movielens_1m,
-    load_movielens_100k,
-)
-
-__all__ = [
-    "DatasetFormatError",
-    "RatingData",
-    "load_movielens_100k",
-    "load_movielens_1m",
-    "load_jester",
-    "load_csv",
-]
+# The private module's ``__all__`` is the single list of public names; this module only
+# re-exports it.
+from evaluators._datasets import *  # noqa: F403
+from evaluators._datasets import __all__  # noqa: F401

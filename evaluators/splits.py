@@ -6,24 +6,7 @@ Seeded functions returning index arrays into a ratings table: :func:`train_test_
 rating; the same ``rng`` gives the same split.
 """
 
-from evaluators._splits import (
-    TrainTestSplit,
-    TrainValidationTestSplit,
-    kfold,
-    kfold_by_user,
-    leave_one_out,
-    temporal_split,
-    train_test_split,
-    train_validation_test_split,
-)
-
-__all__ = [
-    "TrainTestSplit",
-    "TrainValidationTestSplit",
-    "train_test_split",
-    "temporal_split",
-    "train_validation_test_split",
-    "kfold",
-    "kfold_by_user",
-    "leave_one_out",
-]
+# The private module's ``__all__`` is the single list of public names; this module only
+# re-exports it.
+from evaluators._splits import *  # noqa: F403
+from evaluators._splits import __all__  # noqa: F401
