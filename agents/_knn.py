@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents._recommenders import _Recommender, _int_array
+from agents._recommenders import _Recommender, _check_method, _ids
 
 __all__ = ["KNNRating", "SIMILARITIES"]
 
@@ -99,8 +99,7 @@ class KNNRating(_Recommender):
         if not isinstance(similarity, str) or similarity not in SIMILARITIES:
             raise ValueError(f"`similarity` must be one of {', '.join(map(repr, SIMILARITIES))}"
                              f"; got {similarity!r}.")
-        if method not in ("fast", "naive"):
-            raise ValueError(f"`method` must be one of 'fast', 'naive'; got {method!r}.")
+        method = _check_method(method)
         self.similarity = similarity
         self.k = _check_int(k, "k", 1)
         self.min_support = _check_int(min_support, "min_support", 1)
@@ -329,15 +328,7 @@ class KNNRating(_Recommender):
             Unknown user or item ids, ``removed`` of the wrong length or not rated.
         """
         users, rem, _ = self._validate(users, 1, removed, what="predict")
-        items = _int_array(items, "items")
-        n_items = self._profiles.shape[1]
-        if items.shape != users.shape:
-            raise ValueError(f"`items` must have one item per user (length {users.size}); "
-                             f"got length {items.size}.")
-        if items.size and (items.min() < 0 or items.max() >= n_items):
-            bad = int(np.flatnonzero((items < 0) | (items >= n_items))[0])
-            raise ValueError(f"`items` must be item ids in [0, {n_items}); got {items[bad]} "
-                             f"at index {bad}.")
+        items = _ids(items, "items", "item", self._profiles.shape[1], length=users.size)
         out = np.empty(users.size)
         if users.size == 0:
             return out
@@ -346,28 +337,3 @@ class KNNRating(_Recommender):
             here = inverse == j
             out[here] = self._predict_all(int(u), int(r))[items[here]]
         return out
-
-    def recommend(self, users, k, *, removed=None) -> np.ndarray:
-        """Top-``k`` unrated items per user by predicted rating.
-
-        Parameters
-        ----------
-        users : int array (n,)
-        k : int, 1 <= k <= n_items
-            List length (the neighbourhood size is the constructor's ``k``).
-        removed : int array (n,), optional
-            ``removed[j]``, rated by ``users[j]``, is taken out of the whole data first.
-
-        Returns
-        -------
-        int ndarray (n, k)
-
-        Raises
-        ------
-        RuntimeError
-            Before ``fit``.
-        ValueError
-            ``k`` out of range, unknown user ids, ``removed`` of the wrong length or not rated.
-        """
-        return super().recommend(users, k, removed=removed)
-

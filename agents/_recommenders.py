@@ -159,27 +159,13 @@ class _Recommender:
     def _validate(self, users, k, removed, what: str = "recommend"):
         self._check_fitted(what)
         n_users, n_items = self._profiles.shape
-        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
-            raise TypeError(f"`k` must be an integer; got {type(k).__name__}.")
-        if not 1 <= k <= n_items:
-            raise ValueError(f"`k` must be in [1, n_items={n_items}]; got {k}.")
-        users = _int_array(users, "users")
-        if users.size and (users.min() < 0 or users.max() >= n_users):
-            bad = int(np.flatnonzero((users < 0) | (users >= n_users))[0])
-            raise ValueError(f"`users` must be user ids in [0, {n_users}); got {users[bad]} "
-                             f"at index {bad}.")
+        _check_list_k(k, n_items)
+        users = _ids(users, "users", "user", n_users)
         if removed is None:
             rem = np.full(users.shape, -1, dtype=np.int64)
             pos = rem.copy()
         else:
-            rem = _int_array(removed, "removed")
-            if rem.shape != users.shape:
-                raise ValueError(f"`removed` must have one item per user (length "
-                                 f"{users.size}); got length {rem.size}.")
-            if rem.size and (rem.min() < 0 or rem.max() >= n_items):
-                bad = int(np.flatnonzero((rem < 0) | (rem >= n_items))[0])
-                raise ValueError(f"`removed` must be item ids in [0, {n_items}); got "
-                                 f"{rem[bad]} at index {bad}.")
+            rem = _ids(removed, "removed", "item", n_items, length=users.size)
             wanted = users * n_items + rem
             pos = np.searchsorted(self._keys, wanted)
             pos = np.minimum(pos, max(self._keys.size - 1, 0))
@@ -191,7 +177,31 @@ class _Recommender:
         return users, rem, pos
 
     def recommend(self, users, k, *, removed=None) -> np.ndarray:
-        """Top-``k`` items for each user; see the class docstring."""
+        """Top-``k`` items per user by the recommender's scores (see its class docstring).
+
+        Parameters
+        ----------
+        users : int array (n,)
+            Row ids of the fitted matrix.
+        k : int, 1 <= k <= n_items
+            List length (not a model hyper-parameter such as a neighbourhood size).
+        removed : int array (n,), optional
+            ``removed[j]``, held (rated) by ``users[j]``, is left out of the whole training
+            graph first: the exact leave-one-out, without refitting.
+
+        Returns
+        -------
+        int ndarray (n, k)
+            Item ids in rank order (score desc, id asc); filtering recommenders rank the
+            items the reduced profile holds last.
+
+        Raises
+        ------
+        RuntimeError
+            Before ``fit``.
+        ValueError
+            ``k`` out of range, unknown user ids, ``removed`` of the wrong length or not held.
+        """
         users, rem, pos = self._validate(users, k, removed)
         out = np.empty((users.size, k), dtype=np.int64)
         step = max(1, _BATCH_CELLS // self._profiles.shape[1])
@@ -223,6 +233,19 @@ def _int_array(x, name: str) -> np.ndarray:
     if not np.issubdtype(arr.dtype, np.integer):
         raise TypeError(f"`{name}` must hold integer ids; got dtype {arr.dtype}.")
     return arr.astype(np.int64, copy=False)
+
+
+def _ids(x, name: str, kind: str, n: int, *, length: int | None = None) -> np.ndarray:
+    """``_int_array`` of ``kind`` ids in ``[0, n)``; with ``length``, one id per user."""
+    arr = _int_array(x, name)
+    if length is not None and arr.size != length:
+        raise ValueError(f"`{name}` must have one item per user (length {length}); got "
+                         f"length {arr.size}.")
+    if arr.size and (arr.min() < 0 or arr.max() >= n):
+        bad = int(np.flatnonzero((arr < 0) | (arr >= n))[0])
+        raise ValueError(f"`{name}` must be {kind} ids in [0, {n}); got {arr[bad]} at index "
+                         f"{bad}.")
+    return arr
 
 
 # --------------------------------------------------------------------------- Constant
@@ -428,28 +451,6 @@ class Popularity(_Recommender):
             scores[rows, cols] = -np.inf
         return scores
 
-    def recommend(self, users, k, *, removed=None) -> np.ndarray:
-        """Top-``k`` popular items per user, see the class docstring.
-
-        Parameters
-        ----------
-        users : int array (n,)
-        k : int, 1 <= k <= n_items
-        removed : int array (n,), optional
-            ``removed[j]``, held by ``users[j]``, is left out of the whole graph.
-
-        Returns
-        -------
-        int ndarray (n, k)
-
-        Raises
-        ------
-        RuntimeError
-            Before ``fit``.
-        ValueError
-            ``k`` out of range, unknown user ids, ``removed`` of the wrong length or not held.
-        """
-        return super().recommend(users, k, removed=removed)
 
 
 # --------------------------------------------------------------------------- CF
@@ -556,30 +557,6 @@ class UserCosineCF(_Recommender):
         scores[graph[u]] = -np.inf
         return scores
 
-    def recommend(self, users, k, *, removed=None) -> np.ndarray:
-        """Top-``k`` unheld items per user by cosine user-user CF.
-
-        Parameters
-        ----------
-        users : int array (n,)
-            Row ids of the fitted matrix.
-        k : int, 1 <= k <= n_items
-        removed : int array (n,), optional
-            ``removed[j]``, held by ``users[j]``, is left out of the whole graph first.
-
-        Returns
-        -------
-        int ndarray (n, k)
-            Item ids in rank order (score desc, id asc).
-
-        Raises
-        ------
-        RuntimeError
-            Before ``fit``.
-        ValueError
-            ``k`` out of range, unknown user ids, ``removed`` of the wrong length or not held.
-        """
-        return super().recommend(users, k, removed=removed)
 
 
 class NaiveCF(_Recommender):
@@ -683,27 +660,3 @@ class NaiveCF(_Recommender):
         scores[graph[u]] = -np.inf
         return scores
 
-    def recommend(self, users, k, *, removed=None) -> np.ndarray:
-        """Top-``k`` unheld items per user by co-occurrence CF.
-
-        Parameters
-        ----------
-        users : int array (n,)
-            Row ids of the fitted matrix.
-        k : int, 1 <= k <= n_items
-        removed : int array (n,), optional
-            ``removed[j]``, held by ``users[j]``, is left out of the whole graph first.
-
-        Returns
-        -------
-        int ndarray (n, k)
-            Item ids in rank order (score desc, id asc).
-
-        Raises
-        ------
-        RuntimeError
-            Before ``fit``.
-        ValueError
-            ``k`` out of range, unknown user ids, ``removed`` of the wrong length or not held.
-        """
-        return super().recommend(users, k, removed=removed)
