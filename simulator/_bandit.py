@@ -426,6 +426,28 @@ class MaskedDiscrete(spaces.Discrete):
         return super().sample(mask=mask, probability=probability)
 
 
+
+class _MaskedMultiDiscrete(spaces.MultiDiscrete):
+    """``MultiDiscrete`` whose ``sample()`` without a mask or probability draws among the
+    actions currently available (``_sample_available(current)``, one rule per subclass)."""
+
+    def __init__(self, nvec, mask_source=None, seed=None):
+        super().__init__(nvec, seed=seed)
+        self._mask_source = mask_source
+
+    def sample(self, mask=None, probability=None):
+        current = self._mask_source() if self._mask_source is not None else None
+        if mask is not None or probability is not None or current is None:
+            return super().sample(mask=mask, probability=probability)
+        return self._sample_available(current)
+
+
+def _check_render_mode(render_mode) -> None:
+    """No environment here renders: ``render_mode`` must be None."""
+    if render_mode is not None:
+        raise ValueError(f"`render_mode` must be None (no rendering); got {render_mode!r}.")
+
+
 _BLOCK = 512
 
 
@@ -452,8 +474,7 @@ class LinearBanditEnv(gym.Env):
 
     def __init__(self, config=None, *, render_mode=None):
         self.config = resolve_config(config)
-        if render_mode is not None:
-            raise ValueError(f"`render_mode` must be None (no rendering); got {render_mode!r}.")
+        _check_render_mode(render_mode)
         self.render_mode = None
         c = self.config
         self.n_actions = c.n_arms

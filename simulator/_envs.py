@@ -281,18 +281,11 @@ def check_slate(action, k: int, n_items: int, available: np.ndarray, tick: int) 
     return a
 
 
-class MaskedSlate(spaces.MultiDiscrete):
+class MaskedSlate(_b._MaskedMultiDiscrete):
     """``MultiDiscrete([n_items] * k)`` whose ``sample()`` draws ``k`` distinct items among the
     currently available ones (see :class:`simulator._bandit.MaskedDiscrete` for why)."""
 
-    def __init__(self, nvec, mask_source=None, seed=None):
-        super().__init__(nvec, seed=seed)
-        self._mask_source = mask_source
-
-    def sample(self, mask=None, probability=None):
-        current = self._mask_source() if self._mask_source is not None else None
-        if mask is not None or probability is not None or current is None:
-            return super().sample(mask=mask, probability=probability)
+    def _sample_available(self, current):
         k = self.shape[-1]
         r = self.np_random.random(current.shape)
         r[~current] = 2.0
@@ -328,8 +321,7 @@ class RecommendationEnv(gym.Env):
 
     def __init__(self, config=None, *, render_mode=None):
         self.config = resolve_config(config)
-        if render_mode is not None:
-            raise ValueError(f"`render_mode` must be None (no rendering); got {render_mode!r}.")
+        _b._check_render_mode(render_mode)
         self.render_mode = None
         c = self.config
         self._pristine = World(c.world, seed=c.world_seed)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
@@ -56,6 +55,26 @@ def _seed_list(seed, n: int):
     return seeds
 
 
+def _new_keys(key_rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` fresh episode keys (uint64) from the stream of later episodes."""
+    return key_rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64)
+
+
+def _first_keys(np_random: np.random.Generator, seed, n: int):
+    """``reset``'s key stream for later episodes and the first ``n`` episode keys.
+
+    ``seed`` as in ``reset`` (see :func:`_seed_list`); None draws the keys from the stream.
+    """
+    seeds = _seed_list(seed, n)
+    # keys of later episodes: a stream distinct from the seeds' own (a list entropy never
+    # equals an int seed), so an autoreset never replays episode s + i
+    key_rng = np.random.default_rng([int(np_random.integers(2**63)), 0x5EED])
+    if seeds is None:
+        return key_rng, _new_keys(key_rng, n)
+    return key_rng, np.array([_b.episode_key(np.random.default_rng(s)) for s in seeds],
+                             dtype=np.uint64)
+
+
 def _check_actions(actions, n_envs: int, n_actions: int, available: np.ndarray,
                    skip: np.ndarray) -> np.ndarray:
     a = np.asarray(actions)
@@ -76,18 +95,11 @@ def _check_actions(actions, n_envs: int, n_actions: int, available: np.ndarray,
     return a
 
 
-class MaskedMultiDiscrete(spaces.MultiDiscrete):
+class MaskedMultiDiscrete(_b._MaskedMultiDiscrete):
     """``MultiDiscrete([K] * N)`` whose ``sample()`` draws, for each sub-environment, an action
     among its currently available ones (see :class:`simulator._bandit.MaskedDiscrete`)."""
 
-    def __init__(self, nvec, mask_source=None, seed=None):
-        super().__init__(nvec, seed=seed)
-        self._mask_source = mask_source
-
-    def sample(self, mask=None, probability=None):
-        current = self._mask_source() if self._mask_source is not None else None
-        if mask is not None or probability is not None or current is None:
-            return super().sample(mask=mask, probability=probability)
+    def _sample_available(self, current):
         n_avail = current.sum(axis=1)
         pick = np.floor(self.np_random.random(current.shape[0]) * n_avail).astype(np.int64)
         # index of the pick-th available action of each row
@@ -122,8 +134,7 @@ class LinearBanditVectorEnv(VectorEnv):
         self.num_envs = _check_num_envs(num_envs)
         self.config = _b.resolve_config(config)
         self.max_episode_steps = _check_max_steps(max_episode_steps)
-        if render_mode is not None:
-            raise ValueError(f"`render_mode` must be None (no rendering); got {render_mode!r}.")
+        _b._check_render_mode(render_mode)
         self.render_mode = None
         single = _b.LinearBanditEnv(self.config)
         self.single_action_space = single.action_space
@@ -157,20 +168,9 @@ class LinearBanditVectorEnv(VectorEnv):
         return {"context": self._X.copy(), "available": self._A.copy(),
                 "tick": self._ticks.copy()}
 
-    def _new_keys(self, n: int) -> np.ndarray:
-        return self._key_rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64)
-
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed if isinstance(seed, numbers.Integral) else None)
-        seeds = _seed_list(seed, self.num_envs)
-        # keys of later episodes: a stream distinct from the seeds' own (a list entropy never
-        # equals an int seed), so an autoreset never replays episode s + i
-        self._key_rng = np.random.default_rng([int(self.np_random.integers(2**63)), 0x5EED])
-        if seeds is None:
-            self._keys = self._new_keys(self.num_envs)
-        else:
-            self._keys = np.array([_b.episode_key(np.random.default_rng(s)) for s in seeds],
-                                  dtype=np.uint64)
+        self._key_rng, self._keys = _first_keys(self.np_random, seed, self.num_envs)
         self._ticks = np.zeros(self.num_envs, np.int64)
         self._steps = np.zeros(self.num_envs, np.int64)
         self._autoreset = np.zeros(self.num_envs, bool)
@@ -196,7 +196,7 @@ class LinearBanditVectorEnv(VectorEnv):
         self._steps += 1
         if skip.any():
             n = int(skip.sum())
-            self._keys[skip] = self._new_keys(n)
+            self._keys[skip] = _new_keys(self._key_rng, n)
             self._ticks[skip] = 0
             self._steps[skip] = 0
         truncated = np.zeros(N, bool)
@@ -251,8 +251,7 @@ class RecommendationVectorEnv(VectorEnv):
             raise ValueError("`config.add_clicks` must be False for the vector environment "
                              "(its sub-environments share one world); got True.")
         self.max_episode_steps = _check_max_steps(max_episode_steps)
-        if render_mode is not None:
-            raise ValueError(f"`render_mode` must be None (no rendering); got {render_mode!r}.")
+        _b._check_render_mode(render_mode)
         self.render_mode = None
         single = _envs.RecommendationEnv(self.config)
         self.world = single.world
@@ -287,18 +286,9 @@ class RecommendationVectorEnv(VectorEnv):
         return {"user": self._U.copy(), "context": self._X, "available": self._A,
                 "tick": self._T.copy()}
 
-    def _new_keys(self, n: int) -> np.ndarray:
-        return self._key_rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64)
-
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed if isinstance(seed, numbers.Integral) else None)
-        seeds = _seed_list(seed, self.num_envs)
-        self._key_rng = np.random.default_rng([int(self.np_random.integers(2**63)), 0x5EED])
-        if seeds is None:
-            self._keys = self._new_keys(self.num_envs)
-        else:
-            self._keys = np.array([_b.episode_key(np.random.default_rng(s)) for s in seeds],
-                                  dtype=np.uint64)
+        self._key_rng, self._keys = _first_keys(self.np_random, seed, self.num_envs)
         self._keys_version = object()
         self._steps = np.zeros(self.num_envs, np.int64)
         self._autoreset = np.zeros(self.num_envs, bool)
@@ -350,7 +340,7 @@ class RecommendationVectorEnv(VectorEnv):
                 "user": self._U.copy(), "tick": self._T.copy()}
         self._steps += 1
         if skip.any():
-            self._keys[skip] = self._new_keys(int(skip.sum()))
+            self._keys[skip] = _new_keys(self._key_rng, int(skip.sum()))
             self._keys_version = object()
             self._steps[skip] = 0
         truncated = self._steps >= self.config.n_steps
