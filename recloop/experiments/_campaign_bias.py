@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-import zlib
 from pathlib import Path
 from typing import Mapping
 
@@ -25,6 +24,7 @@ import numpy as np
 
 from evaluators import fit_item_weights, loo_quality
 from recloop._results import Measurement
+from recloop.experiments._common import child_seed, name_key, seed_sequence
 
 __all__ = ["RECOMMENDER_KINDS", "campaign_bias", "plot_campaign_bias"]
 
@@ -34,28 +34,6 @@ RECOMMENDER_KINDS = ("constant_agreeing", "constant_disagreeing", "user_cosine_c
 
 EVALUATION = "offline_bias"
 _N_MARGINAL_ITEMS = 6  # most pushed items whose P_t(i) is reported
-
-
-def _seed_sequence(rng) -> np.random.SeedSequence:
-    if isinstance(rng, np.random.SeedSequence):
-        return rng
-    if isinstance(rng, np.random.Generator):
-        return np.random.SeedSequence(int(rng.integers(0, 2**63)))
-    if rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool)):
-        return np.random.SeedSequence(rng)
-    raise TypeError(f"`rng` must be None, an int, a SeedSequence or a Generator; "
-                    f"got {type(rng).__name__}.")
-
-
-def _child(root: np.random.SeedSequence, *key: int) -> np.random.SeedSequence:
-    # Keyed by the measurement's identity (recommender name, tick, variant), never by the
-    # order of computation, so adding a recommender does not change the others' draws.
-    return np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + key,
-                                  pool_size=root.pool_size)
-
-
-def _name_key(name: str) -> int:
-    return zlib.crc32(name.encode("utf-8"))
 
 
 def _variant(p) -> str:
@@ -183,8 +161,8 @@ def campaign_bias(config, *, recommenders: Mapping, ticks, p_values=(0, 5, 20, N
     import simulator  # harness side: recloop may import simulator
 
     ticks, ps = _check_options(recommenders, ticks, p_values, k, n_samples)
-    root = _seed_sequence(rng)
-    world = simulator.World(config, _child(root, 0))
+    root = seed_sequence(rng)
+    world = simulator.World(config, child_seed(root, 0))
     twin = world.without_campaigns()
     t0, t1 = ticks[0], ticks[-1]
     uw = world.user_weights if config.user_weights is not None else None
@@ -235,7 +213,7 @@ def campaign_bias(config, *, recommenders: Mapping, ticks, p_values=(0, 5, 20, N
                                                       metric=metric, truth=truth, tick=t,
                                                       variant=variant))
                 if n_samples is not None:
-                    stream = _child(root, 1, _name_key(name), t, variant_names.index(variant))
+                    stream = child_seed(root, 1, name_key(name), t, variant_names.index(variant))
                     est = table.score(n_samples=n_samples, user_weights=uw, item_weights=w,
                                       rng=np.random.default_rng(stream))
                     rows.append(Measurement.from_estimate(

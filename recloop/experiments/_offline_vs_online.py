@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-import zlib
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from recloop._results import Measurement
+from recloop.experiments._common import child_rng, name_key, seed_sequence
 
 __all__ = ["ESTIMATORS", "NoRankingWarning", "offline_vs_online", "plot_offline_vs_online"]
 
@@ -37,28 +37,6 @@ _TRUTH_ROW = "online_T_over_K"
 
 class NoRankingWarning(RuntimeWarning):
     """An evaluator gave no usable ranking on some logs (nan estimates or all ties)."""
-
-
-def _seed_sequence(rng) -> np.random.SeedSequence:
-    if isinstance(rng, np.random.SeedSequence):
-        return rng
-    if isinstance(rng, np.random.Generator):
-        return np.random.SeedSequence(int(rng.integers(0, 2**63)))
-    if rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool)):
-        return np.random.SeedSequence(rng)
-    raise TypeError("`rng` must be None, an int, a SeedSequence or a Generator; got "
-                    f"{type(rng).__name__}.")
-
-
-def _gen(root: np.random.SeedSequence, *key: int) -> np.random.Generator:
-    # keyed by what the draws are for (log, agent, evaluator), never by computation order:
-    # adding an agent or an evaluator leaves the others' numbers unchanged
-    return np.random.default_rng(np.random.SeedSequence(
-        root.entropy, spawn_key=tuple(root.spawn_key) + tuple(key), pool_size=root.pool_size))
-
-
-def _key(name: str) -> int:
-    return zlib.crc32(name.encode("utf-8"))
 
 
 def _builtin(name: str, n_bootstrap: int) -> Callable:
@@ -277,7 +255,7 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int, n_logs:
 
     config, funcs, T, n_logs, n_truth_runs, n_resamples = _check(
         config, agents, estimators, T, n_logs, n_bootstrap, n_truth_runs, n_resamples)
-    root = _seed_sequence(rng)
+    root = seed_sequence(rng)
     names = list(agents)
     params = {"T": T}
     K = config.n_alive if config.n_alive is not None else config.n_arms
@@ -289,16 +267,16 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int, n_logs:
 
         logs = tqdm(logs, desc="logs", leave=False)
     for i in logs:
-        log, _ = simulator.collect_log(config, T, rng=_gen(root, 1, i))
+        log, _ = simulator.collect_log(config, T, rng=child_rng(root, 1, i))
         for e, f in funcs.items():
             for j, name in enumerate(names):
                 values[e][i, j] = _value(f(log, name, agents[name],
-                                           _gen(root, 2, _key(e), _key(name), i)))
+                                           child_rng(root, 2, name_key(e), name_key(name), i)))
     rows = []
     truth = {"T": np.empty(len(names)), "T_over_K": np.empty(len(names))}
     for j, name in enumerate(names):
         ov = simulator.online_value(config, agents[name], T, n_runs=n_truth_runs,
-                                    rng=_gen(root, 3, _key(name)))
+                                    rng=child_rng(root, 3, name_key(name)))
         for variant, t in (("T", T), ("T_over_K", t_short)):
             v, se = ov.at(t)
             truth[variant][j] = v
@@ -320,7 +298,7 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int, n_logs:
     for e in funcs:
         for v_idx, variant in enumerate(("T", "T_over_K")):
             taus = [_tau(values[e][i], truth[variant]) for i in range(n_logs)]
-            rows.append(_tau_row(taus, _gen(root, 4, _key(e), v_idx), n_resamples,
+            rows.append(_tau_row(taus, child_rng(root, 4, name_key(e), v_idx), n_resamples,
                                  evaluation=evaluation, agent=e, variant=variant,
                                  params=params))
     rows.append(Measurement(evaluation=evaluation, agent=_TRUTH_ROW,
