@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from scipy import stats
 
 from simulator.logs import BanditLog
+from recloop._selfcheck import FixedArm
 from recloop.testing._problems import LOGGING_POLICIES, BanditProblem, random_bandit_problem
 
 __all__ = ["CheckReport", "PropertyResult", "check_ope_estimator",
@@ -350,22 +351,6 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
 
 
 # -- evaluators of learning agents ---------------------------------------------------------
-class _FixedArm:
-    """An agent that always plays one arm (used to force 'no match')."""
-
-    def __init__(self, arm: int):
-        self.arm = arm
-
-    def reset(self, rng=None):
-        pass
-
-    def act(self, observation):
-        return self.arm
-
-    def update(self, observation, action, reward):
-        pass
-
-
 def check_learning_policy_evaluator(evaluator, *, make_agent=None, n_logs: int = 10,
                                     n_rounds: int = 2000, rng=None) -> CheckReport:
     """Check a replay-like evaluator of learning agents on the BRED linear test bed.
@@ -420,7 +405,7 @@ def check_learning_policy_evaluator(evaluator, *, make_agent=None, n_logs: int =
     def no_match():
         log = logs[0]
         keep = np.flatnonzero(log.action != 0)
-        return _degenerate(lambda: evaluator(log.take(keep), lambda r: _FixedArm(0),
+        return _degenerate(lambda: evaluator(log.take(keep), lambda r: FixedArm(0),
                                              rng=np.random.default_rng(0)),
                            "an agent that never plays a logged action")
 

@@ -7,25 +7,10 @@ import pytest
 
 import agents
 import simulator
+from recloop._selfcheck import FixedArm  # a static policy: cheap to replay and to simulate
 from recloop.experiments._offline_vs_online import NoRankingWarning, offline_vs_online
 
 T = 150
-
-
-class FixedArm:
-    """A static policy (cheap to replay and to simulate); arm values differ in bred_linear."""
-
-    def __init__(self, arm):
-        self.arm = arm
-
-    def reset(self, rng=None):
-        pass
-
-    def act(self, obs):
-        return self.arm
-
-    def update(self, obs, action, reward):
-        pass
 
 
 def make_ucb1(rng=None):
