@@ -365,23 +365,9 @@ class Constant(_Recommender):
     def recommend(self, users, k, *, removed=None) -> np.ndarray:
         """``items[:k]`` for every user (``removed`` is validated and otherwise ignored).
 
-        Parameters
-        ----------
-        users : int array (n,)
-        k : int, 1 <= k <= len(items)
-        removed : int array (n,), optional
-            Held items left out; a constant list does not depend on the profile.
-
-        Returns
-        -------
-        int ndarray (n, k)
-
-        Raises
-        ------
-        RuntimeError
-            Before ``fit``.
-        ValueError
-            ``k`` out of range, unknown user ids, ``removed`` of the wrong length or not held.
+        Parameters, returns and errors as for the other recommenders (e.g.
+        :meth:`Popularity.recommend`); in addition ``k`` must be at most ``len(items)``
+        (``ValueError``).
         """
         users, _, _ = self._validate(users, k, removed)
         if k > self.items.size:
