@@ -53,23 +53,6 @@ def make_linucb(gen):
     return ag
 
 
-class Single:
-    """A LinUCB without ``batch``: bred then runs replicate after replicate, each through the
-    single agent's compiled replay (what B calls of ``replay`` would do)."""
-
-    def __init__(self, agent):
-        self.agent = agent
-
-    def act(self, observation):
-        return self.agent.act(observation)
-
-    def update(self, observation, action, reward):
-        self.agent.update(observation, action, reward)
-
-    def replay_arrays(self, *args):
-        return self.agent.replay_arrays(*args)
-
-
 class Plain:
     """Only act/update: the plain Python loop."""
 
@@ -81,6 +64,14 @@ class Plain:
 
     def update(self, observation, action, reward):
         self.agent.update(observation, action, reward)
+
+
+class Single(Plain):
+    """A LinUCB without ``batch``: bred then runs replicate after replicate, each through the
+    single agent's compiled replay (what B calls of ``replay`` would do)."""
+
+    def replay_arrays(self, *args):
+        return self.agent.replay_arrays(*args)
 
 
 def timed(f):
