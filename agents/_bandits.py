@@ -31,6 +31,8 @@ __all__ = ["UniformRandom", "UCB1", "EpsilonGreedy", "LinUCB", "ThompsonSampling
 
 _BLOCK = 256  # uniforms drawn per refill of an agent's buffer
 _EMPTY3 = np.empty((0, 0, 0))
+_EMPTY_SOURCE = np.empty((0, 0), dtype=np.int64)
+_EMPTY_REVEALED = np.empty((0, 0), dtype=np.bool_)  # reveal every match
 
 
 def _draw(gen, buf, ptr, n):
@@ -171,7 +173,8 @@ class _Bandit:
         return _batched.make_batch(cls, agents)
 
     # -- fast replay ----------------------------------------------------------------------
-    def replay_arrays(self, context, available, logged_action, reward, eligible):
+    def replay_arrays(self, context, available, logged_action, reward, eligible, *,
+                      source=None, revealed=None):
         """Replay over arrays of records, equivalent to the loop below but compiled.
 
         ::
@@ -179,6 +182,10 @@ class _Bandit:
             for j in range(T):
                 a[j] = self.act({"context": context[j], "available": available[j]})
                 if a[j] == logged_action[j] and eligible[j]:
+                    if revealed is not None:        # reveal once (BRED)
+                        if revealed[source[j]]:
+                            continue
+                        revealed[source[j]] = True
                     self.update(obs_j, a[j], reward[j])
 
         Parameters
@@ -189,6 +196,11 @@ class _Bandit:
         reward : array (T,) float
         eligible : array (T,) bool
             Records whose match may be used (``False``: rejected by rejection sampling).
+        source : array (T,) int, optional
+            Source record of each record (an index into ``revealed``); with ``revealed``.
+        revealed : array (n_source,) bool, optional
+            Reveal once: a match is used only if its source record is not yet revealed, and
+            then marks it (``revealed`` is updated in place). ``None``: every eligible match.
 
         Returns
         -------
@@ -207,9 +219,14 @@ class _Bandit:
             return out[0]
         index = np.arange(T, dtype=np.int64)[None, :]
         u = self._take(T * self._n_uniforms).reshape(1, T, self._n_uniforms)
+        if revealed is None:
+            src, rev = _EMPTY_SOURCE, _EMPTY_REVEALED
+        else:
+            src = np.array(source, dtype=np.int64)[None, :]
+            rev = revealed[None, :]  # a view: the kernel marks the caller's array
         self._run_replay(X, avail, np.array(logged_action, dtype=np.int64),
                          np.array(reward, dtype=np.float64),
-                         np.array(eligible, dtype=np.bool_)[None, :], index,
+                         np.array(eligible, dtype=np.bool_)[None, :], src, rev, index,
                          _EMPTY3, u, out)
         return out[0]
 
@@ -238,8 +255,9 @@ class UniformRandom(_Bandit):
         x, avail = self._observe(observation)
         return avail / avail.sum()
 
-    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
-        kn.uniform_replay(avail, index, u[:, :, 0], out)
+    def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
+                    u, out):
+        kn.uniform_replay(avail, logged, eligible, source, revealed, index, u[:, :, 0], out)
 
 
 class _CountBandit(_Bandit):
@@ -297,9 +315,10 @@ class UCB1(_CountBandit):
         x, avail = self._observe(observation)
         return self._argmax_probabilities(self._scores(x, avail), avail)
 
-    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+    def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
+                    u, out):
         kn.ucb1_replay(self._counts[None], self._sums[None], self.alpha, X, avail, logged,
-                       reward, eligible, index, jitter, u[:, :, 0], out)
+                       reward, eligible, source, revealed, index, jitter, u[:, :, 0], out)
 
 
 class EpsilonGreedy(_CountBandit):
@@ -341,9 +360,10 @@ class EpsilonGreedy(_CountBandit):
         greedy = self._argmax_probabilities(score, avail)
         return self.epsilon * avail / avail.sum() + (1 - self.epsilon) * greedy
 
-    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+    def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
+                    u, out):
         kn.egreedy_replay(self._counts[None], self._sums[None], self.epsilon, X, avail, logged,
-                          reward, eligible, index, jitter, np.ascontiguousarray(u[:, :, 0]),
+                          reward, eligible, source, revealed, index, jitter, np.ascontiguousarray(u[:, :, 0]),
                           np.ascontiguousarray(u[:, :, 1]), out)
 
 
@@ -406,9 +426,11 @@ class LinUCB(_Bandit):
         x, avail = self._observe(observation)
         return self._argmax_probabilities(self._scores(x, avail), avail)
 
-    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+    def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
+                    u, out):
         kn.linucb_replay(self._Ainv[None], self._b[None], self._theta[None], self.alpha, X,
-                         avail, logged, reward, eligible, index, jitter, u[:, :, 0], out)
+                         avail, logged, reward, eligible, source, revealed, index, jitter,
+                         u[:, :, 0], out)
 
 
 class ThompsonSampling(_Bandit):

@@ -10,7 +10,8 @@ Interface (all copies act at every step; only the ``active`` ones learn)::
 
     act(context (B, d), available (B, K)) -> (B,) int64
     update(active (B,) bool, context (B, d), action (B,), reward (B,))
-    replay_arrays(context, available, logged_action, reward, index, jitter, eligible)
+    replay_arrays(context, available, logged_action, reward, index, jitter, eligible,
+                  revealed=None)
     unbatch() -> list of B single agents carrying the copies' states
 
 LinUCB's twin holds ``B x K x d x d`` inverse matrices updated by Sherman-Morrison.
@@ -23,8 +24,8 @@ import copy
 import numpy as np
 
 from agents import _kernels as kn
-from agents._bandits import (_BLOCK, _EMPTY3, EpsilonGreedy, LinUCB, ThompsonSampling, UCB1,
-                             UniformRandom, _draw)
+from agents._bandits import (_BLOCK, _EMPTY3, _EMPTY_REVEALED, _EMPTY_SOURCE, EpsilonGreedy,
+                             LinUCB, ThompsonSampling, UCB1, UniformRandom, _draw)
 
 __all__ = ["BatchedUniformRandom", "BatchedUCB1", "BatchedEpsilonGreedy", "BatchedLinUCB",
            "BatchedThompsonSampling", "make_batch"]
@@ -156,19 +157,21 @@ class _Batched:
         self._update(*self._update_arrays(active, context, action, reward))
 
     def replay_arrays(self, context, available, logged_action, reward, index, jitter,
-                      eligible):
+                      eligible, *, revealed=None):
         """Replay copy i over records ``index[i]`` of the given arrays (compiled loop).
 
         Copy i acts on ``context[index[i, j]] + jitter[i, j]`` and availability
         ``available[index[i, j]]``; when its action equals ``logged_action[index[i, j]]`` and
         ``eligible[i, j]`` it is updated with ``reward[index[i, j]]``. Equivalent to stepping
-        ``act`` / ``update`` record by record.
+        ``act`` / ``update`` record by record. With ``revealed`` (reveal once, for BRED), a
+        match of copy i is used only if ``revealed[i, index[i, j]]`` is False, which it then
+        sets: each source record updates a copy at most once.
 
         Parameters
         ----------
         context : (T, d) float; available : (T, K) bool; logged_action : (T,) int;
         reward : (T,) float; index : (B, n) int; jitter : (B, n, d) float or None;
-        eligible : (B, n) bool
+        eligible : (B, n) bool; revealed : (B, T) bool or None (updated in place)
 
         Returns
         -------
@@ -185,9 +188,13 @@ class _Batched:
         if n == 0:
             return out
         u = self._take(n * self._n_uniforms).reshape(B, n, self._n_uniforms)
+        if revealed is None:
+            src, rev = _EMPTY_SOURCE, _EMPTY_REVEALED
+        else:
+            src, rev = index, revealed
         self._run_replay(X, avail, np.array(logged_action, dtype=np.int64),
                          np.array(reward, dtype=np.float64),
-                         np.array(eligible, dtype=np.bool_), index, jitter, u, out)
+                         np.array(eligible, dtype=np.bool_), src, rev, index, jitter, u, out)
         return out
 
     def unbatch(self) -> list:
@@ -218,8 +225,10 @@ class BatchedUniformRandom(_Batched):
     def _update(self, active, X, action, reward):
         pass
 
-    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
-        kn.uniform_replay(avail, index, np.ascontiguousarray(u[:, :, 0]), out)
+    def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
+                    u, out):
+        kn.uniform_replay(avail, logged, eligible, source, revealed, index,
+                          np.ascontiguousarray(u[:, :, 0]), out)
 
 
 class _BatchedCount(_Batched):
@@ -239,9 +248,10 @@ class BatchedUCB1(_BatchedCount):
                           np.ascontiguousarray(self._take(1)[:, 0]), out)
         return out
 
-    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+    def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
+                    u, out):
         kn.ucb1_replay(self._counts, self._sums, self.alpha, X, avail, logged, reward,
-                       eligible, index, jitter, np.ascontiguousarray(u[:, :, 0]), out)
+                       eligible, source, revealed, index, jitter, np.ascontiguousarray(u[:, :, 0]), out)
 
 
 class BatchedEpsilonGreedy(_BatchedCount):
@@ -255,9 +265,10 @@ class BatchedEpsilonGreedy(_BatchedCount):
                              np.ascontiguousarray(u[:, 0]), np.ascontiguousarray(u[:, 1]), out)
         return out
 
-    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+    def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
+                    u, out):
         kn.egreedy_replay(self._counts, self._sums, self.epsilon, X, avail, logged, reward,
-                          eligible, index, jitter, np.ascontiguousarray(u[:, :, 0]),
+                          eligible, source, revealed, index, jitter, np.ascontiguousarray(u[:, :, 0]),
                           np.ascontiguousarray(u[:, :, 1]), out)
 
 
@@ -308,11 +319,12 @@ class BatchedLinUCB(_Batched):
     def _update(self, active, X, action, reward):
         kn.linucb_update_lanes(self._Ainv, self._b, self._theta, active, X, action, reward)
 
-    def _run_replay(self, X, avail, logged, reward, eligible, index, jitter, u, out):
+    def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
+                    u, out):
         B = self.n_copies
         n_groups = -(-B // kn.LANE_GROUP)
         kn.linucb_replay_lanes(self._Ainv, self._b, self._theta, self.alpha, X, avail, logged,
-                               reward, eligible, index, jitter,
+                               reward, eligible, source, revealed, index, jitter,
                                np.ascontiguousarray(u[:, :, 0]), out, -(-B // n_groups),
                                kn.linucb_scores_kernel(self._d))
 

@@ -212,6 +212,23 @@ def count_update_batch(counts, sums, active, action, reward):
 #
 # Single copy: records (T, ...), uniforms (T,) or (T, 2). Batched: copy i walks records
 # index[i, :] of the base arrays, with context X[index[i, j]] + jitter[i, j].
+#
+# "Reveal once" (BRED on a resample that repeats records): step j of copy i comes from source
+# record source[i, j]; with a non-empty revealed (B, n_source) bool array, a match is used
+# only if that source record is not yet revealed for the copy, and then marks it. An empty
+# revealed array (shape (0, 0)) uses every eligible match.
+
+
+@njit(cache=False)
+def _reveal(source, revealed, i, j):
+    """True if the match at step j of copy i is used (and marks its source record)."""
+    if revealed.shape[0] == 0:
+        return True
+    s = source[i, j]
+    if revealed[i, s]:
+        return False
+    revealed[i, s] = True
+    return True
 
 
 @njit(cache=False)
@@ -227,8 +244,8 @@ def _ctx(X, index, jitter, i, j, x):
 
 
 @njit(cache=False)
-def linucb_replay(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, index, jitter,
-                  u, out):
+def linucb_replay(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, source, revealed,
+                  index, jitter, u, out):
     """Batched LinUCB replay; state arrays have a leading copy axis (B, ...)."""
     B, n = index.shape
     K = Ainv.shape[1]
@@ -241,12 +258,13 @@ def linucb_replay(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, ind
             r = _ctx(X, index, jitter, i, j, x)
             a = linucb_act_one(Ainv[i], theta[i], alpha, x, avail[r], u[i, j], score, y)
             out[i, j] = a
-            if a == logged[r] and eligible[i, j]:
+            if a == logged[r] and eligible[i, j] and _reveal(source, revealed, i, j):
                 linucb_update_one(Ainv[i], b[i], theta[i], x, a, reward[r], y)
 
 
 @njit(cache=False)
-def ucb1_replay(counts, sums, alpha, X, avail, logged, reward, eligible, index, jitter, u, out):
+def ucb1_replay(counts, sums, alpha, X, avail, logged, reward, eligible, source, revealed, index,
+                jitter, u, out):
     B, n = index.shape
     score = np.empty(counts.shape[1])
     x = np.empty(X.shape[1])
@@ -255,13 +273,13 @@ def ucb1_replay(counts, sums, alpha, X, avail, logged, reward, eligible, index, 
             r = _ctx(X, index, jitter, i, j, x)
             a = ucb1_act_one(counts[i], sums[i], alpha, x, avail[r], u[i, j], score)
             out[i, j] = a
-            if a == logged[r] and eligible[i, j]:
+            if a == logged[r] and eligible[i, j] and _reveal(source, revealed, i, j):
                 count_update_one(counts[i], sums[i], a, reward[r])
 
 
 @njit(cache=False)
-def egreedy_replay(counts, sums, epsilon, X, avail, logged, reward, eligible, index, jitter,
-                   u1, u2, out):
+def egreedy_replay(counts, sums, epsilon, X, avail, logged, reward, eligible, source, revealed,
+                   index, jitter, u1, u2, out):
     B, n = index.shape
     score = np.empty(counts.shape[1])
     x = np.empty(X.shape[1])
@@ -271,16 +289,20 @@ def egreedy_replay(counts, sums, epsilon, X, avail, logged, reward, eligible, in
             a = egreedy_act_one(counts[i], sums[i], epsilon, x, avail[r], u1[i, j], u2[i, j],
                                 score)
             out[i, j] = a
-            if a == logged[r] and eligible[i, j]:
+            if a == logged[r] and eligible[i, j] and _reveal(source, revealed, i, j):
                 count_update_one(counts[i], sums[i], a, reward[r])
 
 
 @njit(cache=False)
-def uniform_replay(avail, index, u, out):
+def uniform_replay(avail, logged, eligible, source, revealed, index, u, out):
     B, n = index.shape
     for i in range(B):
         for j in range(n):
-            out[i, j] = uniform_act_one(avail[index[i, j]], u[i, j])
+            r = index[i, j]
+            a = uniform_act_one(avail[r], u[i, j])
+            out[i, j] = a
+            if a == logged[r] and eligible[i, j]:
+                _reveal(source, revealed, i, j)  # nothing to learn; marks the record
 
 
 @njit(cache=False)
@@ -344,8 +366,8 @@ LANE_GROUP = 64  # at most; the copies are split into equal groups
 
 
 @njit(cache=False)
-def linucb_replay_lanes(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, index,
-                        jitter, u, out, _G, scores):
+def linucb_replay_lanes(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, source,
+                        revealed, index, jitter, u, out, _G, scores):
     """Batched LinUCB replay; copy c walks records ``index[c]``; state stored copy-last."""
     K, d, _, B = Ainv.shape
     n = index.shape[1]
@@ -383,7 +405,8 @@ def linucb_replay_lanes(Ainv, b, theta, alpha, X, avail, logged, reward, eligibl
                     sc[k] = score_t[k, c]
                 a = pick(sc, avail[r], u[c0 + c, j])
                 out[c0 + c, j] = a
-                if a == logged[r] and eligible[c0 + c, j]:
+                if (a == logged[r] and eligible[c0 + c, j]
+                        and _reveal(source, revealed, c0 + c, j)):
                     linucb_update_lane(A, bb, th, x, c, a, reward[r], y1)
         for k in range(K):
             for i in range(d):

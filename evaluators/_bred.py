@@ -17,6 +17,8 @@ __all__ = ["bred", "BredEstimate", "JITTER_C"]
 #: ``c`` of the automatic jitter bandwidth ``h = c * std(context) / sqrt(T)``.
 JITTER_C = 1.0
 
+_REVEALS = ("every", "once")
+
 # records per chunk of jitter noise: bounds memory at B * _CHUNK * d floats
 _CHUNK = 4096
 
@@ -28,27 +30,33 @@ class BredEstimate(Estimate):
     ``value`` is the mean of the replicates' replay values, ``stderr`` their standard
     deviation, ``[ci_low, ci_high]`` their percentile interval, ``n`` the number of
     replicates with at least one match. ``replicate_values`` (B,) holds every replicate
-    (``nan`` where it matched nothing), ``mean_matches`` the mean number of matches per
-    replicate, ``bandwidth`` (d,) the jitter standard deviation used per context feature.
+    (``nan`` where it matched nothing), ``mean_matches`` the mean number of (counted)
+    matches per replicate -- the horizon the estimate measures --, ``bandwidth`` (d,) the
+    jitter standard deviation used per context feature, ``reveal`` the reveal rule,
+    ``replicate_matches`` (B,) each replicate's number of counted matches.
     """
 
     replicate_values: np.ndarray = field(default=None, compare=False, repr=False)
     mean_matches: float = math.nan
     bandwidth: np.ndarray = field(default=None, compare=False, repr=False)
     expansion: float = math.nan
+    reveal: str = "every"
+    replicate_matches: np.ndarray = field(default=None, compare=False, repr=False)
 
 
 def _bandwidth(log, jitter) -> np.ndarray:
+    std = log.context.std(axis=0)
     if isinstance(jitter, str):
         if jitter != "auto":
             raise ValueError(f"`jitter` must be \"auto\" or a float >= 0; got {jitter!r}.")
-        return JITTER_C * log.context.std(axis=0) / math.sqrt(log.n_rounds)
+        return JITTER_C * std / math.sqrt(log.n_rounds)
     if isinstance(jitter, bool) or not isinstance(jitter, (int, float, np.integer, np.floating)):
         raise TypeError(f"`jitter` must be \"auto\" or a float >= 0; got "
                         f"{type(jitter).__name__}.")
     if not (math.isfinite(jitter) and jitter >= 0):
         raise ValueError(f"`jitter` must be \"auto\" or a float >= 0; got {jitter}.")
-    return np.full(log.dim_context, float(jitter))
+    # constant features (an intercept) stay exact, as with "auto"
+    return np.where(std > 0, float(jitter), 0.0)
 
 
 def _draw_noise(gen, c, h):
@@ -65,7 +73,7 @@ def _noise(gen, n, h):
 
 
 def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=0.95,
-         rng=None) -> BredEstimate:
+         reveal="every", rng=None) -> BredEstimate:
     """Bootstrapped Replay on Expanded Data: replay on B jittered bootstrap resamples.
 
     Parameters
@@ -83,9 +91,15 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
     jitter : "auto" or float >= 0
         Standard deviation of the Gaussian noise added to the resampled contexts.
         ``"auto"``: ``h_m = c * std(context[:, m]) / sqrt(T)`` per feature with
-        ``c = JITTER_C = 1``; a float sets ``h`` for every feature; 0 disables jitter.
+        ``c = JITTER_C = 1``; a float sets ``h`` for every non-constant feature
+        (constant ones, e.g. an intercept, are never jittered); 0 disables jitter.
     ci : float in (0, 1)
         Level of the percentile interval.
+    reveal : {"every", "once"}
+        ``"every"`` (the paper's algorithm): every match of a resampled record is counted
+        and given to the agent. ``"once"``: within a replicate, a logged record's reward is
+        counted and given to the agent only at its first match; later matches of copies of
+        the same record are skipped (not counted, no update). See Notes.
     rng : None, int, SeedSequence or Generator
 
     Returns
@@ -102,7 +116,8 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
         ``n_bootstrap`` not an int, ``jitter`` of a wrong type.
     ValueError
         Empty log, non-uniform propensities, ``n_bootstrap < 1``, ``expansion <= 0``,
-        negative ``jitter``, an agent returning an unavailable or out-of-range action.
+        negative ``jitter``, ``reveal`` not "every" or "once", an agent returning an
+        unavailable or out-of-range action.
 
     Notes
     -----
@@ -111,6 +126,34 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
     learn on only ``~T/K`` of them; resampling ``K * T`` records restores a horizon of about
     ``T`` steps, the bootstrap distribution gives the uncertainty, and the jitter (a
     smoothed bootstrap) keeps the learner from seeing exact repeats of a context.
+
+    Memorisation bias (``reveal="every"``). A resample of ``K * T`` records holds about
+    ``K`` copies of each logged record. A learner that uses the context memorises them:
+    after matching a copy with reward 1 it tends to pick the same arm on the next copies
+    (and matches again, reward 1), after reward 0 it switches arm and the later copies are
+    skipped. Rewarded records are thereby over-counted and the estimate is biased upwards,
+    possibly above the best achievable per-trial payoff. In recloop's measurements on
+    the BRED linear test bed (K = 10, d = 10, binary contexts), LinUCB at T = 1000 has
+    true V(T) = 0.37 and the paper's BRED gives about 0.6 (the best policy earns 0.45, so
+    no learner can earn more); the bias shrinks with T but
+    stays far above replay's. Context-free learners (UCB1) are hardly affected: they
+    cannot tell the copies apart from other records. Jitter cannot remove the bias for a
+    context-using learner: with ``h = c * std / sqrt(T)`` a copy's context moves by
+    ``O(1/sqrt(T))``, and a linear (hence smooth) score changes by as little, so the
+    learner still recognises the record; a bandwidth large enough to break the
+    memorisation (``c`` of order ``sqrt(T)``) changes the context distribution itself and
+    biases the estimate in its own way. ``JITTER_C = 1`` is kept as in the paper.
+
+    Reveal once (``reveal="once"``). Each logged record is revealed at most once per
+    replicate (at its first match), as on the real log, where a record is seen once. The
+    matched stream is then a stream of distinct uniformly-logged records in random order,
+    so the replicate's value is an unbiased estimate of the learner's online per-trial
+    payoff ``V(m)`` over its first ``m`` matches, ``m`` the replicate's match count. The
+    horizon is shorter than ``T``: once a record is revealed its copies no longer count, so
+    ``mean_matches`` is about ``T / 4`` for LinUCB and ``T / 2`` for UCB1 at ``K = 10``
+    (against ``~T/K`` for replay on the log, ``~T`` for ``"every"``); score it against
+    ``V(mean_matches)``, not ``V(T)``. It removes the memorisation bias, and for LinUCB its
+    error against ``V(T)`` is still below replay's.
 
     Randomness: ``rng`` is converted once and spawns B children; child ``i`` spawns two
     streams, the first for replicate i's resampling indices then its jitter, the second
@@ -137,6 +180,9 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
         raise ValueError(f"`expansion` must be > 0; got {expansion}.")
     h = _bandwidth(log, jitter)
     level = _check_level(ci)
+    if not (isinstance(reveal, str) and reveal in _REVEALS):
+        raise ValueError(f"`reveal` must be one of {_REVEALS}; got {reveal!r}.")
+    once = reveal == "once"
     T, B = log.n_rounds, int(n_bootstrap)
     n = max(1, int(round(expansion * T)))
 
@@ -152,9 +198,9 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
 
     cls = type(agents_[0])
     if hasattr(cls, "batch") and all(type(a) is cls for a in agents_):
-        sums, matches = _run_batched(log, cls.batch(agents_), index, data_gens, h)
+        sums, matches = _run_batched(log, cls.batch(agents_), index, data_gens, h, once)
     else:
-        sums, matches = _run_plain(log, agents_, index, data_gens, h)
+        sums, matches = _run_plain(log, agents_, index, data_gens, h, once)
 
     with np.errstate(invalid="ignore", divide="ignore"):
         values = sums / matches
@@ -171,17 +217,31 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
         se = float(finite.std(ddof=1)) if finite.size > 1 else math.nan
         lo, hi = (float(q) for q in np.quantile(finite, [(1 - level) / 2, (1 + level) / 2]))
     values.setflags(write=False)
+    matches.setflags(write=False)
     h.setflags(write=False)
     return BredEstimate(value, se, lo, hi, int(finite.size), level, replicate_values=values,
                         mean_matches=float(matches.mean()), bandwidth=h,
-                        expansion=float(expansion))
+                        expansion=float(expansion), reveal=reveal,
+                        replicate_matches=matches)
 
 
-def _run_plain(log, agents_, index, data_gens, h):
+def _revealed_totals(revealed, reward):
+    """Reward sums and match counts (B,) of reveal-once replicates: each revealed source
+    record was counted exactly once, at its first match (same summation on every path)."""
+    B = revealed.shape[0]
+    sums, matches = np.zeros(B), np.zeros(B)
+    for i in range(B):
+        sums[i] = np.where(revealed[i], reward, 0.0).sum()
+        matches[i] = revealed[i].sum()
+    return sums, matches
+
+
+def _run_plain(log, agents_, index, data_gens, h, once=False):
     """Replicate after replicate through the replay walk (compiled walk if the agent has it)."""
     B, n = index.shape
     avail_all = log.available_mask()
     sums, matches = np.zeros(B), np.zeros(B)
+    revealed = np.zeros((B, log.n_rounds), dtype=bool) if once else None
     for i in range(B):
         idx = index[i]
         ctx = log.context[idx]
@@ -190,15 +250,21 @@ def _run_plain(log, agents_, index, data_gens, h):
             ctx = ctx + noise
         logged = log.action[idx]
         reward = log.reward[idx]
+        if once:
+            _walk(agents_[i], ctx, avail_all[idx], logged, reward, np.ones(n, bool),
+                  source=idx, revealed=revealed[i])
+            continue
         actions = _walk(agents_[i], ctx, avail_all[idx], logged, reward, np.ones(n, bool))
         for s in range(0, n, _CHUNK):  # the batched path's summation order, chunk by chunk
             m = actions[s:s + _CHUNK] == logged[s:s + _CHUNK]
             sums[i] += np.where(m, reward[s:s + _CHUNK], 0.0).sum()
             matches[i] += m.sum()
+    if once:
+        return _revealed_totals(revealed, log.reward)
     return sums, matches
 
 
-def _run_batched(log, batched, index, data_gens, h):
+def _run_batched(log, batched, index, data_gens, h, once=False):
     """All replicates in lockstep on the batched twin, chunk by chunk of records."""
     B, n = index.shape
     avail_all = log.available_mask()
@@ -206,6 +272,8 @@ def _run_batched(log, batched, index, data_gens, h):
     sums, matches = np.zeros(B), np.zeros(B)
     jit = any(h > 0)
     buf = None
+    revealed = np.zeros((B, log.n_rounds), dtype=bool) if once else None
+    rows = np.arange(B)
     for s in range(0, n, _CHUNK):
         idx = index[:, s:s + _CHUNK]
         c = idx.shape[1]
@@ -219,8 +287,12 @@ def _run_batched(log, batched, index, data_gens, h):
         logged = log.action[idx]
         reward = log.reward[idx]
         if callable(fast):
-            actions = fast(log.context, avail_all, log.action, log.reward, idx, noise,
-                           np.ones((B, c), bool))
+            if once:
+                actions = fast(log.context, avail_all, log.action, log.reward, idx, noise,
+                               np.ones((B, c), bool), revealed=revealed)
+            else:
+                actions = fast(log.context, avail_all, log.action, log.reward, idx, noise,
+                               np.ones((B, c), bool))
             for i in range(B):
                 _check_actions(actions[i], avail_all, idx[i])
         else:
@@ -233,9 +305,15 @@ def _run_batched(log, batched, index, data_gens, h):
                 a = np.asarray(batched.act(x, av))
                 _check_actions(a, av)
                 actions[:, j] = a
-                batched.update(a == logged[:, j], x, a, reward[:, j])
+                active = a == logged[:, j]
+                if once:  # first match of the source record only, then mark it
+                    active &= ~revealed[rows, idx[:, j]]
+                    revealed[rows[active], idx[active, j]] = True
+                batched.update(active, x, a, reward[:, j])
         m = actions == logged
         for i in range(B):
             sums[i] += np.where(m[i], reward[i], 0.0).sum()
             matches[i] += m[i].sum()
+    if once:
+        return _revealed_totals(revealed, log.reward)
     return sums, matches

@@ -98,15 +98,22 @@ def _check_agent(agent) -> None:
 
 # -- the walk ------------------------------------------------------------------------------
 
-def _walk(agent, context, available, logged, reward, eligible, observation=None):
+def _walk(agent, context, available, logged, reward, eligible, observation=None, *,
+          source=None, revealed=None):
     """Chosen actions (T,) of ``agent`` replayed over the records, in order.
 
     Uses the agent's compiled ``replay_arrays`` when it has one; otherwise the plain loop
-    (the reference): act on every record, update on eligible matches.
+    (the reference): act on every record, update on eligible matches. With ``revealed``
+    (reveal once, BRED): record j comes from source record ``source[j]``; a match is used
+    only if that source is not yet revealed, and then marks it in ``revealed`` (in place).
     """
     fast = getattr(agent, "replay_arrays", None)
     if callable(fast):
-        actions = np.asarray(fast(context, available, logged, reward, eligible))
+        if revealed is None:  # positional call: agents written against the plain signature
+            actions = np.asarray(fast(context, available, logged, reward, eligible))
+        else:
+            actions = np.asarray(fast(context, available, logged, reward, eligible,
+                                      source=source, revealed=revealed))
         _check_actions(actions, available)
         return actions
     T = logged.shape[0]
@@ -118,6 +125,10 @@ def _walk(agent, context, available, logged, reward, eligible, observation=None)
         _check_one_action(a, j, available[j])
         actions[j] = a
         if a == logged[j] and eligible[j]:
+            if revealed is not None:
+                if revealed[source[j]]:
+                    continue  # already revealed in this replicate: skipped
+                revealed[source[j]] = True
             agent.update(obs, int(a), float(reward[j]))
     return actions
 

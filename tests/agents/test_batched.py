@@ -72,8 +72,8 @@ def test_batched_equals_single_copies(name, seed, B, K, warm):
 @pytest.mark.parametrize("name", ["uniform", "ucb1", "egreedy", "linucb"])
 @settings(max_examples=8)
 @given(seed=st.integers(0, 2**32 - 1), B=st.integers(1, 40), n=st.integers(0, 120),
-       jitter=st.booleans())
-def test_batched_replay_arrays_equals_single_replays(name, seed, B, n, jitter):
+       jitter=st.booleans(), once=st.booleans())
+def test_batched_replay_arrays_equals_single_replays(name, seed, B, n, jitter, once):
     T, K, d = 50, 4, 3
     X, avail, R = random_stream(seed, T, K, d)
     g = np.random.default_rng(seed)
@@ -84,12 +84,23 @@ def test_batched_replay_arrays_equals_single_replays(name, seed, B, n, jitter):
     eligible = g.random((B, n)) < 0.9
     ref = singles(name, B, seed)
     batched = type(ref[0]).batch(singles(name, B, seed))
-    got = batched.replay_arrays(X, avail, logged, reward, index, jit, eligible)
+    rev_b = np.zeros((B, T), dtype=bool)
+    if once:  # reveal once: each source record index[i, j] updates copy i at most once
+        got = batched.replay_arrays(X, avail, logged, reward, index, jit, eligible,
+                                    revealed=rev_b)
+    else:
+        got = batched.replay_arrays(X, avail, logged, reward, index, jit, eligible)
     for i, a in enumerate(ref):
         idx = index[i]
         ctx = X[idx] + jit[i] if jitter else X[idx]
-        want = a.replay_arrays(ctx, avail[idx], logged[idx], reward[idx], eligible[i])
+        rev = np.zeros(T, dtype=bool)
+        if once:
+            want = a.replay_arrays(ctx, avail[idx], logged[idx], reward[idx], eligible[i],
+                                   source=idx, revealed=rev)
+        else:
+            want = a.replay_arrays(ctx, avail[idx], logged[idx], reward[idx], eligible[i])
         assert np.array_equal(got[i], want)
+        assert np.array_equal(rev_b[i], rev)
     assert_same_state(name, ref, batched.unbatch())
 
 
