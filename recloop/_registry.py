@@ -460,9 +460,12 @@ _BANDIT_COMMON = (
 _register(EVALUATIONS, Kind(
     name="bred_vs_replay",
     target="recloop._registry:run_bred_vs_replay",
-    summary="Replay (Li et al. 2011), BRED and BRED without jitter (Mary, Preux, Nicol 2014) "
-            "on uniform logs of size T, against the agent's Monte-Carlo online value V(T): "
-            "metrics value, bias, rmse, coverage, width per variant.",
+    summary="Replay (Li et al. 2011), BRED, BRED without jitter (Mary, Preux, Nicol 2014) "
+            "and BRED revealing each record once (variant bred_once) on uniform logs of size "
+            "T, against the agent's Monte-Carlo online value V(T): metrics value, bias, rmse, "
+            "coverage, width per variant; bias_at_matches, rmse_at_matches, "
+            "coverage_at_matches against V(m) at the variant's number of matches m "
+            "(metric mean_matches).",
     params=(Param("T", Int(low=1, high=10**7), REQUIRED, "Size of each logged dataset "
                   "(sweep it for the paper's Figure 2)."),) + _BANDIT_COMMON,
     per_agent=True,

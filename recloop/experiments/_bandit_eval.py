@@ -138,10 +138,12 @@ def _name_key(name: str) -> int:
 
 
 def _summary_rows(ests, truth, truth_se: float, *, evaluation, agent, variant,
-                  params) -> list[Measurement]:
+                  params, suffix: str = "") -> list[Measurement]:
     """value, bias, rmse, coverage and width rows of one (agent, variant) over the logs.
 
     ``truth`` is one float, or one per estimate (then the value row shows their mean).
+    With a ``suffix`` only the truth-dependent rows (bias, rmse, coverage) are made, their
+    metric names suffixed (e.g. ``bias_at_matches``).
     """
     value = np.array([e.value for e in ests], dtype=np.float64)
     truth = np.broadcast_to(np.asarray(truth, dtype=np.float64), value.shape)
@@ -151,8 +153,9 @@ def _summary_rows(ests, truth, truth_se: float, *, evaluation, agent, variant,
     if n == 0:
         warnings.warn(f"{evaluation}: no finite estimate for {agent}/{variant}; rows are nan.",
                       RuntimeWarning, stacklevel=3)
-        return [Measurement(metric=m, estimate=math.nan, **kw)
-                for m in ("value", "bias", "rmse", "coverage", "width")]
+        names = ("bias", "rmse", "coverage") if suffix else ("value", "bias", "rmse",
+                                                              "coverage", "width")
+        return [Measurement(metric=m + suffix, estimate=math.nan, **kw) for m in names]
     good = [e for e, k in zip(ests, ok) if k]
     cmp = compare_to_truth(good, list(truth[ok]))
     err = np.atleast_1d(cmp.error)
@@ -168,17 +171,26 @@ def _summary_rows(ests, truth, truth_se: float, *, evaluation, agent, variant,
     mean_v = float(value[ok].mean())
     se_v = float(value[ok].std(ddof=1) / sq(n)) if n > 1 else math.nan
     z = 1.959963984540054
-    return [
-        Measurement(metric="value", estimate=mean_v, stderr=se_v, ci_low=mean_v - z * se_v,
-                    ci_high=mean_v + z * se_v, truth=float(truth[ok].mean()), **kw),
-        Measurement(metric="bias", estimate=float(err.mean()), stderr=se_err,
+    scored = [
+        Measurement(metric="bias" + suffix, estimate=float(err.mean()), stderr=se_err,
                     ci_low=float(err.mean()) - z * se_err, ci_high=float(err.mean()) + z * se_err,
                     truth=0.0, **kw),
-        Measurement(metric="rmse", estimate=rmse, stderr=se_rmse, truth=0.0, **kw),
-        Measurement(metric="coverage", estimate=cov.value, stderr=cov.stderr,
+        Measurement(metric="rmse" + suffix, estimate=rmse, stderr=se_rmse, truth=0.0, **kw),
+        Measurement(metric="coverage" + suffix, estimate=cov.value, stderr=cov.stderr,
                     ci_low=cov.ci_low, ci_high=cov.ci_high, **kw),
-        Measurement(metric="width", estimate=float(width.mean()), stderr=se_w, **kw),
     ]
+    if suffix:
+        return scored
+    return [Measurement(metric="value", estimate=mean_v, stderr=se_v, ci_low=mean_v - z * se_v,
+                        ci_high=mean_v + z * se_v, truth=float(truth[ok].mean()), **kw),
+            *scored,
+            Measurement(metric="width", estimate=float(width.mean()), stderr=se_w, **kw)]
+
+
+def _n_matches(est) -> float:
+    """Horizon an estimate measures: replay's used records, BRED's mean matches."""
+    m = getattr(est, "mean_matches", None)
+    return float(est.n) if m is None else float(m)
 
 
 def _check_common(config, agents, T, n_logs, n_bootstrap, n_truth_runs):
@@ -222,7 +234,7 @@ def _bar(progress, iterable, desc):
 def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: int = 50,
                    n_bootstrap: int = 100, n_truth_runs: int = 200, rng=None,
                    progress: bool = False) -> list[Measurement]:
-    """Replay, BRED and BRED without jitter against the online value, for one log size T.
+    """Replay and BRED variants against the online value, for one log size T.
 
     Parameters
     ----------
@@ -247,8 +259,13 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
     -------
     list of Measurement
         Evaluation ``bred_vs_replay``; per agent and variant (``replay``, ``bred``,
-        ``bred_nojitter``) the metrics ``value`` (mean estimate; truth ``V(T)``), ``bias``,
-        ``rmse``, ``coverage`` (Wilson interval), ``width``; per agent the truth rows
+        ``bred_nojitter``, ``bred_once``: BRED with ``reveal="once"``) the metrics ``value``
+        (mean estimate; truth ``V(T)``), ``bias``, ``rmse``, ``coverage`` (Wilson interval),
+        ``width``; the same scored against the horizon each estimate really measures,
+        ``bias_at_matches``, ``rmse_at_matches``, ``coverage_at_matches`` (truth
+        ``V(m)``, ``m`` the estimate's number of matches: replay's used records, BRED's
+        ``mean_matches``, capped at T), and ``mean_matches`` (mean of ``m`` over the logs,
+        stderr over the logs); per agent the truth rows
         ``online_value`` (variant ``T``: ``V(T)``; variant ``T_over_K``: ``V(T / K)``, the horizon
         replay really measures). ``params`` is ``{"T": T}``.
 
@@ -258,31 +275,48 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
     first ``T`` online steps (Mary, Preux & Nicol 2014, who score BRED against it); the
     bias's standard error includes the Monte-Carlo error of the truth. Errors are computed
     over the logs, so ``rmse`` mixes the estimator's variance over logs and its bias.
+    ``bred`` (the paper's algorithm) over-estimates context-using learners (LinUCB): they
+    memorise the repeated copies of a record (see :func:`evaluators.bred`);
+    ``bred_once`` reveals each record once per replicate and is unbiased for ``V(m)`` at
+    its shorter horizon ``m`` (about T/4 for LinUCB with K = 10).
     """
     config = _check_common(config, agents, T, n_logs, n_bootstrap, n_truth_runs)
     root = _seed_sequence(rng)
     params = {"T": int(T)}
     K = config.n_arms
-    variants = (("replay", None), ("bred", "auto"), ("bred_nojitter", 0.0))
-    ests = {(a, v): [] for a in agents for v, _ in variants}
+    # (name, jitter, reveal); the BRED variants' seeds are keyed by their position
+    variants = (("replay", None, None), ("bred", "auto", "every"),
+                ("bred_nojitter", 0.0, "every"), ("bred_once", "auto", "once"))
+    ests = {(a, v): [] for a in agents for v, _, _ in variants}
     for i in _bar(progress, range(n_logs), "logs"):
         log, _ = simulator.collect_log(config, int(T), rng=_gen(root, 1, i))
         for name, make in agents.items():
             key = _name_key(name)
             agent = make(_gen(root, 2, key, i))
             ests[name, "replay"].append(evaluators.replay(log, agent, rng=_gen(root, 3, key, i)))
-            for v, (variant, jitter) in enumerate(variants[1:]):
+            for v, (variant, jitter, reveal) in enumerate(variants[1:]):
                 ests[name, variant].append(evaluators.bred(
-                    log, make, n_bootstrap=n_bootstrap, jitter=jitter,
+                    log, make, n_bootstrap=n_bootstrap, jitter=jitter, reveal=reveal,
                     rng=_gen(root, 4, key, i, v)))
     rows = []
     for name, make in agents.items():
         truth = simulator.online_value(config, make, int(T), n_runs=n_truth_runs,
                                        rng=_gen(root, 5, _name_key(name)))
-        for variant, _ in variants:
-            rows += _summary_rows(ests[name, variant], truth.value, truth.stderr,
+        for variant, _, _ in variants:
+            es = ests[name, variant]
+            rows += _summary_rows(es, truth.value, truth.stderr,
                                   evaluation=EVALUATION, agent=name, variant=variant,
                                   params=params)
+            m = np.array([_n_matches(e) for e in es])
+            at = [truth.at(min(int(T), max(1, int(round(x))))) for x in m]
+            rows += _summary_rows(es, np.array([v for v, _ in at]),
+                                  float(np.mean([se for _, se in at])),
+                                  evaluation=EVALUATION, agent=name, variant=variant,
+                                  params=params, suffix="_at_matches")
+            se_m = float(m.std(ddof=1) / math.sqrt(m.size)) if m.size > 1 else math.nan
+            rows.append(Measurement(evaluation=EVALUATION, agent=name, variant=variant,
+                                    metric="mean_matches", estimate=float(m.mean()),
+                                    stderr=se_m, n=int(m.size), params=params))
         for variant, t in (("T", int(T)), ("T_over_K", max(1, int(T) // K))):
             v, se = truth.at(t)
             rows.append(Measurement(evaluation=EVALUATION, agent=name, metric="online_value",

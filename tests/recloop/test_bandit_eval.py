@@ -69,8 +69,9 @@ def test_bred_vs_replay_rows_and_determinism():
         [(r.variant, r.metric, r.estimate) for r in again]
     assert {r.evaluation for r in rows} == {"bred_vs_replay"}
     got = {(r.variant, r.metric) for r in rows}
-    for v in ("replay", "bred", "bred_nojitter"):
-        for m in ("value", "bias", "rmse", "coverage", "width"):
+    for v in ("replay", "bred", "bred_nojitter", "bred_once"):
+        for m in ("value", "bias", "rmse", "coverage", "width", "bias_at_matches",
+                  "rmse_at_matches", "coverage_at_matches", "mean_matches"):
             assert (v, m) in got
     assert ("T", "online_value") in got and ("T_over_K", "online_value") in got
     assert all(dict(r.params) == {"T": 200} for r in rows)
@@ -80,6 +81,14 @@ def test_bred_vs_replay_rows_and_determinism():
     assert by["replay", "bias"].estimate == pytest.approx(by["replay", "value"].estimate - truth)
     assert by["replay", "rmse"].estimate >= abs(by["replay", "bias"].estimate)
     assert 0 <= by["bred", "coverage"].estimate <= 1 and by["bred", "width"].estimate > 0
+    # horizons: replay ~T/K matches, bred ~T, bred_once in between (each record once)
+    mm = {v: by[v, "mean_matches"].estimate for v in ("replay", "bred", "bred_once")}
+    assert mm["replay"] < mm["bred_once"] < mm["bred"]
+    assert mm["bred_once"] <= 200
+    # scored at its own horizon, a variant's bias differs from its bias at T
+    for v in ("replay", "bred_once"):
+        assert by[v, "bias_at_matches"].estimate != by[v, "bias"].estimate
+        assert by[v, "rmse_at_matches"].estimate >= abs(by[v, "bias_at_matches"].estimate)
     # adding an agent leaves the first agent's numbers unchanged (seeds keyed by name)
     both = bred_vs_replay("bred_linear", {"ucb1": make_ucb1, "other": make_ucb1}, **kw)
     assert [r.estimate for r in both if r.agent == "ucb1"] == [r.estimate for r in rows]
