@@ -256,8 +256,10 @@ def linucb_truth():
 
 
 @pytest.mark.slow
-def test_reveal_once_is_unbiased_for_the_value_at_its_match_count(linucb_truth):
-    # each replicate is scored against V(m_i), m_i its own number of matches
+def test_reveal_once_is_nearly_unbiased_for_the_value_at_its_match_count(linucb_truth):
+    # each replicate is scored against V(m_i), m_i its own number of matches; the small
+    # selection bias documented in bred's Notes (~ -0.005) is below this test's resolution,
+    # the paper variant's (+0.3, next test) far above it
     truth, logs = linucb_truth
     err, tse = [], []
     for i, log in enumerate(logs):
