@@ -363,7 +363,8 @@ class EpsilonGreedy(_CountBandit):
     def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
                     u, out):
         kn.egreedy_replay(self._counts[None], self._sums[None], self.epsilon, X, avail, logged,
-                          reward, eligible, source, revealed, index, jitter, np.ascontiguousarray(u[:, :, 0]),
+                          reward, eligible, source, revealed, index, jitter,
+                          np.ascontiguousarray(u[:, :, 0]),
                           np.ascontiguousarray(u[:, :, 1]), out)
 
 

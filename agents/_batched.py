@@ -251,7 +251,8 @@ class BatchedUCB1(_BatchedCount):
     def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
                     u, out):
         kn.ucb1_replay(self._counts, self._sums, self.alpha, X, avail, logged, reward,
-                       eligible, source, revealed, index, jitter, np.ascontiguousarray(u[:, :, 0]), out)
+                       eligible, source, revealed, index, jitter,
+                       np.ascontiguousarray(u[:, :, 0]), out)
 
 
 class BatchedEpsilonGreedy(_BatchedCount):
@@ -268,7 +269,8 @@ class BatchedEpsilonGreedy(_BatchedCount):
     def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
                     u, out):
         kn.egreedy_replay(self._counts, self._sums, self.epsilon, X, avail, logged, reward,
-                          eligible, source, revealed, index, jitter, np.ascontiguousarray(u[:, :, 0]),
+                          eligible, source, revealed, index, jitter,
+                          np.ascontiguousarray(u[:, :, 0]),
                           np.ascontiguousarray(u[:, :, 1]), out)
 
 
