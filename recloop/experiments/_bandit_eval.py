@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-import zlib
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -23,6 +22,7 @@ import numpy as np
 import evaluators
 import simulator
 from recloop._results import Measurement
+from recloop.experiments._common import child_rng, name_key, seed_sequence
 
 __all__ = ["TruthComparison", "compare_to_truth", "bred_vs_replay", "dynamic_news",
            "plot_bred_vs_replay"]
@@ -107,31 +107,6 @@ def compare_to_truth(estimates, truth) -> TruthComparison:
     if single:
         return TruthComparison(float(err[0]), float(rel[0]), bool(covers[0]))
     return TruthComparison(err, rel, covers)
-
-
-# -- seeds keyed by identity ------------------------------------------------------------------
-
-
-def _seed_sequence(rng) -> np.random.SeedSequence:
-    if isinstance(rng, np.random.SeedSequence):
-        return rng
-    if isinstance(rng, np.random.Generator):
-        return np.random.SeedSequence(int(rng.integers(0, 2**63)))
-    if rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool)):
-        return np.random.SeedSequence(rng)
-    raise TypeError("`rng` must be None, an int, a SeedSequence or a Generator; got "
-                    f"{type(rng).__name__}.")
-
-
-def _gen(root: np.random.SeedSequence, *key: int) -> np.random.Generator:
-    # Keyed by what the draws are for (log index, agent, variant), never by the order of
-    # computation, so that adding an agent or a log leaves the others' numbers unchanged.
-    return np.random.default_rng(np.random.SeedSequence(
-        root.entropy, spawn_key=tuple(root.spawn_key) + tuple(key), pool_size=root.pool_size))
-
-
-def _name_key(name: str) -> int:
-    return zlib.crc32(name.encode("utf-8"))
 
 
 # -- aggregation --------------------------------------------------------------------------------
@@ -281,7 +256,7 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
     its shorter horizon ``m`` (about T/4 for LinUCB with K = 10).
     """
     config = _check_common(config, agents, T, n_logs, n_bootstrap, n_truth_runs)
-    root = _seed_sequence(rng)
+    root = seed_sequence(rng)
     params = {"T": int(T)}
     K = config.n_arms
     # (name, jitter, reveal); the BRED variants' seeds are keyed by their position
@@ -289,19 +264,19 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
                 ("bred_nojitter", 0.0, "every"), ("bred_once", "auto", "once"))
     ests = {(a, v): [] for a in agents for v, _, _ in variants}
     for i in _bar(progress, range(n_logs), "logs"):
-        log, _ = simulator.collect_log(config, int(T), rng=_gen(root, 1, i))
+        log, _ = simulator.collect_log(config, int(T), rng=child_rng(root, 1, i))
         for name, make in agents.items():
-            key = _name_key(name)
-            agent = make(_gen(root, 2, key, i))
-            ests[name, "replay"].append(evaluators.replay(log, agent, rng=_gen(root, 3, key, i)))
+            key = name_key(name)
+            agent = make(child_rng(root, 2, key, i))
+            ests[name, "replay"].append(evaluators.replay(log, agent, rng=child_rng(root, 3, key, i)))
             for v, (variant, jitter, reveal) in enumerate(variants[1:]):
                 ests[name, variant].append(evaluators.bred(
                     log, make, n_bootstrap=n_bootstrap, jitter=jitter, reveal=reveal,
-                    rng=_gen(root, 4, key, i, v)))
+                    rng=child_rng(root, 4, key, i, v)))
     rows = []
     for name, make in agents.items():
         truth = simulator.online_value(config, make, int(T), n_runs=n_truth_runs,
-                                       rng=_gen(root, 5, _name_key(name)))
+                                       rng=child_rng(root, 5, name_key(name)))
         for variant, _, _ in variants:
             es = ests[name, variant]
             rows += _summary_rows(es, truth.value, truth.stderr,
@@ -379,7 +354,7 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
         raise TypeError(f"`window` must be an int; got {type(window).__name__}.")
     if not 1 <= window <= T:
         raise ValueError(f"`window` must be in [1, T = {T}]; got {window}.")
-    root = _seed_sequence(rng)
+    root = seed_sequence(rng)
     params = {"T": int(T), "window": int(window)}
     starts = _window_starts(int(T), int(window))
     replay_est = {a: [] for a in agents}
@@ -387,11 +362,11 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
     window_each = {a: [[] for _ in starts] for a in agents}
     z = 1.959963984540054
     for i in _bar(progress, range(n_logs), "logs"):
-        log, _ = simulator.collect_log(config, int(T), rng=_gen(root, 1, i))
+        log, _ = simulator.collect_log(config, int(T), rng=child_rng(root, 1, i))
         for name, make in agents.items():
-            key = _name_key(name)
-            replay_est[name].append(evaluators.replay(log, make(_gen(root, 2, key, i)),
-                                                      rng=_gen(root, 3, key, i)))
+            key = name_key(name)
+            replay_est[name].append(evaluators.replay(log, make(child_rng(root, 2, key, i)),
+                                                      rng=child_rng(root, 3, key, i)))
             values, ses = [], []
             for j, s in enumerate(starts):
                 sub = log.take(np.arange(s, s + window))
@@ -399,7 +374,7 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", evaluators.NoMatchWarning)
                     e = evaluators.bred(sub, make, n_bootstrap=n_bootstrap, jitter=jitter,
-                                        expansion=expansion, rng=_gen(root, 4, key, i, j))
+                                        expansion=expansion, rng=child_rng(root, 4, key, i, j))
                 window_each[name][j].append(e)
                 values.append(e.value)
                 ses.append(e.stderr)
@@ -409,9 +384,9 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
                                                          len(starts)))
     rows = []
     for name, make in agents.items():
-        key = _name_key(name)
+        key = name_key(name)
         truth = simulator.online_value(config, make, int(T), n_runs=n_truth_runs,
-                                       rng=_gen(root, 5, key))
+                                       rng=child_rng(root, 5, key))
         rows += _summary_rows(replay_est[name], truth.value, truth.stderr,
                               evaluation=EVALUATION_DYNAMIC, agent=name, variant="replay",
                               params=params)
@@ -422,7 +397,7 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
         pooled, pooled_truth, pooled_se = [], [], []
         for j, s in enumerate(starts):
             local = simulator.online_value(config, make, int(window), start=s,
-                                           n_runs=n_truth_runs, rng=_gen(root, 6, key, j))
+                                           n_runs=n_truth_runs, rng=child_rng(root, 6, key, j))
             pooled += window_each[name][j]
             pooled_truth += [local.value] * len(window_each[name][j])
             pooled_se.append(local.stderr)

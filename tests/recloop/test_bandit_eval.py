@@ -8,6 +8,7 @@ import pytest
 import agents
 import simulator
 from evaluators import Estimate
+from recloop._selfcheck import FixedArm
 from recloop.experiments._bandit_eval import (ZeroTruthWarning, bred_vs_replay,
                                               compare_to_truth, dynamic_news,
                                               plot_bred_vs_replay)
@@ -20,22 +21,6 @@ def make_ucb1(rng):
     a = agents.UCB1()
     a.reset(rng)
     return a
-
-
-class FixedArm:
-    """A static policy: replay of it is unbiased for its static value."""
-
-    def __init__(self, arm):
-        self.arm = arm
-
-    def reset(self, rng=None):
-        pass
-
-    def act(self, obs):
-        return self.arm
-
-    def update(self, obs, action, reward):
-        pass
 
 
 def test_compare_to_truth_single_and_many():
