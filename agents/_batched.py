@@ -105,10 +105,11 @@ class _Batched:
                                                        int(self._ptr[i]), n)
         return out
 
-    def _arrays(self, context, available):
+    def _arrays(self, context, available, *, check_arms=True):
         B = self.n_copies
-        X = np.array(context, dtype=np.float64)
-        avail = np.array(available, dtype=np.bool_)
+        # read only, never kept: no copy when the caller already passes these dtypes
+        X = np.asarray(context, dtype=np.float64)
+        avail = np.asarray(available, dtype=np.bool_)
         if X.ndim != 2 or X.shape[0] != B:
             raise ValueError(f"`context` must have shape (B, d) with B = {B}; got {X.shape}.")
         if avail.ndim != 2 or avail.shape[0] != B:
@@ -119,10 +120,15 @@ class _Batched:
         elif avail.shape[1] != self._K or X.shape[1] != self._d:
             raise ValueError(f"got {avail.shape[1]} arms and dimension {X.shape[1]}; the "
                              f"copies run on {self._K} arms and dimension {self._d}.")
+        if check_arms:
+            self._check_arms(avail)
+        return X, avail
+
+    @staticmethod
+    def _check_arms(avail):
         if not avail.any(axis=1).all():
             none = np.flatnonzero(~avail.any(axis=1))
             raise ValueError(f"`available` has no available arm for copy {none[0]}.")
-        return X, avail
 
     def _update_arrays(self, active, context, action, reward):
         B = self.n_copies
@@ -312,11 +318,38 @@ class BatchedLinUCB(_Batched):
         return v
 
     def act(self, context, available) -> np.ndarray:
-        X, avail = self._arrays(context, available)
+        # One compiled call checks the arms, takes each copy's next uniform straight from
+        # its buffer, scores and picks; Python only refills a buffer every 256 steps.
+        X, avail = self._arrays(context, available, check_arms=False)
         out = np.empty(self.n_copies, dtype=np.int64)
-        kn.linucb_act_lanes_kernel(self._d)(self._Ainv, self._theta, self.alpha, X, avail,
-                                            np.ascontiguousarray(self._take(1)[:, 0]), out)
+        step = kn.linucb_act_lanes_kernel(self._d)
+        args = (self._Ainv, self._theta, self.alpha, X, avail, self._buf, self._ptr, out)
+        status = step(*args)
+        if status == 2:  # some buffer is used up: refill it, as _draw would, and go again
+            for i in np.flatnonzero(self._ptr >= _BLOCK):
+                self._buf[i] = self._gens[i].random(_BLOCK)
+                self._ptr[i] = 0
+            status = step(*args)
+        if status == 1:
+            self._check_arms(avail)
         return out
+
+    def update(self, active, context, action, reward) -> None:
+        """Update the copies where ``active`` is True with their ``(context, action, reward)``."""
+        B = self.n_copies
+        if self._K is None:
+            raise RuntimeError("`update` called before any `act`.")
+        a = np.asarray(active, dtype=np.bool_)
+        X = np.asarray(context, dtype=np.float64)
+        act = np.asarray(action, dtype=np.int64)
+        r = np.asarray(reward, dtype=np.float64)
+        if a.shape != (B,) or act.shape != (B,) or r.shape != (B,) or X.shape != (B, self._d):
+            self._update_arrays(active, context, action, reward)  # raises, naming the shape
+        # the kernel validates actions and rewards before changing anything
+        if kn.linucb_update_lanes_kernel(self._d)(self._Ainv, self._b, self._theta, a, X, act,
+                                                  r):
+            self._update_arrays(active, context, action, reward)  # raises the message
+            raise AssertionError("update kernel rejected input that passes the checks")
 
     def _update(self, active, X, action, reward):
         kn.linucb_update_lanes(self._Ainv, self._b, self._theta, active, X, action, reward)

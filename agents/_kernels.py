@@ -463,15 +463,31 @@ _ACT_KERNELS = {}
 
 
 def linucb_act_lanes_kernel(d):
-    """Compiled step of B copies, ``(Ainv, theta, alpha, X (B, d), avail (B, K), u (B,),
-    out (B,))``, for context dimension ``d``. The scoring kernel is bound at compile time
-    (passing it as an argument costs ~10 us of dispatch per call)."""
+    """Compiled step of B copies for context dimension ``d`` (generated on first use)::
+
+        (Ainv, theta, alpha, X (B, d), avail (B, K), buf (B, n), ptr (B,), out (B,)) -> status
+
+    Copy c uses the uniform ``buf[c, ptr[c]]`` and advances ``ptr[c]``. Nothing is touched
+    unless every copy has an available arm (else status 1) and an unused uniform (else status
+    2: the caller refills the exhausted buffers and calls again); status 0 is success. The
+    scoring kernel is bound at compile time (passing it as an argument costs ~10 us of
+    dispatch per call)."""
     fn = _ACT_KERNELS.get(d)
     if fn is None:
         scores = linucb_scores_kernel(d)
 
-        def act_lanes(Ainv, theta, alpha, X, avail, u, out):
+        def act_lanes(Ainv, theta, alpha, X, avail, buf, ptr, out):
             K, _, _, B = Ainv.shape
+            for c in range(B):
+                n = 0
+                for k in range(K):
+                    if avail[c, k]:
+                        n += 1
+                if n == 0:
+                    return 1
+            for c in range(B):
+                if ptr[c] >= buf.shape[1]:
+                    return 2
             x = np.ascontiguousarray(X.T)
             score_t = np.empty((K, B))
             sc = np.empty(K)
@@ -479,7 +495,86 @@ def linucb_act_lanes_kernel(d):
             for c in range(B):
                 for k in range(K):
                     sc[k] = score_t[k, c]
-                out[c] = pick(sc, avail[c], u[c])
+                p = ptr[c]
+                out[c] = pick(sc, avail[c], buf[c, p])
+                ptr[c] = p + 1
+            return 0
 
         fn = _ACT_KERNELS[d] = njit(cache=False)(act_lanes)
+    return fn
+
+
+# --------------------------------------------------------------------------------------
+# LinUCB lane update with the loops over the context dimension unrolled (source generated
+# for each d <= _UNROLL_MAX on first use): each copy's Sherman-Morrison step becomes
+# straight-line code with y, x and theta in registers. The operations and their order are
+# those of ``linucb_update_one`` (``0.0 + ...`` and ``1.0 + ...`` included), hence the same
+# bits. Validation comes first, so a bad call changes nothing.
+
+_UNROLL_MAX = 24  # larger d: the source (O(d^2) lines) would take long to compile
+_UPDATE_KERNELS = {}
+
+
+def _update_source(d):
+    L = ["def linucb_update_unrolled(Ainv, b, theta, active, X, action, reward):",
+         "    K = Ainv.shape[0]",
+         "    B = Ainv.shape[3]",
+         "    for c in range(B):",
+         "        if active[c]:",
+         "            if action[c] < 0 or action[c] >= K:",
+         "                return 1",
+         "            if not math.isfinite(reward[c]):",
+         "                return 2",
+         "    for c in range(B):",
+         "        if not active[c]:",
+         "            continue",
+         "        a = action[c]",
+         "        r = reward[c]"]
+    L += [f"        x{j} = X[c, {j}]" for j in range(d)]
+    for i in range(d):
+        terms = " + ".join(f"Ainv[a, {j}, {i}, c] * x{j}" for j in range(d))
+        L.append(f"        y{i} = 0.0 + {terms}")
+    L.append("        den = 1.0 + " + " + ".join(f"x{i} * y{i}" for i in range(d)))
+    L.append("        rden = 1.0 / den")
+    for i in range(d):
+        for j in range(i, d):
+            L.append(f"        v = y{i} * y{j} * rden")
+            L.append(f"        Ainv[a, {i}, {j}, c] -= v")
+            if j != i:
+                L.append(f"        Ainv[a, {j}, {i}, c] -= v")
+    L += [f"        b[a, {i}, c] += r * x{i}" for i in range(d)]
+    L.append("        e = r - " + " - ".join(f"x{i} * theta[a, {i}, c]" for i in range(d)))
+    L.append("        e = e * rden")
+    L += [f"        theta[a, {i}, c] += y{i} * e" for i in range(d)]
+    L.append("    return 0")
+    return "\n".join(L) + "\n"
+
+
+@njit(cache=False)
+def linucb_update_lanes_checked(Ainv, b, theta, active, X, action, reward):
+    """Loop version of the generated update (any d): status 1 bad action, 2 bad reward."""
+    K = Ainv.shape[0]
+    B = Ainv.shape[3]
+    for c in range(B):
+        if active[c]:
+            if action[c] < 0 or action[c] >= K:
+                return 1
+            if not math.isfinite(reward[c]):
+                return 2
+    linucb_update_lanes(Ainv, b, theta, active, X, action, reward)
+    return 0
+
+
+def linucb_update_lanes_kernel(d):
+    """Compiled update of B copies, ``(Ainv, b, theta, active (B,), X (B, d), action (B,),
+    reward (B,)) -> status`` (0 done; 1 an active copy's action is outside [0, K); 2 an
+    active copy's reward is not finite; nothing is changed then), for context dimension
+    ``d``."""
+    if d > _UNROLL_MAX:
+        return linucb_update_lanes_checked
+    fn = _UPDATE_KERNELS.get(d)
+    if fn is None:
+        ns = {"math": math, "np": np}
+        exec(compile(_update_source(d), f"<linucb_update_d{d}>", "exec"), ns)
+        fn = _UPDATE_KERNELS[d] = njit(cache=False)(ns["linucb_update_unrolled"])
     return fn
