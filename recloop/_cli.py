@@ -160,6 +160,10 @@ def _cmd_run(args, out, err, argv) -> int:
             print("recloop run: interrupted; finished cells are kept, continue with --resume",
                   file=err)
             return 130
+        if not args.quiet:
+            from recloop._report import summary_lines
+
+            print("", *summary_lines(run_dir), "", sep="\n", file=out)
         print(f"{sc.name}: {run_dir / 'report.md'}", file=out)
     return 0
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from recloop import _rundir
 
-__all__ = ["write_report"]
+__all__ = ["summary_lines", "write_report"]
 
 MAX_TABLE_ROWS = 200
 MAX_FIGURES = 24
@@ -63,6 +63,10 @@ class _Group:
             if not math.isnan(t):
                 self.covered += lo <= t <= hi
 
+    def merge(self, other: "_Group") -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
     @property
     def mean(self) -> float:
         return self.est / self.n if self.n else math.nan
@@ -103,6 +107,39 @@ def _aggregate(run_dir: Path):
                row["tick"], json.dumps(row["params"], sort_keys=True))
         groups.setdefault(key, _Group()).add(row)
     return groups
+
+
+def _summary(groups: dict) -> list[tuple[tuple, _Group]]:
+    """Groups with a truth merged over ticks and swept parameters: one row per
+    (evaluation, agent, variant, metric), so a run reads in a screenful."""
+    merged: dict[tuple, _Group] = {}
+    for key, g in groups.items():
+        if g.n_truth:
+            merged.setdefault(key[:4], _Group()).merge(g)
+    return list(merged.items())
+
+
+def _summary_table(items) -> list[str]:
+    out = ["| evaluation | agent | variant | metric | rows | mean estimate | mean truth | "
+           "mean error (bias) | RMSE | coverage |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for (evaluation, agent, variant, metric), g in items:
+        out.append(f"| {evaluation} | {agent} | {variant} | {metric} | {g.n} | {_num(g.mean)} | "
+                   f"{_num(g.truth_mean)} | {_num(g.bias, 3)} | {_num(g.rmse, 3)} | "
+                   f"{_num(g.coverage, 3)} |")
+    return out
+
+
+def summary_lines(run_dir, *, limit: int = 30) -> list[str]:
+    """The summary of a run's estimates against the truth, as plain text lines."""
+    items = _summary(_aggregate(Path(run_dir)))
+    rows = [("evaluation", "agent", "variant", "metric", "estimate", "truth", "bias", "RMSE")]
+    rows += [(*key, _num(g.mean), _num(g.truth_mean), _num(g.bias, 3), _num(g.rmse, 3))
+             for key, g in items[:limit]]
+    widths = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    if len(items) > limit:
+        lines.append(f"({len(items) - limit} more in report.md)")
+    return lines
 
 
 def _slug(text: str) -> str:
@@ -269,6 +306,13 @@ def write_report(run_dir) -> Path:
                    f"{params}" + (f"; swept {json.dumps(sweep)}" if sweep else ""))
     with_truth = [(k, g) for k, g in groups.items() if g.n_truth]
     others = [(k, g) for k, g in groups.items() if not g.n_truth]
+    if with_truth:
+        out += ["", "## Summary", "",
+                "Every estimate that has a ground truth, merged over ticks and swept "
+                "parameters (the table below has them one by one): error is estimate - truth, "
+                "RMSE its root mean square, coverage the share of 95% intervals that contain "
+                "the truth.", ""]
+        out += _summary_table(_summary(groups))
     out += ["", "## Estimates against the truth", "",
             "Mean over seeds; `±` is the standard error over seeds (or the estimator's own "
             "standard error for one seed); error is estimate - truth (its mean: the bias); "

@@ -220,6 +220,17 @@ def test_quickstart_puts_every_estimate_beside_the_truth(tmp_path):
                for r in exact_t0)
     report = (run_dir / "report.md").read_text()
     assert "offline_bias_g1.png" in report and (run_dir / "figures" / "offline_bias_g1.png").exists()
+    # the summary merges the two ticks into one row per (agent, variant, metric)
+    from recloop._report import summary_lines
+
+    lines = summary_lines(run_dir, limit=1000)
+    g1_unweighted = [ln.split() for ln in lines if ln.split()[1:4] == ["g1", "unweighted", "loo_hit@5"]]
+    assert len(g1_unweighted) == 1
+    ticks = [r for r in scores if r["agent"] == "g1" and r["variant"] == "unweighted"
+             and r["metric"] == "loo_hit@5"]
+    assert float(g1_unweighted[0][4]) == pytest.approx(
+        sum(float(r["estimate"]) for r in ticks) / len(ticks), rel=1e-3)
+    assert "## Summary" in report and "| offline_bias | g1 | unweighted | loo_hit@5 | 2 |" in report
 
 
 @pytest.mark.parametrize("kind, function", [("bred_vs_replay", "bred_vs_replay"),
