@@ -149,3 +149,93 @@ def test_batch_needs_agents_on_the_same_problem():
     b.act({"context": np.zeros(1), "available": np.ones(3, bool)})
     with pytest.raises(ValueError, match="same numbers of arms"):
         agents.UCB1.batch([a, b])
+
+
+# -- compiled LinUCB step: generated kernels against their loop versions ---------------------
+
+@settings(max_examples=10)
+@given(seed=st.integers(0, 2**32 - 1), B=st.integers(1, 12), K=st.integers(1, 4),
+       d=st.integers(1, 6))
+def test_linucb_generated_update_equals_loop_update(seed, B, K, d):
+    from agents import _kernels as kn
+    g = np.random.default_rng(seed)
+    M = g.normal(size=(K, d, d, B))
+    A = np.einsum("kijc,kljc->kilc", M, M) + np.eye(d)[None, :, :, None]
+    b, th = g.normal(size=(K, d, B)), g.normal(size=(K, d, B))
+    X = g.normal(size=(B, d))
+    active = g.random(B) < 0.7
+    action = g.integers(0, K, B)
+    reward = g.normal(size=B)
+    want = [A.copy(), b.copy(), th.copy()]
+    kn.linucb_update_lanes.py_func(*want, active, X, action, reward)
+    got = [A.copy(), b.copy(), th.copy()]
+    assert kn.linucb_update_lanes_kernel(d)(*got, active, X, action, reward) == 0
+    assert kn.linucb_update_lanes_checked(*[A.copy(), b.copy(), th.copy()], active, X,
+                                          action, reward) == 0
+    for w, v in zip(want, got):
+        assert np.array_equal(w, v)
+
+
+def test_linucb_large_d_uses_the_loop_update():
+    from agents import _kernels as kn
+    d, K, B = kn._UNROLL_MAX + 1, 2, 3
+    assert kn.linucb_update_lanes_kernel(d) is kn.linucb_update_lanes_checked
+    g = np.random.default_rng(4)
+    state = [np.broadcast_to(np.eye(d)[None, :, :, None], (K, d, d, B)).copy(),
+             np.zeros((K, d, B)), np.zeros((K, d, B))]
+    X, action = g.normal(size=(B, d)), np.array([0, 1, 1])
+    want = [s.copy() for s in state]
+    kn.linucb_update_lanes.py_func(*want, np.ones(B, bool), X, action, np.ones(B))
+    assert kn.linucb_update_lanes_checked(*state, np.ones(B, bool), X, action, np.ones(B)) == 0
+    for w, v in zip(want, state):
+        assert np.array_equal(w, v)
+    assert kn.linucb_update_lanes_checked(*state, np.ones(B, bool), X, action + 1,
+                                          np.ones(B)) == 1
+
+
+def test_linucb_batched_refills_buffers_as_single_copies():
+    # copy 1 starts one uniform short of a refill: steps 0 and 1 cross its block boundary
+    alone, twins = singles("linucb", 3, 9), singles("linucb", 3, 9)
+    for a, b in zip(alone, twins):
+        a._take(1), b._take(1)
+    for group in (alone, twins):
+        group[1]._take(254)
+    batched = agents.LinUCB.batch(twins)
+    X = np.random.default_rng(9).normal(size=(300, 3, 2))
+    for t in range(300):
+        got = batched.act(X[t], np.ones((3, 4), bool))
+        want = [a.act({"context": X[t, i], "available": np.ones(4, bool)})
+                for i, a in enumerate(alone)]
+        assert np.array_equal(got, want), t
+    assert_same_state("linucb", alone, batched.unbatch())
+
+
+def test_linucb_batched_no_available_arm_consumes_nothing():
+    bt = agents.LinUCB.batch(singles("linucb", 3, 1))
+    bt.act(np.zeros((3, 2)), np.ones((3, 4), bool))
+    ptr = bt._ptr.copy()
+    avail = np.ones((3, 4), bool)
+    avail[1] = False
+    with pytest.raises(ValueError, match="copy 1"):
+        bt.act(np.zeros((3, 2)), avail)
+    assert np.array_equal(bt._ptr, ptr)
+
+
+def test_linucb_batched_bad_update_changes_nothing():
+    bt = agents.LinUCB.batch(singles("linucb", 3, 1))
+    bt.act(np.zeros((3, 2)), np.ones((3, 4), bool))
+    before = [bt._Ainv.copy(), bt._b.copy(), bt._theta.copy()]
+    ones, X = np.ones(3, bool), np.ones((3, 2))
+    with pytest.raises(ValueError, match="`reward` must be finite.*copy 2"):
+        bt.update(ones, X, np.array([0, 1, 2]), np.array([1.0, 0.0, np.nan]))
+    with pytest.raises(ValueError, match=r"`action` must be in \[0, 4\).*copy 0"):
+        bt.update(ones, X, np.array([-1, 1, 2]), np.zeros(3))
+    with pytest.raises(ValueError, match="shape"):
+        bt.update(ones, np.ones((3, 5)), np.zeros(3, int), np.zeros(3))
+    for w, v in zip(before, (bt._Ainv, bt._b, bt._theta)):
+        assert np.array_equal(w, v)
+    # an inactive copy may carry any action and reward
+    bt.update(np.array([True, False, True]), X, np.array([0, 99, 2]),
+              np.array([1.0, np.inf, 0.0]))
+    assert np.array_equal(bt._Ainv[:, :, :, 1], before[0][:, :, :, 1])
+    assert not np.array_equal(bt._Ainv[0, :, :, 0], before[0][0, :, :, 0])
