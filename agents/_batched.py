@@ -291,9 +291,16 @@ class BatchedLinUCB(_Batched):
     _state_names = ("_Ainv", "_b", "_theta")
 
     def __init__(self, agents):
+        self._stale_lower = False  # update maintains the upper triangles only
         super().__init__(agents)
         if self._K is not None:
             self._to_lanes()
+
+    def _full(self):
+        """Restore the lower triangles of ``_Ainv`` (see ``update``)."""
+        if self._stale_lower:
+            kn.linucb_mirror_lanes(self._Ainv)
+            self._stale_lower = False
 
     def _init_state(self, K, d):
         super()._init_state(K, d)
@@ -306,6 +313,7 @@ class BatchedLinUCB(_Batched):
     @property
     def Ainv(self) -> np.ndarray:
         """(B, K, d, d) inverse design matrices (read-only view)."""
+        self._full()
         v = np.moveaxis(self._Ainv, -1, 0).view()
         v.flags.writeable = False
         return v
@@ -350,12 +358,11 @@ class BatchedLinUCB(_Batched):
                                                   r):
             self._update_arrays(active, context, action, reward)  # raises the message
             raise AssertionError("update kernel rejected input that passes the checks")
-
-    def _update(self, active, X, action, reward):
-        kn.linucb_update_lanes(self._Ainv, self._b, self._theta, active, X, action, reward)
+        self._stale_lower = True
 
     def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
                     u, out):
+        self._full()
         B = self.n_copies
         n_groups = -(-B // kn.LANE_GROUP)
         kn.linucb_replay_lanes(self._Ainv, self._b, self._theta, self.alpha, X, avail, logged,
@@ -364,6 +371,8 @@ class BatchedLinUCB(_Batched):
                                kn.linucb_scores_kernel(self._d))
 
     def unbatch(self) -> list:
+        if self._K is not None:
+            self._full()
         lanes = {name: getattr(self, name) for name in self._state_names}
         try:
             if self._K is not None:

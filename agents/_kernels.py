@@ -510,6 +510,12 @@ def linucb_act_lanes_kernel(d):
 # straight-line code with y, x and theta in registers. The operations and their order are
 # those of ``linucb_update_one`` (``0.0 + ...`` and ``1.0 + ...`` included), hence the same
 # bits. Validation comes first, so a bad call changes nothing.
+#
+# Only the upper triangle (i <= j) is read and written: Ainv is exactly symmetric, so
+# Ainv[a, j, i] can be read as Ainv[a, i, j], and the lower triangle would receive the very
+# same subtraction. That halves the memory the step touches (scoring reads the upper
+# triangle only too); ``linucb_mirror_lanes`` restores the lower triangle when the full
+# matrices are needed.
 
 _UNROLL_MAX = 24  # larger d: the source (O(d^2) lines) would take long to compile
 _UPDATE_KERNELS = {}
@@ -532,7 +538,7 @@ def _update_source(d):
          "        r = reward[c]"]
     L += [f"        x{j} = X[c, {j}]" for j in range(d)]
     for i in range(d):
-        terms = " + ".join(f"Ainv[a, {j}, {i}, c] * x{j}" for j in range(d))
+        terms = " + ".join(f"Ainv[a, {min(i, j)}, {max(i, j)}, c] * x{j}" for j in range(d))
         L.append(f"        y{i} = 0.0 + {terms}")
     L.append("        den = 1.0 + " + " + ".join(f"x{i} * y{i}" for i in range(d)))
     L.append("        rden = 1.0 / den")
@@ -540,8 +546,6 @@ def _update_source(d):
         for j in range(i, d):
             L.append(f"        v = y{i} * y{j} * rden")
             L.append(f"        Ainv[a, {i}, {j}, c] -= v")
-            if j != i:
-                L.append(f"        Ainv[a, {j}, {i}, c] -= v")
     L += [f"        b[a, {i}, c] += r * x{i}" for i in range(d)]
     L.append("        e = r - " + " - ".join(f"x{i} * theta[a, {i}, c]" for i in range(d)))
     L.append("        e = e * rden")
@@ -565,11 +569,23 @@ def linucb_update_lanes_checked(Ainv, b, theta, active, X, action, reward):
     return 0
 
 
+@njit(cache=False)
+def linucb_mirror_lanes(Ainv):
+    """Copy the upper triangle of every (K, d, d, B) lane matrix onto its lower triangle."""
+    K, d, _, B = Ainv.shape
+    for k in range(K):
+        for i in range(d):
+            for j in range(i + 1, d):
+                for c in range(B):
+                    Ainv[k, j, i, c] = Ainv[k, i, j, c]
+
+
 def linucb_update_lanes_kernel(d):
     """Compiled update of B copies, ``(Ainv, b, theta, active (B,), X (B, d), action (B,),
     reward (B,)) -> status`` (0 done; 1 an active copy's action is outside [0, K); 2 an
     active copy's reward is not finite; nothing is changed then), for context dimension
-    ``d``."""
+    ``d``. May update the upper triangle of ``Ainv`` only: call
+    :func:`linucb_mirror_lanes` before using the lower one."""
     if d > _UNROLL_MAX:
         return linucb_update_lanes_checked
     fn = _UPDATE_KERNELS.get(d)

@@ -170,6 +170,7 @@ def test_linucb_generated_update_equals_loop_update(seed, B, K, d):
     kn.linucb_update_lanes.py_func(*want, active, X, action, reward)
     got = [A.copy(), b.copy(), th.copy()]
     assert kn.linucb_update_lanes_kernel(d)(*got, active, X, action, reward) == 0
+    kn.linucb_mirror_lanes(got[0])  # the generated update keeps the upper triangle only
     assert kn.linucb_update_lanes_checked(*[A.copy(), b.copy(), th.copy()], active, X,
                                           action, reward) == 0
     for w, v in zip(want, got):
@@ -239,3 +240,33 @@ def test_linucb_batched_bad_update_changes_nothing():
               np.array([1.0, np.inf, 0.0]))
     assert np.array_equal(bt._Ainv[:, :, :, 1], before[0][:, :, :, 1])
     assert not np.array_equal(bt._Ainv[0, :, :, 0], before[0][0, :, :, 0])
+
+
+def test_linucb_batched_steps_then_replay_equal_single_copies():
+    # update leaves the lower triangles stale; the Ainv view and the replay restore them
+    B, T, K, d = 4, 30, 3, 3
+    alone, batched = singles("linucb", B, 3), agents.LinUCB.batch(singles("linucb", B, 3))
+    g = np.random.default_rng(3)
+    X, R = g.normal(size=(T, B, d)), g.random((T, B))
+    avail = np.ones(K, bool)
+    for t in range(T):
+        got = batched.act(X[t], np.ones((B, K), bool))
+        for i, a in enumerate(alone):
+            obs = {"context": X[t, i], "available": avail}
+            assert a.act(obs) == got[i]
+            a.update(obs, int(got[i]), R[t, i])
+        batched.update(np.ones(B, bool), X[t], got, R[t])
+    for i, a in enumerate(alone):
+        assert np.array_equal(batched.Ainv[i], a._Ainv)
+    Xr, av = g.normal(size=(T, d)), np.ones((T, K), bool)
+    logged, reward = g.integers(0, K, T), g.random(T)
+    index, eligible = g.integers(0, T, size=(B, 20)), np.ones((B, 20), bool)
+    batched.update(np.ones(B, bool), X[0], np.zeros(B, int), R[0])  # stale again
+    for i, a in enumerate(alone):
+        a.update({"context": X[0, i], "available": avail}, 0, R[0, i])
+    got = batched.replay_arrays(Xr, av, logged, reward, index, None, eligible)
+    for i, a in enumerate(alone):
+        idx = index[i]
+        want = a.replay_arrays(Xr[idx], av[idx], logged[idx], reward[idx], eligible[i])
+        assert np.array_equal(got[i], want)
+    assert_same_state("linucb", alone, batched.unbatch())
