@@ -285,7 +285,10 @@ class BatchedLinUCB(_Batched):
 
     Stored copy-last -- ``Ainv`` as (K, d, d, B), ``b`` and ``theta`` as (K, d, B) -- so the
     compiled loops run across copies and vectorise; :attr:`Ainv` and :attr:`theta` give the
-    (B, K, d, d) and (B, K, d) views.
+    (B, K, d, d) and (B, K, d) views. ``act`` and ``update`` are one compiled call each;
+    ``update`` maintains the upper triangles of ``_Ainv`` only (the matrices are exactly
+    symmetric) and the lower ones are mirrored when :attr:`Ainv`, ``replay_arrays`` or
+    ``unbatch`` need them.
     """
 
     _state_names = ("_Ainv", "_b", "_theta")
