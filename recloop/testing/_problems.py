@@ -111,8 +111,9 @@ def random_bandit_problem(rng=None, *, n_actions: int = 3, dim: int = 2, n_conte
     rng = np.random.default_rng(rng)
     if logging not in LOGGING_POLICIES:
         raise ValueError(f"`logging` must be one of {LOGGING_POLICIES}; got {logging!r}.")
-    if n_actions < 2 - (not deficient):
-        raise ValueError(f"`n_actions` must be >= {2 if deficient else 1}; got {n_actions}.")
+    least = 2 if deficient else 1  # a deficient problem needs an action left to log
+    if n_actions < least:
+        raise ValueError(f"`n_actions` must be >= {least}; got {n_actions}.")
     return BanditProblem(
         support=rng.normal(size=(n_contexts, dim)),
         theta=rng.normal(size=(n_actions, dim)),
