@@ -378,7 +378,10 @@ def check_learning_policy_evaluator(evaluator, *, make_agent=None, n_logs: int =
     if make_agent is None:
         from agents import UCB1
 
-        make_agent = lambda r: (lambda a: (a.reset(r), a)[1])(UCB1())  # noqa: E731
+        def make_agent(r):
+            agent = UCB1()
+            agent.reset(r)
+            return agent
     _check_callable(make_agent, "make_agent")
     from simulator import LinearBanditConfig, collect_log, online_value
 
