@@ -31,6 +31,7 @@ __all__ = ["UniformRandom", "UCB1", "EpsilonGreedy", "LinUCB", "ThompsonSampling
 
 _BLOCK = 256  # uniforms drawn per refill of an agent's buffer
 _EMPTY3 = np.empty((0, 0, 0))
+_NO_SCALE = np.empty(0)
 _EMPTY_SOURCE = np.empty((0, 0), dtype=np.int64)
 _EMPTY_REVEALED = np.empty((0, 0), dtype=np.bool_)  # reveal every match
 
@@ -227,7 +228,7 @@ class _Bandit:
         self._run_replay(X, avail, np.array(logged_action, dtype=np.int64),
                          np.array(reward, dtype=np.float64),
                          np.array(eligible, dtype=np.bool_)[None, :], src, rev, index,
-                         _EMPTY3, u, out)
+                         _EMPTY3, _NO_SCALE, u, out)
         return out[0]
 
 
@@ -256,7 +257,7 @@ class UniformRandom(_Bandit):
         return avail / avail.sum()
 
     def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
-                    u, out):
+                    scale, u, out):
         kn.uniform_replay(avail, logged, eligible, source, revealed, index, u[:, :, 0], out)
 
 
@@ -316,9 +317,9 @@ class UCB1(_CountBandit):
         return self._argmax_probabilities(self._scores(x, avail), avail)
 
     def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
-                    u, out):
+                    scale, u, out):
         kn.ucb1_replay(self._counts[None], self._sums[None], self.alpha, X, avail, logged,
-                       reward, eligible, source, revealed, index, jitter, u[:, :, 0], out)
+                       reward, eligible, source, revealed, index, jitter, scale, u[:, :, 0], out)
 
 
 class EpsilonGreedy(_CountBandit):
@@ -361,9 +362,9 @@ class EpsilonGreedy(_CountBandit):
         return self.epsilon * avail / avail.sum() + (1 - self.epsilon) * greedy
 
     def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
-                    u, out):
+                    scale, u, out):
         kn.egreedy_replay(self._counts[None], self._sums[None], self.epsilon, X, avail, logged,
-                          reward, eligible, source, revealed, index, jitter,
+                          reward, eligible, source, revealed, index, jitter, scale,
                           np.ascontiguousarray(u[:, :, 0]),
                           np.ascontiguousarray(u[:, :, 1]), out)
 
@@ -428,10 +429,10 @@ class LinUCB(_Bandit):
         return self._argmax_probabilities(self._scores(x, avail), avail)
 
     def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
-                    u, out):
+                    scale, u, out):
         kn.linucb_replay(self._Ainv[None], self._b[None], self._theta[None], self.alpha, X,
                          avail, logged, reward, eligible, source, revealed, index, jitter,
-                         u[:, :, 0], out)
+                         scale, u[:, :, 0], out)
 
 
 class ThompsonSampling(_Bandit):

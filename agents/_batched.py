@@ -11,7 +11,7 @@ Interface (all copies act at every step; only the ``active`` ones learn)::
     act(context (B, d), available (B, K)) -> (B,) int64
     update(active (B,) bool, context (B, d), action (B,), reward (B,))
     replay_arrays(context, available, logged_action, reward, index, jitter, eligible,
-                  revealed=None)
+                  revealed=None, jitter_scale=None)
     unbatch() -> list of B single agents carrying the copies' states
 
 LinUCB's twin holds ``B x K x d x d`` inverse matrices updated by Sherman-Morrison.
@@ -24,8 +24,9 @@ import copy
 import numpy as np
 
 from agents import _kernels as kn
-from agents._bandits import (_BLOCK, _EMPTY3, _EMPTY_REVEALED, _EMPTY_SOURCE, EpsilonGreedy,
-                             LinUCB, ThompsonSampling, UCB1, UniformRandom, _draw)
+from agents._bandits import (_BLOCK, _EMPTY3, _EMPTY_REVEALED, _EMPTY_SOURCE, _NO_SCALE,
+                             EpsilonGreedy, LinUCB, ThompsonSampling, UCB1, UniformRandom,
+                             _draw)
 
 __all__ = ["BatchedUniformRandom", "BatchedUCB1", "BatchedEpsilonGreedy", "BatchedLinUCB",
            "BatchedThompsonSampling", "make_batch"]
@@ -163,10 +164,10 @@ class _Batched:
         self._update(*self._update_arrays(active, context, action, reward))
 
     def replay_arrays(self, context, available, logged_action, reward, index, jitter,
-                      eligible, *, revealed=None):
+                      eligible, *, revealed=None, jitter_scale=None):
         """Replay copy i over records ``index[i]`` of the given arrays (compiled loop).
 
-        Copy i acts on ``context[index[i, j]] + jitter[i, j]`` and availability
+        Copy i acts on ``context[index[i, j]] + jitter[i, j] * jitter_scale`` and availability
         ``available[index[i, j]]``; when its action equals ``logged_action[index[i, j]]`` and
         ``eligible[i, j]`` it is updated with ``reward[index[i, j]]``. Equivalent to stepping
         ``act`` / ``update`` record by record. With ``revealed`` (reveal once, for BRED), a
@@ -177,7 +178,10 @@ class _Batched:
         ----------
         context : (T, d) float; available : (T, K) bool; logged_action : (T,) int;
         reward : (T,) float; index : (B, n) int; jitter : (B, n, d) float or None;
-        eligible : (B, n) bool; revealed : (B, T) bool or None (updated in place)
+        eligible : (B, n) bool; revealed : (B, T) bool or None (updated in place);
+        jitter_scale : (d,) float or None (no scaling). A float32 ``jitter`` is used as is
+        (no float64 copy): each element is widened, times its scale, in float64 -- the
+        numbers of ``context[index] + jitter.astype(float64) * jitter_scale``.
 
         Returns
         -------
@@ -189,7 +193,14 @@ class _Batched:
         B, n = index.shape
         if self._K is None:
             self._init_state(avail.shape[1], X.shape[1])
-        jitter = _EMPTY3 if jitter is None else np.ascontiguousarray(jitter, dtype=np.float64)
+        if jitter is None:
+            jitter, scale = _EMPTY3, _NO_SCALE
+        else:
+            jitter = np.asarray(jitter)
+            jitter = np.ascontiguousarray(
+                jitter, dtype=np.float32 if jitter.dtype == np.float32 else np.float64)
+            scale = (np.ones(X.shape[1]) if jitter_scale is None
+                     else np.array(jitter_scale, dtype=np.float64))
         out = np.empty((B, n), dtype=np.int64)
         if n == 0:
             return out
@@ -200,7 +211,8 @@ class _Batched:
             src, rev = index, revealed
         self._run_replay(X, avail, np.array(logged_action, dtype=np.int64),
                          np.array(reward, dtype=np.float64),
-                         np.array(eligible, dtype=np.bool_), src, rev, index, jitter, u, out)
+                         np.array(eligible, dtype=np.bool_), src, rev, index, jitter, scale, u,
+                         out)
         return out
 
     def unbatch(self) -> list:
@@ -232,7 +244,7 @@ class BatchedUniformRandom(_Batched):
         pass
 
     def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
-                    u, out):
+                    scale, u, out):
         kn.uniform_replay(avail, logged, eligible, source, revealed, index,
                           np.ascontiguousarray(u[:, :, 0]), out)
 
@@ -255,9 +267,9 @@ class BatchedUCB1(_BatchedCount):
         return out
 
     def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
-                    u, out):
+                    scale, u, out):
         kn.ucb1_replay(self._counts, self._sums, self.alpha, X, avail, logged, reward,
-                       eligible, source, revealed, index, jitter,
+                       eligible, source, revealed, index, jitter, scale,
                        np.ascontiguousarray(u[:, :, 0]), out)
 
 
@@ -273,9 +285,9 @@ class BatchedEpsilonGreedy(_BatchedCount):
         return out
 
     def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
-                    u, out):
+                    scale, u, out):
         kn.egreedy_replay(self._counts, self._sums, self.epsilon, X, avail, logged, reward,
-                          eligible, source, revealed, index, jitter,
+                          eligible, source, revealed, index, jitter, scale,
                           np.ascontiguousarray(u[:, :, 0]),
                           np.ascontiguousarray(u[:, :, 1]), out)
 
@@ -364,14 +376,16 @@ class BatchedLinUCB(_Batched):
         self._stale_lower = True
 
     def _run_replay(self, X, avail, logged, reward, eligible, source, revealed, index, jitter,
-                    u, out):
+                    scale, u, out):
         self._full()
         B = self.n_copies
         n_groups = -(-B // kn.LANE_GROUP)
         kn.linucb_replay_lanes(self._Ainv, self._b, self._theta, self.alpha, X, avail, logged,
-                               reward, eligible, source, revealed, index, jitter,
+                               reward, eligible, source, revealed, index, jitter, scale,
                                np.ascontiguousarray(u[:, :, 0]), out, -(-B // n_groups),
-                               kn.linucb_scores_kernel(self._d))
+                               kn.linucb_scores_kernel(self._d),
+                               kn.linucb_update_lanes_kernel(self._d))
+        self._stale_lower = True
 
     def unbatch(self) -> list:
         if self._K is not None:

@@ -20,7 +20,7 @@ from numba import njit
 # tie-breaking argmax
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def pick(score, avail, u):
     """Index of the largest ``score`` among available arms; ties resolved by ``u`` in [0, 1).
 
@@ -55,7 +55,7 @@ def pick(score, avail, u):
 # UniformRandom: one uniform per act
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def uniform_act_one(avail, u):
     n = 0
     for k in range(avail.shape[0]):
@@ -79,7 +79,7 @@ def uniform_act_one(avail, u):
 # UCB1: counts (K,), sums (K,); one uniform per act (tie-break)
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def ucb1_act_one(counts, sums, alpha, x, avail, u, score):
     K = counts.shape[0]
     t = 0.0
@@ -94,7 +94,7 @@ def ucb1_act_one(counts, sums, alpha, x, avail, u, score):
     return pick(score, avail, u)
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def count_update_one(counts, sums, a, r):
     counts[a] += 1.0
     sums[a] += r
@@ -104,7 +104,7 @@ def count_update_one(counts, sums, a, r):
 # EpsilonGreedy: two uniforms per act (explore?, which arm / tie-break)
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def egreedy_act_one(counts, sums, epsilon, x, avail, u1, u2, score):
     if u1 < epsilon:
         return uniform_act_one(avail, u2)
@@ -117,7 +117,7 @@ def egreedy_act_one(counts, sums, epsilon, x, avail, u1, u2, score):
 # LinUCB (disjoint): Ainv (K, d, d), b (K, d), theta (K, d); one uniform per act
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def linucb_act_one(Ainv, theta, alpha, x, avail, u, score, y):
     K = Ainv.shape[0]
     d = Ainv.shape[1]
@@ -142,7 +142,7 @@ def linucb_act_one(Ainv, theta, alpha, x, avail, u, score, y):
     return pick(score, avail, u)
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def linucb_update_one(Ainv, b, theta, x, a, r, y):
     """Sherman-Morrison: (A + x x^T)^-1 = Ainv - (Ainv x)(Ainv x)^T / (1 + x^T Ainv x);
     theta follows by the matching rank-one step."""
@@ -178,20 +178,20 @@ def linucb_update_one(Ainv, b, theta, x, a, r, y):
 # batched steps: B copies, same per-copy functions
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def uniform_act_batch(avail, u, out):
     for i in range(avail.shape[0]):
         out[i] = uniform_act_one(avail[i], u[i])
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def ucb1_act_batch(counts, sums, alpha, X, avail, u, out):
     score = np.empty(counts.shape[1])
     for i in range(counts.shape[0]):
         out[i] = ucb1_act_one(counts[i], sums[i], alpha, X[i], avail[i], u[i], score)
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def egreedy_act_batch(counts, sums, epsilon, X, avail, u1, u2, out):
     score = np.empty(counts.shape[1])
     for i in range(counts.shape[0]):
@@ -199,7 +199,7 @@ def egreedy_act_batch(counts, sums, epsilon, X, avail, u1, u2, out):
                                  score)
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def count_update_batch(counts, sums, active, action, reward):
     for i in range(counts.shape[0]):
         if active[i]:
@@ -219,7 +219,7 @@ def count_update_batch(counts, sums, active, action, reward):
 # revealed array (shape (0, 0)) uses every eligible match.
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def _reveal(source, revealed, i, j):
     """True if the match at step j of copy i is used (and marks its source record)."""
     if revealed.shape[0] == 0:
@@ -231,21 +231,23 @@ def _reveal(source, revealed, i, j):
     return True
 
 
-@njit(cache=False)
-def _ctx(X, index, jitter, i, j, x):
+@njit(cache=False, nogil=True)
+def _ctx(X, index, jitter, scale, i, j, x):
+    """Context of step j of copy i: ``X[index[i, j]] + jitter[i, j] * scale`` (in float64;
+    ``jitter`` may be float32 draws), or the plain row when ``jitter`` is empty."""
     r = index[i, j]
     if jitter.shape[0] == 0:
         for m in range(X.shape[1]):
             x[m] = X[r, m]
     else:
         for m in range(X.shape[1]):
-            x[m] = X[r, m] + jitter[i, j, m]
+            x[m] = X[r, m] + np.float64(jitter[i, j, m]) * scale[m]
     return r
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def linucb_replay(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, source, revealed,
-                  index, jitter, u, out):
+                  index, jitter, scale, u, out):
     """Batched LinUCB replay; state arrays have a leading copy axis (B, ...)."""
     B, n = index.shape
     K = Ainv.shape[1]
@@ -255,37 +257,37 @@ def linucb_replay(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, sou
     x = np.empty(d)
     for i in range(B):
         for j in range(n):
-            r = _ctx(X, index, jitter, i, j, x)
+            r = _ctx(X, index, jitter, scale, i, j, x)
             a = linucb_act_one(Ainv[i], theta[i], alpha, x, avail[r], u[i, j], score, y)
             out[i, j] = a
             if a == logged[r] and eligible[i, j] and _reveal(source, revealed, i, j):
                 linucb_update_one(Ainv[i], b[i], theta[i], x, a, reward[r], y)
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def ucb1_replay(counts, sums, alpha, X, avail, logged, reward, eligible, source, revealed, index,
-                jitter, u, out):
+                jitter, scale, u, out):
     B, n = index.shape
     score = np.empty(counts.shape[1])
     x = np.empty(X.shape[1])
     for i in range(B):
         for j in range(n):
-            r = _ctx(X, index, jitter, i, j, x)
+            r = _ctx(X, index, jitter, scale, i, j, x)
             a = ucb1_act_one(counts[i], sums[i], alpha, x, avail[r], u[i, j], score)
             out[i, j] = a
             if a == logged[r] and eligible[i, j] and _reveal(source, revealed, i, j):
                 count_update_one(counts[i], sums[i], a, reward[r])
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def egreedy_replay(counts, sums, epsilon, X, avail, logged, reward, eligible, source, revealed,
-                   index, jitter, u1, u2, out):
+                   index, jitter, scale, u1, u2, out):
     B, n = index.shape
     score = np.empty(counts.shape[1])
     x = np.empty(X.shape[1])
     for i in range(B):
         for j in range(n):
-            r = _ctx(X, index, jitter, i, j, x)
+            r = _ctx(X, index, jitter, scale, i, j, x)
             a = egreedy_act_one(counts[i], sums[i], epsilon, x, avail[r], u1[i, j], u2[i, j],
                                 score)
             out[i, j] = a
@@ -293,7 +295,7 @@ def egreedy_replay(counts, sums, epsilon, X, avail, logged, reward, eligible, so
                 count_update_one(counts[i], sums[i], a, reward[r])
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def uniform_replay(avail, logged, eligible, source, revealed, index, u, out):
     B, n = index.shape
     for i in range(B):
@@ -305,7 +307,7 @@ def uniform_replay(avail, logged, eligible, source, revealed, index, u, out):
                 _reveal(source, revealed, i, j)  # nothing to learn; marks the record
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def pick_batch(score, avail, u, out):
     for i in range(score.shape[0]):
         out[i] = pick(score[i], avail[i], u[i])
@@ -319,7 +321,7 @@ def pick_batch(score, avail, u, out):
 # fast-math), hence the same bits.
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def linucb_update_lane(Ainv, b, theta, x, c, a, r, y):
     """``linucb_update_one`` for copy c of lane-stored state; x is (d, B)."""
     d = Ainv.shape[1]
@@ -349,7 +351,7 @@ def linucb_update_lane(Ainv, b, theta, x, c, a, r, y):
         theta[a, i, c] += y[i] * e
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def linucb_update_lanes(Ainv, b, theta, active, X, action, reward):
     B = Ainv.shape[3]
     x = np.ascontiguousarray(X.T)
@@ -365,23 +367,33 @@ def linucb_update_lanes(Ainv, b, theta, active, X, action, reward):
 LANE_GROUP = 64  # at most; the copies are split into equal groups
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def linucb_replay_lanes(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, source,
-                        revealed, index, jitter, u, out, _G, scores):
-    """Batched LinUCB replay; copy c walks records ``index[c]``; state stored copy-last."""
+                        revealed, index, jitter, scale, u, out, _G, scores, update):
+    """Batched LinUCB replay; copy c walks records ``index[c]``; state stored copy-last.
+
+    ``scores`` and ``update`` are the lane kernels for this ``d``
+    (:func:`linucb_scores_kernel`, :func:`linucb_update_lanes_kernel`): each step scores the
+    group's copies at once, picks per copy, then updates the matching copies in one call.
+    ``update`` may leave the lower triangles of ``Ainv`` stale (see
+    :func:`linucb_mirror_lanes`)."""
     K, d, _, B = Ainv.shape
     n = index.shape[1]
     A = np.empty((K, d, d, _G))
     bb = np.empty((K, d, _G))
     th = np.empty((K, d, _G))
-    x = np.zeros((d, _G))
+    x = np.zeros((d, _G))  # contexts copy-last, for the scores
+    xr = np.zeros((_G, d))  # and copy-first, for the update
     score_t = np.empty((K, _G))
     sc = np.empty(K)
-    y1 = np.empty(d)
+    active = np.zeros(_G, dtype=np.bool_)
+    action = np.zeros(_G, dtype=np.int64)
+    rew = np.zeros(_G)
     has_jitter = jitter.shape[0] > 0
     for c0 in range(0, B, _G):
         nc = min(_G, B - c0)
-        # load the group (padding lanes: identity matrices, zero context, never picked)
+        active[:] = False  # padding lanes (c >= nc) are never updated
+        # load the group (padding lanes: identity matrices, zero context)
         for k in range(K):
             for i in range(d):
                 for c in range(_G):
@@ -397,7 +409,12 @@ def linucb_replay_lanes(Ainv, b, theta, alpha, X, avail, logged, reward, eligibl
             for c in range(nc):
                 r = index[c0 + c, j]
                 for q in range(d):
-                    x[q, c] = X[r, q] + jitter[c0 + c, j, q] if has_jitter else X[r, q]
+                    if has_jitter:
+                        v = X[r, q] + np.float64(jitter[c0 + c, j, q]) * scale[q]
+                    else:
+                        v = X[r, q]
+                    x[q, c] = v
+                    xr[c, q] = v
             scores(A, th, alpha, x, score_t)
             for c in range(nc):
                 r = index[c0 + c, j]
@@ -405,9 +422,11 @@ def linucb_replay_lanes(Ainv, b, theta, alpha, X, avail, logged, reward, eligibl
                     sc[k] = score_t[k, c]
                 a = pick(sc, avail[r], u[c0 + c, j])
                 out[c0 + c, j] = a
-                if (a == logged[r] and eligible[c0 + c, j]
-                        and _reveal(source, revealed, c0 + c, j)):
-                    linucb_update_lane(A, bb, th, x, c, a, reward[r], y1)
+                active[c] = (a == logged[r] and eligible[c0 + c, j]
+                             and _reveal(source, revealed, c0 + c, j))
+                action[c] = a
+                rew[c] = reward[r]
+            update(A, bb, th, active, xr, action, rew)
         for k in range(K):
             for i in range(d):
                 for c in range(nc):
@@ -455,7 +474,7 @@ def linucb_scores_kernel(d):
     if fn is None:
         ns = {"math": math, "np": np}
         exec(compile(_scores_source(d), f"<linucb_scores_d{d}>", "exec"), ns)
-        fn = _SCORE_KERNELS[d] = njit(cache=False)(ns["linucb_scores_unrolled"])
+        fn = _SCORE_KERNELS[d] = njit(cache=False, nogil=True)(ns["linucb_scores_unrolled"])
     return fn
 
 
@@ -500,7 +519,7 @@ def linucb_act_lanes_kernel(d):
                 ptr[c] = p + 1
             return 0
 
-        fn = _ACT_KERNELS[d] = njit(cache=False)(act_lanes)
+        fn = _ACT_KERNELS[d] = njit(cache=False, nogil=True)(act_lanes)
     return fn
 
 
@@ -554,7 +573,7 @@ def _update_source(d):
     return "\n".join(L) + "\n"
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def linucb_update_lanes_checked(Ainv, b, theta, active, X, action, reward):
     """Loop version of the generated update (any d): status 1 bad action, 2 bad reward."""
     K = Ainv.shape[0]
@@ -569,7 +588,7 @@ def linucb_update_lanes_checked(Ainv, b, theta, active, X, action, reward):
     return 0
 
 
-@njit(cache=False)
+@njit(cache=False, nogil=True)
 def linucb_mirror_lanes(Ainv):
     """Copy the upper triangle of every (K, d, d, B) lane matrix onto its lower triangle."""
     K, d, _, B = Ainv.shape
@@ -592,5 +611,5 @@ def linucb_update_lanes_kernel(d):
     if fn is None:
         ns = {"math": math, "np": np}
         exec(compile(_update_source(d), f"<linucb_update_d{d}>", "exec"), ns)
-        fn = _UPDATE_KERNELS[d] = njit(cache=False)(ns["linucb_update_unrolled"])
+        fn = _UPDATE_KERNELS[d] = njit(cache=False, nogil=True)(ns["linucb_update_unrolled"])
     return fn

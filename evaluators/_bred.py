@@ -11,6 +11,7 @@ import numpy as np
 from evaluators._estimate import Estimate
 from evaluators._replay import (NoMatchWarning, _check_actions, _check_level, _check_log,
                                 _check_uniform, _walk)
+from evaluators._threads import n_threads, thread_map
 
 __all__ = ["bred", "BredEstimate", "JITTER_C"]
 
@@ -59,17 +60,20 @@ def _bandwidth(log, jitter) -> np.ndarray:
     return np.where(std > 0, float(jitter), 0.0)
 
 
-def _draw_noise(gen, c, h):
-    """Jitter of ``c`` records, ``h * N(0, I)``; float32 normals (twice as fast to draw,
-    ample precision for a jitter), widened to float64."""
-    return gen.standard_normal((c, h.shape[0]), dtype=np.float32) * h
+def _draw_noise(gen, c, d, out=None):
+    """Standard normal draws for the jitter of ``c`` records, float32 (faster to draw, ample
+    precision for a jitter); a record's jitter is ``draw.astype(float64) * h``."""
+    return gen.standard_normal((c, d), dtype=np.float32, out=out)
 
 
 def _noise(gen, n, h):
-    """Jitter of ``n`` records in the chunks of the batched path (``None`` when ``h == 0``)."""
+    """Jitter (n, d) of ``n`` records, drawn in the chunks of the batched path (``None`` when
+    ``h == 0``)."""
     if not np.any(h > 0):
         return None
-    return np.concatenate([_draw_noise(gen, min(_CHUNK, n - s), h) for s in range(0, n, _CHUNK)])
+    d = h.shape[0]
+    return np.concatenate([_draw_noise(gen, min(_CHUNK, n - s), d) for s in range(0, n, _CHUNK)]
+                          ) * h
 
 
 def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=0.95,
@@ -206,7 +210,7 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
 
     cls = type(agents_[0])
     if hasattr(cls, "batch") and all(type(a) is cls for a in agents_):
-        sums, matches = _run_batched(log, cls.batch(agents_), index, data_gens, h, once)
+        sums, matches = _run_twins(log, agents_, index, data_gens, h, once)
     else:
         sums, matches = _run_plain(log, agents_, index, data_gens, h, once)
 
@@ -272,6 +276,24 @@ def _run_plain(log, agents_, index, data_gens, h, once=False):
     return sums, matches
 
 
+def _run_twins(log, agents_, index, data_gens, h, once):
+    """Batched twins: one per thread when the replay is compiled (it releases the GIL), each
+    over a contiguous part of the replicates; the replicates are independent, so the split
+    changes nothing but speed."""
+    cls = type(agents_[0])
+    B = len(agents_)
+    n = min(B, n_threads()) if callable(getattr(cls, "replay_arrays", None)) else 1
+    bounds = np.linspace(0, B, n + 1).astype(int)
+
+    def run(part):
+        lo, hi = part
+        return _run_batched(log, cls.batch(agents_[lo:hi]), index[lo:hi], data_gens[lo:hi], h,
+                            once)
+
+    parts = thread_map(run, zip(bounds[:-1], bounds[1:]), n)
+    return tuple(np.concatenate(col) for col in zip(*parts))
+
+
 def _run_batched(log, batched, index, data_gens, h, once=False):
     """All replicates in lockstep on the batched twin, chunk by chunk of records."""
     B, n = index.shape
@@ -286,21 +308,21 @@ def _run_batched(log, batched, index, data_gens, h, once=False):
         idx = index[:, s:s + _CHUNK]
         c = idx.shape[1]
         noise = None
-        if jit:  # one buffer for all chunks: a fresh 30 MB array per chunk page-faults
+        if jit:  # one buffer for all chunks: a fresh 15 MB array per chunk page-faults
             if buf is None or buf.shape[1] != c:
-                buf = np.empty((B, c, h.shape[0]))
+                buf = np.empty((B, c, h.shape[0]), dtype=np.float32)
             for i, g in enumerate(data_gens):
-                buf[i] = _draw_noise(g, c, h)
+                _draw_noise(g, c, h.shape[0], out=buf[i])
             noise = buf
         logged = log.action[idx]
         reward = log.reward[idx]
         if callable(fast):
             if once:
                 actions = fast(log.context, avail_all, log.action, log.reward, idx, noise,
-                               np.ones((B, c), bool), revealed=revealed)
+                               np.ones((B, c), bool), revealed=revealed, jitter_scale=h)
             else:
                 actions = fast(log.context, avail_all, log.action, log.reward, idx, noise,
-                               np.ones((B, c), bool))
+                               np.ones((B, c), bool), jitter_scale=h)
             for i in range(B):
                 _check_actions(actions[i], avail_all, idx[i])
         else:
@@ -308,7 +330,7 @@ def _run_batched(log, batched, index, data_gens, h, once=False):
             for j in range(c):
                 x = log.context[idx[:, j]]
                 if jit:
-                    x = x + noise[:, j]
+                    x = x + noise[:, j] * h
                 av = avail_all[idx[:, j]]
                 a = np.asarray(batched.act(x, av))
                 _check_actions(a, av)

@@ -10,9 +10,7 @@ co-rated set (and shifts ``mean_u``), an O(1) correction per candidate neighbour
 from __future__ import annotations
 
 import numbers
-import os
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +23,7 @@ from evaluators._loo_knn_naive import (
     ZERO_REL,
     loo_knn_naive,
 )
+from evaluators._threads import n_threads, thread_map
 
 __all__ = ["LooKnnWarning", "LooResult", "kfold_loo_knn", "loo_knn"]
 
@@ -254,14 +253,6 @@ class _Prepared:
         return self.data.rating - self.mean_i[self.data.item]
 
 
-def _n_threads() -> int:
-    """Threads for the kernel: the CPUs this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def _fast(prep: _Prepared, held_user, allowed, similarity, k, min_support, *, python=False):
     """Predictions of all ratings (nan where not held out), neighbour counts and kinds.
 
@@ -287,16 +278,13 @@ def _fast(prep: _Prepared, held_user, allowed, similarity, k, min_support, *, py
             SIMILARITIES.index(similarity), k, min_support, ZERO_REL, prep.total, n,
             pred, n_nb, kind)
     held = np.flatnonzero(held_user)
-    n_threads = 1 if python else _n_threads()
-    if n_threads == 1 or held.size < 2:
+    n = 1 if python else n_threads()
+    if n == 1 or held.size < 2:
         kernel(held, *args)
     else:
         # many small chunks balance heavy and light users over the threads; outputs are
         # disjoint, so the result does not depend on the schedule
-        chunks = np.array_split(held, min(held.size, 16 * n_threads))
-        with ThreadPoolExecutor(max_workers=n_threads) as pool:
-            for _ in pool.map(lambda c: kernel(c, *args), chunks):
-                pass
+        thread_map(lambda c: kernel(c, *args), np.array_split(held, min(held.size, 16 * n)), n)
     return pred, n_nb, kind
 
 
