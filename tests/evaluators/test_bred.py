@@ -175,6 +175,21 @@ def test_batched_equals_plain_loop_across_chunks(name, reveal):
     np.testing.assert_array_equal(e1.replicate_matches, e2.replicate_matches)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("reveal", ["every", "once"])
+def test_same_numbers_whatever_the_threads_and_lane_groups(monkeypatch, threads, reveal):
+    # B = 130 copies on one thread run as lane groups of 44, 44, 42 (the last one padded);
+    # on 2 or 3 threads each thread's twin has its own groups. The plain loop is the truth.
+    import evaluators._bred as bred_module
+
+    log, _ = make_log(make_world(5), 30, 5)
+    plain = bred(log, maker("linucb", hide=True), n_bootstrap=130, reveal=reveal, rng=4)
+    monkeypatch.setattr(bred_module, "n_threads", lambda: threads)
+    fast = bred(log, maker("linucb"), n_bootstrap=130, reveal=reveal, rng=4)
+    np.testing.assert_array_equal(plain.replicate_values, fast.replicate_values)
+    np.testing.assert_array_equal(plain.replicate_matches, fast.replicate_matches)
+
+
 # -- reveal once ------------------------------------------------------------------------------
 
 class Recorder(Hidden):
