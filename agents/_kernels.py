@@ -6,21 +6,58 @@ Generator. The single agents and their batched twins call the very same per-copy
 batched copy bit-for-bit identical to a single agent. Plain Python versions are available as
 ``kernel.py_func`` and the tests compare the two.
 
-Compiled lazily on first call (``cache=False``): nothing happens at import.
+Lazy: importing this module imports neither numba nor compiles anything. The kernels are
+plain functions registered by ``@_kernel``; the first access to one of them as a module
+attribute (``kn.pick``) imports numba and wraps them all (``njit(cache=False,
+nogil=True)``), before any of them is compiled, so that kernels calling one another resolve
+to the compiled versions. Each compiles on its first call.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
-from numba import njit
+
+_PY = {}  # kernel name -> plain Python function
+_LOCK = threading.Lock()
+
+
+def _kernel(fn):
+    """Register a kernel (see the module docstring); removed from the module namespace
+    below, so that its first access goes through ``__getattr__``."""
+    _PY[fn.__name__] = fn
+    return fn
+
+
+def _jit(fn):
+    from numba import njit
+
+    return njit(cache=False, nogil=True)(fn)
+
+
+def _compile_all():
+    """Wrap every registered kernel (once; later calls return at once)."""
+    g = globals()
+    with _LOCK:
+        if all(name in g for name in _PY):
+            return
+        for name, fn in _PY.items():
+            g[name] = _jit(fn)
+
+
+def __getattr__(name):
+    if name in _PY:
+        _compile_all()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # --------------------------------------------------------------------------------------
 # tie-breaking argmax
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def pick(score, avail, u):
     """Index of the largest ``score`` among available arms; ties resolved by ``u`` in [0, 1).
 
@@ -55,7 +92,7 @@ def pick(score, avail, u):
 # UniformRandom: one uniform per act
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def uniform_act_one(avail, u):
     n = 0
     for k in range(avail.shape[0]):
@@ -79,7 +116,7 @@ def uniform_act_one(avail, u):
 # UCB1: counts (K,), sums (K,); one uniform per act (tie-break)
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def ucb1_act_one(counts, sums, alpha, x, avail, u, score):
     K = counts.shape[0]
     t = 0.0
@@ -94,7 +131,7 @@ def ucb1_act_one(counts, sums, alpha, x, avail, u, score):
     return pick(score, avail, u)
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def count_update_one(counts, sums, a, r):
     counts[a] += 1.0
     sums[a] += r
@@ -104,7 +141,7 @@ def count_update_one(counts, sums, a, r):
 # EpsilonGreedy: two uniforms per act (explore?, which arm / tie-break)
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def egreedy_act_one(counts, sums, epsilon, x, avail, u1, u2, score):
     if u1 < epsilon:
         return uniform_act_one(avail, u2)
@@ -117,7 +154,7 @@ def egreedy_act_one(counts, sums, epsilon, x, avail, u1, u2, score):
 # LinUCB (disjoint): Ainv (K, d, d), b (K, d), theta (K, d); one uniform per act
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def linucb_act_one(Ainv, theta, alpha, x, avail, u, score, y):
     K = Ainv.shape[0]
     d = Ainv.shape[1]
@@ -142,7 +179,7 @@ def linucb_act_one(Ainv, theta, alpha, x, avail, u, score, y):
     return pick(score, avail, u)
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def linucb_update_one(Ainv, b, theta, x, a, r, y):
     """Sherman-Morrison: (A + x x^T)^-1 = Ainv - (Ainv x)(Ainv x)^T / (1 + x^T Ainv x);
     theta follows by the matching rank-one step."""
@@ -178,20 +215,20 @@ def linucb_update_one(Ainv, b, theta, x, a, r, y):
 # batched steps: B copies, same per-copy functions
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def uniform_act_batch(avail, u, out):
     for i in range(avail.shape[0]):
         out[i] = uniform_act_one(avail[i], u[i])
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def ucb1_act_batch(counts, sums, alpha, X, avail, u, out):
     score = np.empty(counts.shape[1])
     for i in range(counts.shape[0]):
         out[i] = ucb1_act_one(counts[i], sums[i], alpha, X[i], avail[i], u[i], score)
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def egreedy_act_batch(counts, sums, epsilon, X, avail, u1, u2, out):
     score = np.empty(counts.shape[1])
     for i in range(counts.shape[0]):
@@ -199,7 +236,7 @@ def egreedy_act_batch(counts, sums, epsilon, X, avail, u1, u2, out):
                                  score)
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def count_update_batch(counts, sums, active, action, reward):
     for i in range(counts.shape[0]):
         if active[i]:
@@ -219,7 +256,7 @@ def count_update_batch(counts, sums, active, action, reward):
 # revealed array (shape (0, 0)) uses every eligible match.
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def _reveal(source, revealed, i, j):
     """True if the match at step j of copy i is used (and marks its source record)."""
     if revealed.shape[0] == 0:
@@ -231,7 +268,7 @@ def _reveal(source, revealed, i, j):
     return True
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def _ctx(X, index, jitter, scale, i, j, x):
     """Context of step j of copy i: ``X[index[i, j]] + jitter[i, j] * scale`` (in float64;
     ``jitter`` may be float32 draws), or the plain row when ``jitter`` is empty."""
@@ -245,7 +282,7 @@ def _ctx(X, index, jitter, scale, i, j, x):
     return r
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def linucb_replay(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, source, revealed,
                   index, jitter, scale, u, out):
     """Batched LinUCB replay; state arrays have a leading copy axis (B, ...)."""
@@ -264,7 +301,7 @@ def linucb_replay(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, sou
                 linucb_update_one(Ainv[i], b[i], theta[i], x, a, reward[r], y)
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def ucb1_replay(counts, sums, alpha, X, avail, logged, reward, eligible, source, revealed, index,
                 jitter, scale, u, out):
     B, n = index.shape
@@ -279,7 +316,7 @@ def ucb1_replay(counts, sums, alpha, X, avail, logged, reward, eligible, source,
                 count_update_one(counts[i], sums[i], a, reward[r])
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def egreedy_replay(counts, sums, epsilon, X, avail, logged, reward, eligible, source, revealed,
                    index, jitter, scale, u1, u2, out):
     B, n = index.shape
@@ -295,7 +332,7 @@ def egreedy_replay(counts, sums, epsilon, X, avail, logged, reward, eligible, so
                 count_update_one(counts[i], sums[i], a, reward[r])
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def uniform_replay(avail, logged, eligible, source, revealed, index, u, out):
     B, n = index.shape
     for i in range(B):
@@ -307,7 +344,7 @@ def uniform_replay(avail, logged, eligible, source, revealed, index, u, out):
                 _reveal(source, revealed, i, j)  # nothing to learn; marks the record
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def pick_batch(score, avail, u, out):
     for i in range(score.shape[0]):
         out[i] = pick(score[i], avail[i], u[i])
@@ -321,7 +358,7 @@ def pick_batch(score, avail, u, out):
 # fast-math), hence the same bits.
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def linucb_update_lane(Ainv, b, theta, x, c, a, r, y):
     """``linucb_update_one`` for copy c of lane-stored state; x is (d, B)."""
     d = Ainv.shape[1]
@@ -351,7 +388,7 @@ def linucb_update_lane(Ainv, b, theta, x, c, a, r, y):
         theta[a, i, c] += y[i] * e
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def linucb_update_lanes(Ainv, b, theta, active, X, action, reward):
     B = Ainv.shape[3]
     x = np.ascontiguousarray(X.T)
@@ -367,7 +404,7 @@ def linucb_update_lanes(Ainv, b, theta, active, X, action, reward):
 LANE_GROUP = 64  # at most; the copies are split into equal groups
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def linucb_replay_lanes(Ainv, b, theta, alpha, X, avail, logged, reward, eligible, source,
                         revealed, index, jitter, scale, u, out, _G, scores, update):
     """Batched LinUCB replay; copy c walks records ``index[c]``; state stored copy-last.
@@ -470,11 +507,12 @@ def _scores_source(d):
 def linucb_scores_kernel(d):
     """Compiled scoring of G copies, ``(A (K,d,d,G), th (K,d,G), alpha, x (d,G), score_t
     (K,G))``, for context dimension ``d`` (generated and compiled on first use)."""
+    _compile_all()
     fn = _SCORE_KERNELS.get(d)
     if fn is None:
         ns = {"math": math, "np": np}
         exec(compile(_scores_source(d), f"<linucb_scores_d{d}>", "exec"), ns)
-        fn = _SCORE_KERNELS[d] = njit(cache=False, nogil=True)(ns["linucb_scores_unrolled"])
+        fn = _SCORE_KERNELS[d] = _jit(ns["linucb_scores_unrolled"])
     return fn
 
 
@@ -519,7 +557,7 @@ def linucb_act_lanes_kernel(d):
                 ptr[c] = p + 1
             return 0
 
-        fn = _ACT_KERNELS[d] = njit(cache=False, nogil=True)(act_lanes)
+        fn = _ACT_KERNELS[d] = _jit(act_lanes)
     return fn
 
 
@@ -573,7 +611,7 @@ def _update_source(d):
     return "\n".join(L) + "\n"
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def linucb_update_lanes_checked(Ainv, b, theta, active, X, action, reward):
     """Loop version of the generated update (any d): status 1 bad action, 2 bad reward."""
     K = Ainv.shape[0]
@@ -588,7 +626,7 @@ def linucb_update_lanes_checked(Ainv, b, theta, active, X, action, reward):
     return 0
 
 
-@njit(cache=False, nogil=True)
+@_kernel
 def linucb_mirror_lanes(Ainv):
     """Copy the upper triangle of every (K, d, d, B) lane matrix onto its lower triangle."""
     K, d, _, B = Ainv.shape
@@ -605,11 +643,17 @@ def linucb_update_lanes_kernel(d):
     active copy's reward is not finite; nothing is changed then), for context dimension
     ``d``. May update the upper triangle of ``Ainv`` only: call
     :func:`linucb_mirror_lanes` before using the lower one."""
+    _compile_all()
     if d > _UNROLL_MAX:
-        return linucb_update_lanes_checked
+        return globals()["linucb_update_lanes_checked"]
     fn = _UPDATE_KERNELS.get(d)
     if fn is None:
         ns = {"math": math, "np": np}
         exec(compile(_update_source(d), f"<linucb_update_d{d}>", "exec"), ns)
-        fn = _UPDATE_KERNELS[d] = njit(cache=False, nogil=True)(ns["linucb_update_unrolled"])
+        fn = _UPDATE_KERNELS[d] = _jit(ns["linucb_update_unrolled"])
     return fn
+
+
+for _name in _PY:  # first access goes through __getattr__ (see the module docstring)
+    del globals()[_name]
+del _name

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy import optimize
 
 from evaluators._offline import _as_profiles, _check_positive_vector, _user_probabilities
 
@@ -217,6 +216,8 @@ def _lbfgs(pb, base, sel, tol, max_iter):
         w[sel] = np.exp(phi / scale)
         value, g = _value_and_log_gradient(pb, w)
         return value, g[sel] / scale
+
+    from scipy import optimize  # ~0.3 s to import: only when fitting
 
     res = optimize.minimize(fun, np.zeros(sel.size), jac=True, method="L-BFGS-B",
                             bounds=optimize.Bounds(-_LOG_W_BOUND * scale,
