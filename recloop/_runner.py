@@ -12,6 +12,7 @@ the same draws (common random numbers), so their comparison is paired.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -177,6 +178,28 @@ def _run_inline(data, todo, progress, on_done):
         on_done(cell, *execute_cell(data, cell, progress))
 
 
+def _worker_env(workers: int) -> dict:
+    """Environment of worker processes: kernels (recloop's and BLAS's) get ``CPUs //
+    workers`` threads each, so that the workers do not oversubscribe the machine. Variables
+    the user has set are kept."""
+    from evaluators._threads import THREADS_ENV, cpus
+
+    n = str(max(1, cpus() // max(1, workers)))
+    names = (THREADS_ENV, "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    return {k: n for k in names if k not in os.environ}
+
+
+@contextlib.contextmanager
+def _environ(extra: dict):
+    """``os.environ`` with ``extra`` added while the block runs (spawned children copy it)."""
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for k in extra:
+            os.environ.pop(k, None)
+
+
 def _run_pool(data, todo, workers, on_done):
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -186,7 +209,8 @@ def _run_pool(data, todo, workers, on_done):
     ctx = multiprocessing.get_context("spawn")
     pending: dict = {}
     it = iter(todo)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    with _environ(_worker_env(workers)), \
+            ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         try:
             while True:
                 while len(pending) < 2 * workers:  # bounded: thousands of cells stay lazy
@@ -218,7 +242,8 @@ class _Dask:
             self.client = Client(scheduler)
         else:
             self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
-                                        processes=True, dashboard_address=None)
+                                        processes=True, dashboard_address=None,
+                                        env=_worker_env(workers))
             self.client = Client(self.cluster)
         self.window = 2 * max(workers, len(self.client.scheduler_info().get("workers", {})), 1)
 

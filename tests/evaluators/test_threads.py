@@ -1,0 +1,45 @@
+"""Thread count of the kernels: every CPU by default, capped by $RECLOOP_THREADS."""
+
+import pytest
+
+from evaluators._threads import THREADS_ENV, cpus, n_threads, thread_map
+from recloop._runner import _worker_env
+
+
+def test_default_is_the_cpus(monkeypatch):
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    assert n_threads() == cpus() >= 1
+
+
+def test_environment_variable_sets_the_threads(monkeypatch):
+    monkeypatch.setenv(THREADS_ENV, "3")
+    assert n_threads() == 3
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
+def test_bad_environment_variable_is_named(monkeypatch, value):
+    monkeypatch.setenv(THREADS_ENV, value)
+    with pytest.raises(ValueError, match=f"{THREADS_ENV} must be a positive integer"):
+        n_threads()
+
+
+def test_thread_map_keeps_order_and_raises_the_first_error():
+    assert thread_map(lambda x: x * x, range(7), 3) == [x * x for x in range(7)]
+
+    def boom(x):
+        if x == 2:
+            raise KeyError(x)
+        return x
+
+    with pytest.raises(KeyError):
+        thread_map(boom, range(5), 2)
+
+
+def test_worker_processes_share_the_cpus_and_user_settings_win(monkeypatch):
+    for k in (THREADS_ENV, "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(k, raising=False)
+    env = _worker_env(cpus())
+    assert env[THREADS_ENV] == env["OPENBLAS_NUM_THREADS"] == "1"
+    assert _worker_env(1)[THREADS_ENV] == str(cpus())
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    assert "OMP_NUM_THREADS" not in _worker_env(2)
