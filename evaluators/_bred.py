@@ -11,7 +11,7 @@ import numpy as np
 from evaluators._estimate import Estimate
 from evaluators._replay import (NoMatchWarning, _check_actions, _check_level, _check_log,
                                 _check_uniform, _walk)
-from evaluators._threads import n_threads, thread_map
+from simulator._threads import n_threads, thread_map
 
 __all__ = ["bred", "BredEstimate", "JITTER_C"]
 

@@ -182,7 +182,7 @@ def _worker_env(workers: int) -> dict:
     """Environment of worker processes: kernels (recloop's and BLAS's) get ``CPUs //
     workers`` threads each, so that the workers do not oversubscribe the machine. Variables
     the user has set are kept."""
-    from evaluators._threads import THREADS_ENV, cpus
+    from simulator._threads import THREADS_ENV, cpus
 
     n = str(max(1, cpus() // max(1, workers)))
     names = (THREADS_ENV, "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")

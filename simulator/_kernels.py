@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from simulator._threads import n_threads
+
 __all__ = ["organic_span", "organic_span_py", "compact_py", "campaign_offers",
            "campaign_offers_py"]
 
@@ -250,6 +252,10 @@ def _compiled(name: str, py_fn):
     return fn
 
 
+def _default_threads(threads):
+    return min(2, n_threads()) if threads is None else threads
+
+
 def _pool(name: str = "kernel"):
     """A one-worker executor per ``name``, made on first use. Its tasks never wait on other
     tasks (no deadlock whatever the callers do). A forked child (multiprocessing, dask)
@@ -269,16 +275,18 @@ def _pool(name: str = "kernel"):
 
 def organic_span(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z,
                  basis, drift_rate, features, appeal, decay, logistic, ticks, *, block=None,
-                 threads=2, min_split=None):
+                 threads=None, min_split=None):
     """:func:`organic_span_py` compiled with numba (on the first call) over all users;
     returns the adoptions ``(users, items, ticks)`` in event order (``ticks[j]``: the tick
     of span tick ``j``).
 
-    With ``threads=2`` and enough events the users are cut in two ranges run concurrently
-    (GIL released): they touch disjoint rows of ``has`` and disjoint events, so the result
-    is the same as one pass.
+    With ``threads >= 2`` (default: 2 unless :func:`simulator._threads.n_threads` says 1)
+    and enough events the users are cut in two ranges run concurrently (GIL released): they
+    touch disjoint rows of ``has`` and disjoint events, so the result is the same as one
+    pass.
     """
     fn = _compiled("organic_span", organic_span_py)
+    threads = _default_threads(threads)
     block = _BLOCK if block is None else block
     min_split = _MIN_SPLIT if min_split is None else min_split
     n = keys.shape[0]
@@ -303,13 +311,15 @@ def organic_span(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, d
 
 
 def campaign_offers(users, slate, k, t, boost, key, has, alive, taste0, drift_z, basis,
-                    drift_rate, features, appeal, decay, logistic, *, threads=2,
+                    drift_rate, features, appeal, decay, logistic, *, threads=None,
                     min_split=None):
     """:func:`campaign_offers_py` compiled with numba (on the first call); returns
-    ``(offered, accepted)`` boolean (n, L) masks. With ``threads=2`` and enough users the
-    rows are cut in two halves run concurrently (distinct users: disjoint rows of ``has``).
+    ``(offered, accepted)`` boolean (n, L) masks. With ``threads >= 2`` (default as in
+    :func:`organic_span`) and enough users the rows are cut in two halves run concurrently
+    (distinct users: disjoint rows of ``has``).
     """
     fn = _compiled("campaign_offers", campaign_offers_py)
+    threads = _default_threads(threads)
     min_split = _MIN_SPLIT_ROWS if min_split is None else min_split
     n = users.shape[0]
     offered = np.zeros(slate.shape, np.uint8)

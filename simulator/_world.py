@@ -397,16 +397,20 @@ class World:
 
         if self._next_tick > until:
             return
+        prefetch = _kernels.n_threads() > 1  # $RECLOOP_THREADS=1: everything on this thread
         span = self._draw_span(self._next_tick, until)
         while span is not None:
             t = int(span[0][-1])
+            more = t < until
             ahead = (_kernels._pool("draws").submit(self._draw_span, t + 1, until)
-                     if t < until else None)
+                     if more and prefetch else None)
             try:
                 self._run_span(span)
                 self._campaign_tick(t)
             finally:  # never leave a thread drawing from this world's stream
                 span = None if ahead is None else ahead.result()
+            if more and not prefetch:
+                span = self._draw_span(t + 1, until)
             self._next_tick = t + 1
 
     def _draw_span(self, t0: int, until: int):

@@ -171,10 +171,13 @@ def test_simulating_in_steps_gives_the_same_edges(cfg, seed, stops):
     assert _same_edges(whole, steps)
 
 
-def test_fast_matches_numpy_on_a_larger_world(monkeypatch):
-    # a world large enough for several user blocks, two threads and several spans
+@pytest.mark.parametrize("threads", ["", "1"])
+def test_fast_matches_numpy_on_a_larger_world(monkeypatch, threads):
+    # a world large enough for several user blocks, two threads and several spans; with
+    # RECLOOP_THREADS=1 the kernels and the draws of the next span stay on this thread
     from simulator import _kernels, _world
 
+    monkeypatch.setenv("RECLOOP_THREADS", threads)
     monkeypatch.setattr(_world, "_SPAN_EVENTS", 5000)
     monkeypatch.setattr(_kernels, "_MIN_SPLIT", 1000)
     monkeypatch.setattr(_kernels, "_MIN_SPLIT_ROWS", 16)

@@ -1,4 +1,5 @@
-"""Threads for compiled kernels that release the GIL (``loo_knn``, ``bred``)."""
+"""Threads for compiled kernels that release the GIL (the World's span kernels, ``loo_knn``,
+``bred``)."""
 
 from __future__ import annotations
 

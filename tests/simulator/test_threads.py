@@ -2,7 +2,7 @@
 
 import pytest
 
-from evaluators._threads import THREADS_ENV, cpus, n_threads, thread_map
+from simulator._threads import THREADS_ENV, cpus, n_threads, thread_map
 from recloop._runner import _worker_env
 
 
