@@ -9,7 +9,7 @@ Prints progress lines, then ONE JSON object on the last line:
   ``replay_plain_loop_records_per_s``: the same through the plain act/update loop (on the
   first 5,000 records), for reference;
 * ``bred_s``: ``evaluators.bred`` with B = 100, T = 10,000, K = 10, d = 10, LinUCB, jitter
-  "auto" (target <= 10 s);
+  "auto", on ``threads`` threads (every CPU, or ``$RECLOOP_THREADS``; target <= 10 s);
 * ``bred_batched_speedup``: ``bred_sequential_s / bred_s``, where ``bred_sequential_s`` is the
   time of B single replays run one after another, each with the compiled single-agent replay
   (measured on 10 replicates, scaled to B; target >= 10);
@@ -34,6 +34,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
 import agents  # noqa: E402
 from evaluators import bred, replay  # noqa: E402
+from simulator._threads import n_threads  # noqa: E402
 from simulator.logs import BanditLog  # noqa: E402
 
 
@@ -124,6 +125,7 @@ def main(argv=None):
         "bred_speedup_vs_plain_loop": plain_total / bred_s,
         "batched_equals_sequential": same,
         "T_replay": T_replay, "T_bred": T_bred, "B": B, "K": K, "d": d,
+        "threads": n_threads(), "loadavg_1min": round(os.getloadavg()[0], 2),
     }))
 
 
