@@ -63,6 +63,15 @@ def _check_real(value, name, *, low=None, low_open=False):
     return value
 
 
+def _finite_rewards(reward) -> np.ndarray:
+    """``reward`` as float64, or a ValueError naming the first non-finite one."""
+    reward = np.array(reward, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(reward))
+    if bad.size:
+        raise ValueError(f"`reward` must be finite; got {reward[bad[0]]} at index {bad[0]}.")
+    return reward
+
+
 class _Bandit:
     """Shared plumbing: generator + uniform buffer, observation checks, lazy state."""
 
@@ -207,11 +216,13 @@ class _Bandit:
         -------
         actions : array (T,) int64
             The agent's choice at each record. The agent's state and generator end exactly
-            as after the loop. Inputs are trusted (validated by the evaluator).
+            as after the loop. Inputs are trusted (validated by the evaluator), except that
+            a non-finite reward raises ValueError before anything changes.
         """
         self._ensure_reset()
         X = np.array(context, dtype=np.float64)
         avail = np.array(available, dtype=np.bool_)
+        reward = _finite_rewards(reward)  # before any state or draw changes
         T = X.shape[0]
         if self._K is None:
             self._init_state(avail.shape[1], X.shape[1])
@@ -225,8 +236,7 @@ class _Bandit:
         else:
             src = np.array(source, dtype=np.int64)[None, :]
             rev = revealed[None, :]  # a view: the kernel marks the caller's array
-        self._run_replay(X, avail, np.array(logged_action, dtype=np.int64),
-                         np.array(reward, dtype=np.float64),
+        self._run_replay(X, avail, np.array(logged_action, dtype=np.int64), reward,
                          np.array(eligible, dtype=np.bool_)[None, :], src, rev, index,
                          _EMPTY3, _NO_SCALE, u, out)
         return out[0]

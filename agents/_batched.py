@@ -26,7 +26,7 @@ import numpy as np
 from agents import _kernels as kn
 from agents._bandits import (_BLOCK, _EMPTY3, _EMPTY_REVEALED, _EMPTY_SOURCE, _NO_SCALE,
                              EpsilonGreedy, LinUCB, ThompsonSampling, UCB1, UniformRandom,
-                             _draw)
+                             _draw, _finite_rewards)
 
 __all__ = ["BatchedUniformRandom", "BatchedUCB1", "BatchedEpsilonGreedy", "BatchedLinUCB",
            "BatchedThompsonSampling", "make_batch"]
@@ -57,6 +57,17 @@ def make_batch(cls, agents):
             if a._K is None:
                 a._init_state(K, d)
     return _TWINS[cls](agents)
+
+
+def _scale(jitter_scale, d) -> np.ndarray:
+    try:
+        scale = np.array(jitter_scale, dtype=np.float64)
+    except (TypeError, ValueError):
+        scale = None
+    if scale is None or scale.shape != (d,) or not np.all(np.isfinite(scale)):
+        raise ValueError(f"`jitter_scale` must be {d} finite floats (one per context "
+                         f"feature); got {jitter_scale!r}.")
+    return scale
 
 
 class _Batched:
@@ -191,16 +202,20 @@ class _Batched:
         avail = np.array(available, dtype=np.bool_)
         index = np.array(index, dtype=np.int64)
         B, n = index.shape
-        if self._K is None:
-            self._init_state(avail.shape[1], X.shape[1])
+        d = X.shape[1]
         if jitter is None:
             jitter, scale = _EMPTY3, _NO_SCALE
         else:
             jitter = np.asarray(jitter)
             jitter = np.ascontiguousarray(
                 jitter, dtype=np.float32 if jitter.dtype == np.float32 else np.float64)
-            scale = (np.ones(X.shape[1]) if jitter_scale is None
-                     else np.array(jitter_scale, dtype=np.float64))
+            if jitter.shape != (B, n, d):
+                raise ValueError(f"`jitter` must have shape (B, n, d) = {(B, n, d)}; got "
+                                 f"{jitter.shape}.")
+            scale = np.ones(d) if jitter_scale is None else _scale(jitter_scale, d)
+        reward = _finite_rewards(reward)
+        if self._K is None:
+            self._init_state(avail.shape[1], d)
         out = np.empty((B, n), dtype=np.int64)
         if n == 0:
             return out
@@ -209,8 +224,7 @@ class _Batched:
             src, rev = _EMPTY_SOURCE, _EMPTY_REVEALED
         else:
             src, rev = index, revealed
-        self._run_replay(X, avail, np.array(logged_action, dtype=np.int64),
-                         np.array(reward, dtype=np.float64),
+        self._run_replay(X, avail, np.array(logged_action, dtype=np.int64), reward,
                          np.array(eligible, dtype=np.bool_), src, rev, index, jitter, scale, u,
                          out)
         return out
@@ -388,13 +402,13 @@ class BatchedLinUCB(_Batched):
         self._stale_lower = True
 
     def unbatch(self) -> list:
-        if self._K is not None:
-            self._full()
+        if self._K is None:  # no state yet (fresh copies)
+            return super().unbatch()
+        self._full()
         lanes = {name: getattr(self, name) for name in self._state_names}
         try:
-            if self._K is not None:
-                for name in self._state_names:
-                    setattr(self, name, np.moveaxis(lanes[name], -1, 0))
+            for name in self._state_names:
+                setattr(self, name, np.moveaxis(lanes[name], -1, 0))
             return super().unbatch()
         finally:
             for name, value in lanes.items():

@@ -21,7 +21,7 @@ import threading
 import numpy as np
 
 _PY = {}  # kernel name -> plain Python function
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # wrapping, and the generated kernels' caches
 
 
 def _kernel(fn):
@@ -508,11 +508,12 @@ def linucb_scores_kernel(d):
     """Compiled scoring of G copies, ``(A (K,d,d,G), th (K,d,G), alpha, x (d,G), score_t
     (K,G))``, for context dimension ``d`` (generated and compiled on first use)."""
     _compile_all()
-    fn = _SCORE_KERNELS.get(d)
-    if fn is None:
-        ns = {"math": math, "np": np}
-        exec(compile(_scores_source(d), f"<linucb_scores_d{d}>", "exec"), ns)
-        fn = _SCORE_KERNELS[d] = _jit(ns["linucb_scores_unrolled"])
+    with _LOCK:  # one kernel object per d, even when threads ask at once
+        fn = _SCORE_KERNELS.get(d)
+        if fn is None:
+            ns = {"math": math, "np": np}
+            exec(compile(_scores_source(d), f"<linucb_scores_d{d}>", "exec"), ns)
+            fn = _SCORE_KERNELS[d] = _jit(ns["linucb_scores_unrolled"])
     return fn
 
 
@@ -529,35 +530,39 @@ def linucb_act_lanes_kernel(d):
     2: the caller refills the exhausted buffers and calls again); status 0 is success. The
     scoring kernel is bound at compile time (passing it as an argument costs ~10 us of
     dispatch per call)."""
-    fn = _ACT_KERNELS.get(d)
-    if fn is None:
-        scores = linucb_scores_kernel(d)
+    scores = linucb_scores_kernel(d)
+    with _LOCK:
+        return _ACT_KERNELS.get(d) or _act_lanes_kernel(d, scores)
 
-        def act_lanes(Ainv, theta, alpha, X, avail, buf, ptr, out):
-            K, _, _, B = Ainv.shape
-            for c in range(B):
-                n = 0
-                for k in range(K):
-                    if avail[c, k]:
-                        n += 1
-                if n == 0:
-                    return 1
-            for c in range(B):
-                if ptr[c] >= buf.shape[1]:
-                    return 2
-            x = np.ascontiguousarray(X.T)
-            score_t = np.empty((K, B))
-            sc = np.empty(K)
-            scores(Ainv, theta, alpha, x, score_t)
-            for c in range(B):
-                for k in range(K):
-                    sc[k] = score_t[k, c]
-                p = ptr[c]
-                out[c] = pick(sc, avail[c], buf[c, p])
-                ptr[c] = p + 1
-            return 0
 
-        fn = _ACT_KERNELS[d] = _jit(act_lanes)
+def _act_lanes_kernel(d, scores):
+    """Generate and wrap the step of :func:`linucb_act_lanes_kernel` (under ``_LOCK``)."""
+
+    def act_lanes(Ainv, theta, alpha, X, avail, buf, ptr, out):
+        K, _, _, B = Ainv.shape
+        for c in range(B):
+            n = 0
+            for k in range(K):
+                if avail[c, k]:
+                    n += 1
+            if n == 0:
+                return 1
+        for c in range(B):
+            if ptr[c] >= buf.shape[1]:
+                return 2
+        x = np.ascontiguousarray(X.T)
+        score_t = np.empty((K, B))
+        sc = np.empty(K)
+        scores(Ainv, theta, alpha, x, score_t)
+        for c in range(B):
+            for k in range(K):
+                sc[k] = score_t[k, c]
+            p = ptr[c]
+            out[c] = pick(sc, avail[c], buf[c, p])
+            ptr[c] = p + 1
+        return 0
+
+    fn = _ACT_KERNELS[d] = _jit(act_lanes)
     return fn
 
 
@@ -646,11 +651,12 @@ def linucb_update_lanes_kernel(d):
     _compile_all()
     if d > _UNROLL_MAX:
         return globals()["linucb_update_lanes_checked"]
-    fn = _UPDATE_KERNELS.get(d)
-    if fn is None:
-        ns = {"math": math, "np": np}
-        exec(compile(_update_source(d), f"<linucb_update_d{d}>", "exec"), ns)
-        fn = _UPDATE_KERNELS[d] = _jit(ns["linucb_update_unrolled"])
+    with _LOCK:
+        fn = _UPDATE_KERNELS.get(d)
+        if fn is None:
+            ns = {"math": math, "np": np}
+            exec(compile(_update_source(d), f"<linucb_update_d{d}>", "exec"), ns)
+            fn = _UPDATE_KERNELS[d] = _jit(ns["linucb_update_unrolled"])
     return fn
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 from dataclasses import dataclass, field
 
@@ -284,20 +285,26 @@ def _run_twins(log, agents_, index, data_gens, h, once):
     changes nothing but speed."""
     cls = type(agents_[0])
     B = len(agents_)
-    n = min(B, n_threads()) if callable(getattr(cls, "replay_arrays", None)) else 1
+    twin = cls.batch(agents_)  # checks all B agents together (errors name the replicate)
+    n = min(B, n_threads()) if callable(getattr(twin, "replay_arrays", None)) else 1
+    if n == 1:
+        return _run_batched(log, twin, index, data_gens, h, once)
     bounds = np.linspace(0, B, n + 1).astype(int)
+    singles = twin.unbatch()
+    parts = [(cls.batch(singles[lo:hi]), slice(lo, hi)) for lo, hi in zip(bounds, bounds[1:])]
+    stop = threading.Event()  # set when a part fails or the caller is interrupted
 
     def run(part):
-        lo, hi = part
-        return _run_batched(log, cls.batch(agents_[lo:hi]), index[lo:hi], data_gens[lo:hi], h,
-                            once)
+        batched, rows = part
+        return _run_batched(log, batched, index[rows], data_gens[rows], h, once, stop)
 
-    parts = thread_map(run, zip(bounds[:-1], bounds[1:]), n)
-    return tuple(np.concatenate(col) for col in zip(*parts))
+    done = thread_map(run, parts, n, stop=stop)
+    return tuple(np.concatenate(col) for col in zip(*done))
 
 
-def _run_batched(log, batched, index, data_gens, h, once=False):
-    """All replicates in lockstep on the batched twin, chunk by chunk of records."""
+def _run_batched(log, batched, index, data_gens, h, once=False, stop=None):
+    """All replicates in lockstep on the batched twin, chunk by chunk of records; gives up
+    between chunks once ``stop`` is set (another part failed, or an interrupt)."""
     B, n = index.shape
     avail_all = log.available_mask()
     fast = getattr(batched, "replay_arrays", None)
@@ -307,6 +314,8 @@ def _run_batched(log, batched, index, data_gens, h, once=False):
     revealed = np.zeros((B, log.n_rounds), dtype=bool) if once else None
     rows = np.arange(B)
     for s in range(0, n, _CHUNK):
+        if stop is not None and stop.is_set():
+            raise RuntimeError("stopped: another part of the replicates failed")
         idx = index[:, s:s + _CHUNK]
         c = idx.shape[1]
         noise = None

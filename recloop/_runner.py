@@ -181,7 +181,9 @@ def _run_inline(data, todo, progress, on_done):
 def _worker_env(workers: int) -> dict:
     """Environment of worker processes: kernels (recloop's and BLAS's) get ``CPUs //
     workers`` threads each, so that the workers do not oversubscribe the machine. Variables
-    the user has set are kept."""
+    the user has set are kept. (Dask's nanny applies ``env`` after the worker has imported
+    numpy, so there only ``RECLOOP_THREADS`` takes effect; Dask itself already gives BLAS
+    one thread per worker.)"""
     from simulator._threads import THREADS_ENV, cpus
 
     n = str(max(1, cpus() // max(1, workers)))

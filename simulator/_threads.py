@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 #: Environment variable capping the threads of recloop's kernels (default: every CPU the
 #: process may run on). The harness sets it in its worker processes so that workers times
@@ -35,11 +36,26 @@ def n_threads() -> int:
     return n
 
 
-def thread_map(fn, items, n: int) -> list:
-    """``[fn(x) for x in items]`` on up to ``n`` threads (in the caller's thread if n == 1);
-    the first exception is re-raised in the caller."""
+def thread_map(fn, items, n: int, *, stop: threading.Event | None = None) -> list:
+    """``[fn(x) for x in items]`` on up to ``n`` threads (in the caller's thread if n == 1).
+
+    The first exception raised by a call (or an interrupt of the caller) is re-raised in the
+    caller as soon as it happens; ``stop`` is set first, so that long calls which check it
+    can end early instead of being waited for.
+    """
     items = list(items)
     if n <= 1 or len(items) <= 1:
         return [fn(x) for x in items]
     with ThreadPoolExecutor(max_workers=min(n, len(items))) as pool:
-        return list(pool.map(fn, items))
+        futures = [pool.submit(fn, x) for x in items]
+        try:
+            _, running = wait(futures, return_when=FIRST_EXCEPTION)
+            if running:  # a call raised: re-raise it now
+                next(f for f in futures if f.done() and f.exception() is not None).result()
+            return [f.result() for f in futures]
+        except BaseException:
+            if stop is not None:
+                stop.set()
+            for f in futures:
+                f.cancel()
+            raise

@@ -72,7 +72,7 @@ def test_batched_equals_single_copies(name, seed, B, K, warm):
 @pytest.mark.parametrize("name", ["uniform", "ucb1", "egreedy", "linucb"])
 @settings(max_examples=8)
 @given(seed=st.integers(0, 2**32 - 1), B=st.integers(1, 40), n=st.integers(0, 120),
-       jitter=st.booleans(), once=st.booleans())
+       jitter=st.sampled_from([None, "float64", "float32 scaled"]), once=st.booleans())
 def test_batched_replay_arrays_equals_single_replays(name, seed, B, n, jitter, once):
     T, K, d = 50, 4, 3
     X, avail, R = random_stream(seed, T, K, d)
@@ -80,19 +80,27 @@ def test_batched_replay_arrays_equals_single_replays(name, seed, B, n, jitter, o
     logged = np.array([g.choice(np.flatnonzero(row)) for row in avail], dtype=np.int64)
     reward = R[np.arange(T), logged]
     index = g.integers(0, T, size=(B, n))
-    jit = g.normal(size=(B, n, d)) * 0.1 if jitter else None
+    jit, scale = None, None
+    if jitter == "float64":
+        jit = g.normal(size=(B, n, d)) * 0.1
+    elif jitter == "float32 scaled":  # BRED's way: float32 draws, scaled in float64
+        jit = g.standard_normal((B, n, d), dtype=np.float32)
+        scale = g.random(d) * 0.2
     eligible = g.random((B, n)) < 0.9
     ref = singles(name, B, seed)
     batched = type(ref[0]).batch(singles(name, B, seed))
     rev_b = np.zeros((B, T), dtype=bool)
     if once:  # reveal once: each source record index[i, j] updates copy i at most once
         got = batched.replay_arrays(X, avail, logged, reward, index, jit, eligible,
-                                    revealed=rev_b)
+                                    revealed=rev_b, jitter_scale=scale)
     else:
-        got = batched.replay_arrays(X, avail, logged, reward, index, jit, eligible)
+        got = batched.replay_arrays(X, avail, logged, reward, index, jit, eligible,
+                                    jitter_scale=scale)
     for i, a in enumerate(ref):
         idx = index[i]
-        ctx = X[idx] + jit[i] if jitter else X[idx]
+        ctx = X[idx]
+        if jit is not None:
+            ctx = ctx + (jit[i] if scale is None else jit[i] * scale)
         rev = np.zeros(T, dtype=bool)
         if once:
             want = a.replay_arrays(ctx, avail[idx], logged[idx], reward[idx], eligible[i],
@@ -102,6 +110,32 @@ def test_batched_replay_arrays_equals_single_replays(name, seed, B, n, jitter, o
         assert np.array_equal(got[i], want)
         assert np.array_equal(rev_b[i], rev)
     assert_same_state(name, ref, batched.unbatch())
+
+
+@pytest.mark.parametrize("bad, msg", [
+    ({"jitter_scale": 0.1}, "jitter_scale` must be 3 finite floats"),
+    ({"jitter_scale": [0.1, np.nan, 0.1]}, "jitter_scale` must be 3 finite floats"),
+    ({"jitter": np.zeros((2, 5, 2))}, r"jitter` must have shape \(B, n, d\) = \(2, 5, 3\)"),
+    ({"reward": np.r_[np.zeros(9), np.nan]}, "reward` must be finite; got nan at index 9"),
+])
+def test_bad_replay_arrays_input_is_named_and_changes_nothing(bad, msg):
+    X, avail, _ = random_stream(3, 10, 4, 3)
+    args = {"context": X, "available": avail, "logged_action": np.zeros(10, np.int64),
+            "reward": np.zeros(10), "index": np.zeros((2, 5), np.int64),
+            "jitter": np.zeros((2, 5, 3), np.float32), "eligible": np.ones((2, 5), bool)}
+    args.update(bad)
+    batched = agents.LinUCB.batch(singles("linucb", 2, 0))
+    batched.act(X[:2], avail[:2])
+    before = batched.unbatch()
+    with pytest.raises(ValueError, match=msg):
+        batched.replay_arrays(**args)
+    assert_same_state("linucb", before, batched.unbatch())
+    assert np.array_equal(batched._ptr, [a._ptr for a in before])
+    if "reward" in bad:  # the single agent's compiled replay checks rewards too
+        single = singles("linucb", 1, 0)[0]
+        with pytest.raises(ValueError, match=msg):
+            single.replay_arrays(X, avail, np.zeros(10, np.int64), bad["reward"],
+                                 np.ones(10, bool))
 
 
 def test_linucb_batched_views_have_b_k_d_d_shape():

@@ -190,6 +190,23 @@ def test_same_numbers_whatever_the_threads_and_lane_groups(monkeypatch, threads,
     np.testing.assert_array_equal(plain.replicate_matches, fast.replicate_matches)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_mixed_hyper_parameters_are_rejected_whatever_the_threads(monkeypatch, threads):
+    import evaluators._bred as bred_module
+
+    monkeypatch.setattr(bred_module, "n_threads", lambda: threads)
+    log, _ = make_log(make_world(5), 30, 5)
+    alphas = iter([1.0, 1.0, 2.0, 2.0])
+
+    def make(gen):
+        ag = agents.LinUCB(next(alphas))
+        ag.reset(gen)
+        return ag
+
+    with pytest.raises(ValueError, match="agent 2 has"):
+        bred(log, make, n_bootstrap=4, rng=0)
+
+
 # -- reveal once ------------------------------------------------------------------------------
 
 class Recorder(Hidden):

@@ -1,5 +1,8 @@
 """Thread count of the kernels: every CPU by default, capped by $RECLOOP_THREADS."""
 
+import threading
+import time
+
 import pytest
 
 from simulator._threads import THREADS_ENV, cpus, n_threads, thread_map
@@ -43,3 +46,22 @@ def test_worker_processes_share_the_cpus_and_user_settings_win(monkeypatch):
     assert _worker_env(1)[THREADS_ENV] == str(cpus())
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
     assert "OMP_NUM_THREADS" not in _worker_env(2)
+
+
+def test_thread_map_raises_at_once_and_tells_long_calls_to_stop():
+    stop = threading.Event()
+
+    def work(x):
+        if x == 0:
+            raise KeyError("first")
+        deadline = time.monotonic() + 30
+        while not stop.is_set():  # a long call that checks `stop`
+            if time.monotonic() > deadline:
+                return "never stopped"
+            time.sleep(0.001)
+        raise RuntimeError("stopped")
+
+    t0 = time.monotonic()
+    with pytest.raises(KeyError, match="first"):
+        thread_map(work, [0, 1], 2, stop=stop)
+    assert stop.is_set() and time.monotonic() - t0 < 10
