@@ -46,17 +46,25 @@ class BredEstimate(Estimate):
     replicate_matches: np.ndarray = field(default=None, compare=False, repr=False)
 
 
+_JITTER_EXPECTED = "\"auto\", a float >= 0 or one float >= 0 per context feature"
+
+
 def _bandwidth(log, jitter) -> np.ndarray:
     std = log.context.std(axis=0)
     if isinstance(jitter, str):
         if jitter != "auto":
-            raise ValueError(f"`jitter` must be \"auto\" or a float >= 0; got {jitter!r}.")
+            raise ValueError(f"`jitter` must be {_JITTER_EXPECTED}; got {jitter!r}.")
         return JITTER_C * std / math.sqrt(log.n_rounds)
+    if isinstance(jitter, (list, tuple, np.ndarray)):
+        h = np.array(jitter, dtype=float) if np.ndim(jitter) == 1 else None
+        if h is None or h.shape != std.shape or not np.all(np.isfinite(h) & (h >= 0)):
+            raise ValueError(f"`jitter` must be {_JITTER_EXPECTED} ({std.size} here); got "
+                             f"{jitter!r}.")
+        return h
     if isinstance(jitter, bool) or not isinstance(jitter, (int, float, np.integer, np.floating)):
-        raise TypeError(f"`jitter` must be \"auto\" or a float >= 0; got "
-                        f"{type(jitter).__name__}.")
+        raise TypeError(f"`jitter` must be {_JITTER_EXPECTED}; got {type(jitter).__name__}.")
     if not (math.isfinite(jitter) and jitter >= 0):
-        raise ValueError(f"`jitter` must be \"auto\" or a float >= 0; got {jitter}.")
+        raise ValueError(f"`jitter` must be {_JITTER_EXPECTED}; got {jitter}.")
     # constant features (an intercept) stay exact, as with "auto"
     return np.where(std > 0, float(jitter), 0.0)
 
@@ -93,11 +101,13 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
     expansion : float > 0, optional
         Each replicate has ``round(expansion * T)`` records drawn with replacement;
         default ``n_actions`` (so a replay matches about ``T`` records, as on the real log).
-    jitter : "auto" or float >= 0
+    jitter : "auto", float >= 0 or array (d,) of floats >= 0
         Standard deviation of the Gaussian noise added to the resampled contexts.
         ``"auto"``: ``h_m = c * std(context[:, m]) / sqrt(T)`` per feature with
         ``c = JITTER_C = 1``; a float sets ``h`` for every non-constant feature
-        (constant ones, e.g. an intercept, are never jittered); 0 disables jitter.
+        (constant ones, e.g. an intercept, are never jittered); an array sets ``h_m`` per
+        feature as given (e.g. another ``c``: ``c * log.context.std(axis=0) /
+        sqrt(T)``); 0 disables jitter.
     ci : float in (0, 1)
         Level of the percentile interval.
     reveal : {"every", "once"}
@@ -148,13 +158,14 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
     ``O(1/sqrt(T))``, and a linear (hence smooth) score changes by as little, so the
     learner still recognises the record (binary contexts: the jittered copy is still
     nearest to its own point). A much wider jitter trades the memorisation bias for a
-    blurring bias: on the same test bed (20 logs, B = 50), LinUCB's bias against V(T) is
-    +0.33 / +0.16 / +0.044 at T = 500 / 2000 / 10,000 with c = 1 (and c = 3: no change),
-    +0.05 / +0.07 / +0.03 with c = 30, and -0.02 / -0.03 / -0.02 with c = 100 -- where
-    ``h`` is 4.5, 2.2 and 1 context standard deviations, so the learner mostly sees noise.
-    The same c = 100 biases BRED of a static context-using policy (the oracle, true value
-    0.453) by -0.15 / -0.11 at T = 500 / 2000, against -0.01 / 0.00 with c = 1: the two
-    biases cancel for one learner on one test bed, not in general. ``JITTER_C = 1`` is
+    blurring bias (``examples/bred_jitter_sweep.py``: 20 logs, B = 50): LinUCB's bias
+    against V(T) is +0.33 / +0.17 / +0.047 at T = 500 / 2000 / 10,000 with c = 1 (c = 3:
+    no change), +0.05 / +0.07 / +0.035 with c = 30, and -0.02 / -0.02 / -0.016 with
+    c = 100 -- where ``h`` is 4.5, 2.2 and 1 context standard deviations, so the learner
+    mostly sees noise. The same c = 100 biases BRED of a static context-using policy (a
+    frozen ridge-greedy policy, exact value 0.448) by -0.145 / -0.110 at T = 500 / 2000,
+    against +0.005 / -0.000 with c = 1 (replay: +0.006 / -0.001): the two biases cancel for
+    one learner on one test bed, not in general. ``JITTER_C = 1`` is
     kept (static policies stay unbiased); use ``reveal="once"`` for learners.
 
     Reveal once (``reveal="once"``). Each logged record is revealed at most once per

@@ -103,6 +103,12 @@ def test_bandwidth_rule():
     for jitter in ("auto", 0.2):
         h = bred(log1, maker("uniform"), n_bootstrap=2, jitter=jitter, rng=0).bandwidth
         assert h[0] == 0 and np.all(h[1:] > 0)
+    # an array is used as given, feature by feature: c = 1 reproduces "auto" exactly
+    c1 = log.context.std(axis=0) / 20.0
+    e1 = bred(log, maker("linucb"), n_bootstrap=3, jitter=c1, rng=0)
+    e_auto = bred(log, maker("linucb"), n_bootstrap=3, rng=0)
+    np.testing.assert_array_equal(e1.bandwidth, c1)
+    np.testing.assert_array_equal(e1.replicate_values, e_auto.replicate_values)
 
 
 def test_jitter_changes_a_context_learner_but_zero_jitter_is_exact_resampling():
@@ -145,6 +151,10 @@ def uniform_log():
                  id="negative-jitter"),
     pytest.param(uniform_log(), maker("ucb1"), {"jitter": "silverman"}, ValueError, "jitter",
                  id="unknown-jitter"),
+    pytest.param(uniform_log(), maker("ucb1"), {"jitter": [0.1, 0.1]}, ValueError,
+                 r"one float >= 0 per context feature \(3 here\)", id="jitter-wrong-length"),
+    pytest.param(uniform_log(), maker("ucb1"), {"jitter": [0.1, -0.1, 0.1]}, ValueError,
+                 "per context feature", id="jitter-array-negative"),
     pytest.param(uniform_log(), maker("ucb1"), {"expansion": 0}, ValueError, "expansion",
                  id="expansion-0"),
     pytest.param(uniform_log(), maker("ucb1"), {"ci": 0}, ValueError, "ci", id="ci-0"),
