@@ -150,7 +150,9 @@ def _summary_rows(ests, truth, truth_se: float, *, evaluation, agent, variant,
         Measurement(metric="bias" + suffix, estimate=float(err.mean()), stderr=se_err,
                     ci_low=float(err.mean()) - z * se_err, ci_high=float(err.mean()) + z * se_err,
                     truth=0.0, **kw),
-        Measurement(metric="rmse" + suffix, estimate=rmse, stderr=se_rmse, truth=0.0, **kw),
+        # no truth: an RMSE is already an error against the truth (the summary of the
+        # report would otherwise show an "error of the error")
+        Measurement(metric="rmse" + suffix, estimate=rmse, stderr=se_rmse, **kw),
         Measurement(metric="coverage" + suffix, estimate=cov.value, stderr=cov.stderr,
                     ci_low=cov.ci_low, ci_high=cov.ci_high, **kw),
     ]
