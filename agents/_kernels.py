@@ -47,6 +47,27 @@ def _compile_all():
             g[name] = _jit(fn)
 
 
+def _generated(cache: dict, d: int, build):
+    """``cache[d]``, built by ``build()`` on the first request (under ``_LOCK``, after
+    :func:`_compile_all`, so one kernel object per ``d`` even when threads ask at once).
+    The hit -- every batched ``act`` and ``update`` -- is a plain dict lookup."""
+    fn = cache.get(d)
+    if fn is None:
+        _compile_all()
+        with _LOCK:
+            fn = cache.get(d)
+            if fn is None:
+                fn = cache[d] = build()
+    return fn
+
+
+def _exec_jit(source: str, name: str, label: str):
+    """Compile generated ``source`` and wrap its function ``name`` with numba."""
+    ns = {"math": math, "np": np}
+    exec(compile(source, label, "exec"), ns)
+    return _jit(ns[name])
+
+
 def __getattr__(name):
     if name in _PY:
         _compile_all()
@@ -507,14 +528,8 @@ def _scores_source(d):
 def linucb_scores_kernel(d):
     """Compiled scoring of G copies, ``(A (K,d,d,G), th (K,d,G), alpha, x (d,G), score_t
     (K,G))``, for context dimension ``d`` (generated and compiled on first use)."""
-    _compile_all()
-    with _LOCK:  # one kernel object per d, even when threads ask at once
-        fn = _SCORE_KERNELS.get(d)
-        if fn is None:
-            ns = {"math": math, "np": np}
-            exec(compile(_scores_source(d), f"<linucb_scores_d{d}>", "exec"), ns)
-            fn = _SCORE_KERNELS[d] = _jit(ns["linucb_scores_unrolled"])
-    return fn
+    return _generated(_SCORE_KERNELS, d, lambda: _exec_jit(
+        _scores_source(d), "linucb_scores_unrolled", f"<linucb_scores_d{d}>"))
 
 
 _ACT_KERNELS = {}
@@ -530,13 +545,11 @@ def linucb_act_lanes_kernel(d):
     2: the caller refills the exhausted buffers and calls again); status 0 is success. The
     scoring kernel is bound at compile time (passing it as an argument costs ~10 us of
     dispatch per call)."""
-    scores = linucb_scores_kernel(d)
-    with _LOCK:
-        return _ACT_KERNELS.get(d) or _act_lanes_kernel(d, scores)
+    return _generated(_ACT_KERNELS, d, lambda: _act_lanes_kernel(linucb_scores_kernel(d)))
 
 
-def _act_lanes_kernel(d, scores):
-    """Generate and wrap the step of :func:`linucb_act_lanes_kernel` (under ``_LOCK``)."""
+def _act_lanes_kernel(scores):
+    """Wrap the step of :func:`linucb_act_lanes_kernel` around a scoring kernel."""
 
     def act_lanes(Ainv, theta, alpha, X, avail, buf, ptr, out):
         K, _, _, B = Ainv.shape
@@ -562,8 +575,7 @@ def _act_lanes_kernel(d, scores):
             ptr[c] = p + 1
         return 0
 
-    fn = _ACT_KERNELS[d] = _jit(act_lanes)
-    return fn
+    return _jit(act_lanes)
 
 
 # --------------------------------------------------------------------------------------
@@ -648,16 +660,10 @@ def linucb_update_lanes_kernel(d):
     active copy's reward is not finite; nothing is changed then), for context dimension
     ``d``. May update the upper triangle of ``Ainv`` only: call
     :func:`linucb_mirror_lanes` before using the lower one."""
-    _compile_all()
     if d > _UNROLL_MAX:
-        return globals()["linucb_update_lanes_checked"]
-    with _LOCK:
-        fn = _UPDATE_KERNELS.get(d)
-        if fn is None:
-            ns = {"math": math, "np": np}
-            exec(compile(_update_source(d), f"<linucb_update_d{d}>", "exec"), ns)
-            fn = _UPDATE_KERNELS[d] = _jit(ns["linucb_update_unrolled"])
-    return fn
+        return _generated(_UPDATE_KERNELS, d, lambda: globals()["linucb_update_lanes_checked"])
+    return _generated(_UPDATE_KERNELS, d, lambda: _exec_jit(
+        _update_source(d), "linucb_update_unrolled", f"<linucb_update_d{d}>"))
 
 
 for _name in _PY:  # first access goes through __getattr__ (see the module docstring)
