@@ -34,7 +34,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
 
 import agents  # noqa: E402
 from evaluators import bred, replay  # noqa: E402
-from simulator._threads import n_threads  # noqa: E402
+from recloop_base.threads import n_threads  # noqa: E402
 from simulator.logs import BanditLog  # noqa: E402
 
 

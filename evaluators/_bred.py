@@ -12,7 +12,7 @@ import numpy as np
 from evaluators._estimate import Estimate
 from evaluators._replay import (NoMatchWarning, _check_actions, _check_level, _check_log,
                                 _check_uniform, _walk)
-from simulator._threads import n_threads, thread_map
+from recloop_base.threads import n_threads, thread_map
 
 __all__ = ["bred", "BredEstimate", "JITTER_C"]
 

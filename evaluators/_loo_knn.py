@@ -23,7 +23,7 @@ from evaluators._loo_knn_naive import (
     ZERO_REL,
     loo_knn_naive,
 )
-from simulator._threads import n_threads, thread_map
+from recloop_base.threads import n_threads, thread_map
 
 __all__ = ["LooKnnWarning", "LooResult", "kfold_loo_knn", "loo_knn"]
 

@@ -15,7 +15,7 @@ __all__ = ["main"]
 
 
 def _cpus() -> int:
-    # as simulator._threads.cpus, without importing the simulator (keeps --help instant)
+    # as recloop_base.threads.cpus, without importing numpy (keeps --help instant)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux

@@ -184,7 +184,7 @@ def _worker_env(workers: int) -> dict:
     the user has set are kept. (Dask's nanny applies ``env`` after the worker has imported
     numpy, so there only ``RECLOOP_THREADS`` takes effect; Dask itself already gives BLAS
     one thread per worker.)"""
-    from simulator._threads import THREADS_ENV, cpus
+    from recloop_base.threads import THREADS_ENV, cpus
 
     n = str(max(1, cpus() // max(1, workers)))
     names = (THREADS_ENV, "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")

@@ -3,7 +3,7 @@
 A scenario is a TOML file with the tables ``[run]``, ``[world]`` (optional, with
 ``[[world.campaigns]]``), ``[[agents]]`` and ``[[evaluations]]``; the keys each accepts are
 declared in :data:`RUN_PARAMS`, :data:`AGENT_KEYS`, :data:`EVALUATION_KEYS` and, per ``kind``,
-in :mod:`recloop._registry`. ``scenarios/README.md`` documents them all.
+in :mod:`recloop._registry`. ``recloop/scenarios/README.md`` documents them all.
 
 Validation collects *every* problem before anything runs, each as
 ``FILE: key.path: expected ..., got ...``; :class:`ScenarioError` carries the list.
@@ -118,8 +118,11 @@ class Scenario:
 # --- finding scenario files -------------------------------------------------------------------
 
 def scenarios_dir() -> Path:
-    """The repository's ``scenarios/`` folder (next to the ``recloop`` package)."""
-    return Path(__file__).resolve().parents[1] / "scenarios"
+    """The built-in scenarios: package data of ``recloop.scenarios`` (a real folder in a
+    wheel and in an editable install alike)."""
+    from importlib.resources import files
+
+    return Path(str(files("recloop.scenarios")))
 
 
 def builtin_scenarios() -> dict[str, Path]:
@@ -713,7 +716,7 @@ def validate_world(problems: _Problems, raw: dict, horizon: int = 0) -> dict:
     return out
 
 
-# --- scenarios/README.md ------------------------------------------------------------------------
+# --- recloop/scenarios/README.md ------------------------------------------------------------------------
 
 _README_HEAD = """\
 # Scenario files
@@ -771,7 +774,7 @@ def _param_table(params, none_text: str = "*derived*") -> list[str]:
 
 
 def reference_markdown() -> str:
-    """The text of ``scenarios/README.md``: every key, type, range and default."""
+    """The text of ``recloop/scenarios/README.md``: every key, type, range and default."""
     out = [_README_HEAD, "## Tables", "", "### `run`", "", "The `[run]` table.", ""]
     out += _param_table(RUN_PARAMS)
     out += ["", "### `world`", "", "The `[world]` table (needed by evaluation kinds that "

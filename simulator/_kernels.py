@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from simulator._threads import n_threads
+from recloop_base.threads import n_threads
 
 __all__ = ["organic_span", "organic_span_py", "compact_py", "campaign_offers",
            "campaign_offers_py"]
@@ -280,7 +280,7 @@ def organic_span(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, d
     returns the adoptions ``(users, items, ticks)`` in event order (``ticks[j]``: the tick
     of span tick ``j``).
 
-    With ``threads >= 2`` (default: 2 unless :func:`simulator._threads.n_threads` says 1)
+    With ``threads >= 2`` (default: 2 unless :func:`recloop_base.threads.n_threads` says 1)
     and enough events the users are cut in two ranges run concurrently (GIL released): they
     touch disjoint rows of ``has`` and disjoint events, so the result is the same as one
     pass.

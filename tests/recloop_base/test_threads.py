@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from simulator._threads import THREADS_ENV, cpus, n_threads, thread_map
+from recloop_base.threads import THREADS_ENV, cpus, n_threads, thread_map
 from recloop._runner import _worker_env
 
 

@@ -1,0 +1,1 @@
+"""The built-in scenario files (package data; ``recloop list`` shows them)."""

@@ -1,0 +1,13 @@
+"""The layer every recloop package stands on: argument validation, threads, lazy kernels.
+
+``recloop_base`` imports numpy only (numba on first use of a kernel) and nothing of recloop's
+other packages, so that ``simulator``, ``agents``, ``evaluators`` and the ``recloop`` harness
+can all use it without breaking the one-way layering of ``docs/DESIGN.md``:
+
+* :mod:`recloop_base.validation` -- one checker per kind of argument (``check_int``,
+  ``check_float``, ``check_level``, ``as_generator``, ...) raising :class:`ArgumentError`
+  subclasses that carry the argument's name, the rule and what was received as data;
+* :mod:`recloop_base.threads` -- the thread budget of compiled kernels (``RECLOOP_THREADS``)
+  and ``thread_map``;
+* :mod:`recloop_base.kernels` -- numba kernels compiled on first use.
+"""
