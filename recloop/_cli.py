@@ -48,15 +48,52 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true",
                      help="validate and list the cells without running anything")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    _path_option(run)
 
     val = sub.add_parser("validate", help="check scenario files; report every problem")
     val.add_argument("files", nargs="+", metavar="FILE")
+    _path_option(val)
 
-    sub.add_parser("list", help="list the built-in scenarios")
+    lst = sub.add_parser("list", help="list the built-in scenarios and every kind a scenario "
+                         "may name (plugins included)")
+    _path_option(lst)
 
     rep = sub.add_parser("report", help="rebuild report.md and figures of a run directory")
     rep.add_argument("run_dir", metavar="RUN_DIR")
     return parser
+
+
+def _path_option(parser) -> None:
+    parser.add_argument("--path", action="append", default=[], metavar="DIR",
+                        help="put DIR on the import path (repeatable): your agents and "
+                             "estimators named \"package.module:attribute\" live there; "
+                             "workers get it too")
+
+
+def _use_paths(args, err) -> bool:
+    """Put ``--path`` folders on ``sys.path``; False (after a message) if one is missing."""
+    from pathlib import Path
+
+    ok = True
+    for p in args.path:
+        if not Path(p).is_dir():
+            print(f"recloop: --path: expected a folder, got {p!r} (no such folder)", file=err)
+            ok = False
+    if ok:
+        for p in reversed(args.path):
+            resolved = str(Path(p).resolve())
+            if resolved not in sys.path:
+                sys.path.insert(0, resolved)
+    return ok
+
+
+def _registry_problems(err) -> bool:
+    """Print the installed plugins' problems (a kind clashing with another); True if any."""
+    from recloop._registry import registry
+
+    for line in registry().problems:
+        print(f"recloop: {line}", file=err)
+    return bool(registry().problems)
 
 
 def _load_all(files: list[str], err) -> list | None:
@@ -77,6 +114,8 @@ def _load_all(files: list[str], err) -> list | None:
 def _cmd_validate(args, out, err) -> int:
     from recloop._runner import plan_cells
 
+    if not _use_paths(args, err) or _registry_problems(err):
+        return 2
     scenarios = _load_all(args.files, err)
     if scenarios is None:
         return 2
@@ -86,15 +125,36 @@ def _cmd_validate(args, out, err) -> int:
 
 
 def _cmd_list(args, out, err) -> int:
+    from recloop._registry import PluginError, registry
     from recloop._scenario import ScenarioError, builtin_scenarios, load_scenario
 
+    if not _use_paths(args, err):
+        return 2
+    bad = _registry_problems(err)
+    print("Built-in scenarios (recloop run NAME):", file=out)
     for name, path in builtin_scenarios().items():
         try:
             sc = load_scenario(path)
         except ScenarioError:
             continue  # not listed: it asks for something this installation cannot run
-        print(f"{name:<20} {sc.description}", file=out)
-    return 0
+        print(f"  {name:<24} {sc.description}", file=out)
+    reg = registry()
+    for title, table in (("Evaluation kinds", "evaluations"), ("Agent kinds", "agents"),
+                         ("Estimator kinds", "estimators")):
+        print(f"\n{title}:", file=out)
+        for name in getattr(reg, table):
+            try:
+                kind = reg.get(table, name)
+            except PluginError as exc:
+                print(f"recloop: {exc}", file=err)
+                bad = True
+                continue
+            family = getattr(kind, "family", "") or getattr(kind, "agent_family", "")
+            tag = f"[{family}] " if family and table != "evaluations" else ""
+            origin = "" if kind.origin == "built-in" else f" ({kind.origin})"
+            summary = kind.summary if len(kind.summary) <= 70 else kind.summary[:67] + "..."
+            print(f"  {name:<24} {tag}{summary}{origin}", file=out)
+    return 2 if bad else 0
 
 
 def _cmd_report(args, out, err) -> int:
@@ -124,6 +184,8 @@ def _cmd_run(args, out, err, argv) -> int:
         problems.append(f"--seed: expected an integer in [0, {2**62}], got {args.seed}")
     if args.scheduler and args.executor != "dask":
         problems.append("--scheduler: expected --executor dask with it, got --executor local")
+    if not _use_paths(args, err) or _registry_problems(err):
+        return 2
     scenarios = _load_all(args.files, err)
     for p in problems:
         print(f"recloop run: {p}", file=err)
@@ -144,7 +206,7 @@ def _cmd_run(args, out, err, argv) -> int:
             run_dir = run_scenario(sc, out=args.out, workers=workers, executor=args.executor,
                                    scheduler=args.scheduler, resume=args.resume,
                                    quiet=args.quiet, argv=["recloop"] + list(argv),
-                                   echo=lambda s: print(s, file=out))
+                                   paths=args.path, echo=lambda s: print(s, file=out))
         except _UsageError as exc:
             print(f"recloop run: {exc}", file=err)
             return 2

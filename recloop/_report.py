@@ -148,13 +148,13 @@ def _slug(text: str) -> str:
 
 def _kind_figures(run_dir: Path, scenario: dict, folder: Path) -> tuple[list, set]:
     """Figures drawn by the evaluation kinds themselves (rows of the first seed)."""
-    from recloop import _registry as reg
+    from recloop._registry import registry
     from recloop._results import Measurement
 
     made, covered = [], set()
     first_seed = scenario["run"]["seeds"][0]
     for ev in scenario["evaluations"]:
-        kind = reg.EVALUATIONS.get(ev["kind"])
+        kind = registry().evaluations.get(ev["kind"])
         if kind is None or not kind.figures:
             continue
         rows = [Measurement(evaluation=r["evaluation"], agent=r["agent"], metric=r["metric"],
@@ -165,7 +165,7 @@ def _kind_figures(run_dir: Path, scenario: dict, folder: Path) -> tuple[list, se
                 if r["evaluation"] == ev["name"] and r["seed"] == first_seed]
         if not rows:
             continue
-        for path in kind.load(kind.figures)(rows, folder, scenario.get("world")):
+        for path in kind.figures(rows, folder, scenario.get("world")):
             made.append((f"{ev['name']}: {Path(path).stem}", f"figures/{Path(path).name}"))
         if kind.figures_only:
             covered.add(ev["name"])

@@ -128,9 +128,12 @@ def cell_path(run_dir: Path, filename: str) -> Path:
     return Path(run_dir) / "cells" / filename
 
 
-def write_cell(run_dir: Path, filename: str, cell_id: str, rows: list[dict], seconds: float) -> None:
-    """Store one finished cell (atomic)."""
+def write_cell(run_dir: Path, filename: str, cell_id: str, rows: list[dict], seconds: float,
+               errors: list[str] = ()) -> None:
+    """Store one finished cell (atomic); ``errors``: users' code the cell survived."""
     payload = {"cell": cell_id, "seconds": seconds, "rows": rows}
+    if errors:
+        payload["errors"] = list(errors)
     atomic_write(cell_path(run_dir, filename), json.dumps(payload, allow_nan=True))
 
 

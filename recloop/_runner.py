@@ -20,7 +20,7 @@ import platform
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -28,13 +28,17 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from recloop import _registry as reg
 from recloop import _rundir
+from recloop._registry import registry
 from recloop._scenario import Scenario, sweep_values
 
 __all__ = [
     "Cell", "CellContext", "CellError", "execute_cell", "iter_rows", "plan_cells", "run_scenario",
 ]
+
+#: Spawn key (under the cell's seed sequence) of the streams :meth:`CellContext.agent_rng`
+#: gives; far from the small keys the experiments use for their own streams.
+_AGENT_STREAM = 0x5EED
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ def plan_cells(data: dict) -> list[Cell]:
     cells = []
     for seed in data["run"]["seeds"]:
         for ev in data["evaluations"]:
-            kind = reg.EVALUATIONS[ev["kind"]]
+            kind = registry().evaluations[ev["kind"]]
             agents = ev["agents"] if kind.per_agent else [None]
             for combo in sweep_values(ev):
                 for agent in agents:
@@ -92,28 +96,54 @@ class CellContext:
     world: dict | None
     horizon: int
     progress: bool = False
+    errors: list = field(default_factory=list)
 
     @property
     def agent_names(self) -> list[str]:
         return [a["name"] for a in self.agents]
 
     def agent_params(self, name: str) -> dict:
-        table = next(a for a in self.agents if a["name"] == name)
-        return {k: v for k, v in table.items() if k not in ("name", "kind")}
+        from recloop._plugins import agent_params
+
+        return agent_params(self._agent_table(name))
+
+    def _agent_table(self, name: str) -> dict:
+        return next(a for a in self.agents if a["name"] == name)
 
     def make_agent(self, name: str) -> Callable:
-        """The factory ``factory(rng) -> agent`` of agent ``name`` (constructed, then reset)."""
-        table = next(a for a in self.agents if a["name"] == name)
-        cls = reg.AGENTS[table["kind"]].load()
-        params = self.agent_params(name)
+        """The factory ``factory(rng) -> agent`` of agent ``name`` (built from its kind --
+        built-in, plugin or import path -- then ``reset(rng)``)."""
+        from recloop._plugins import agent_factory
 
-        def factory(rng=None):
-            agent = cls(**params)
-            if callable(getattr(agent, "reset", None)):
-                agent.reset(rng)
-            return agent
+        return agent_factory(self._agent_table(name))
 
-        return factory
+    def agent_rng(self, name: str) -> np.random.Generator:
+        """A stream of the cell for agent ``name`` (keyed by its name), for experiments that
+        build an agent instance once."""
+        from recloop.experiments._common import child_rng, name_key
+
+        return child_rng(self.seed_sequence, _AGENT_STREAM, name_key(name))
+
+    def estimators(self, entries: list, family: str, *, builtins=()) -> list:
+        """An evaluation's ``estimators`` for its experiment function: plain names of the
+        experiment's own ``builtins`` as they are, every other entry as a ``(name,
+        call)`` pair, ``call(log, x, *, rng)`` (see :mod:`recloop._plugins`)."""
+        from recloop._plugins import bind_estimator, estimator_entry
+
+        out = []
+        for entry in entries:
+            if isinstance(entry, str) and entry in builtins:
+                out.append(entry)
+                continue
+            resolved = estimator_entry(entry, family)
+            out.append((resolved.name, bind_estimator(resolved)))
+        return out
+
+    def report_error(self, what: str, exc: BaseException) -> None:
+        """Record a user's code failing inside the cell without failing the cell (e.g. one
+        estimator of many): the text and traceback go to the run's ``errors.log``."""
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.errors.append(f"{what}: {type(exc).__name__}: {exc}\n{tb}")
 
     def rng(self) -> np.random.Generator:
         """A Generator on the cell's seed sequence."""
@@ -136,7 +166,7 @@ class CellError(Exception):
 
 def _context(data: dict, cell: Cell, progress: bool) -> CellContext:
     ev = next(e for e in data["evaluations"] if e["name"] == cell.evaluation)
-    kind = reg.EVALUATIONS[ev["kind"]]
+    kind = registry().evaluations[ev["kind"]]
     params = {p.name: ev[p.name] for p in kind.params if p.name in ev}
     params.update(cell.swept)
     names = [cell.agent] if cell.agent is not None else ev["agents"]
@@ -159,23 +189,34 @@ def _row(m, *, scenario: str, cell: Cell) -> dict:
     }
 
 
-def execute_cell(data: dict, cell: Cell, progress: bool = False) -> tuple[list[dict], float]:
-    """Run one cell (in any process): its rows as plain dicts, and the seconds it took."""
+def use_paths(paths) -> None:
+    """Put ``paths`` (``--path DIR``) first on ``sys.path`` of this process, once each."""
+    for p in reversed([str(p) for p in paths or ()]):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+
+
+def execute_cell(data: dict, cell: Cell, progress: bool = False, paths=()) -> tuple[
+        list[dict], float, list[str]]:
+    """Run one cell (in any process): its rows as plain dicts, the seconds it took, and the
+    errors of users' code it survived (see :meth:`CellContext.report_error`). ``paths``
+    are put on the import path first (users' plugins)."""
     start = time.perf_counter()
     try:
+        use_paths(paths)
         ctx = _context(data, cell, progress)
-        measurements = reg.EVALUATIONS[ctx.kind].load()(ctx)
+        measurements = registry().evaluations[ctx.kind].run(ctx)
         rows = [_row(m, scenario=ctx.scenario, cell=cell) for m in measurements]
     except Exception as exc:  # reported by the parent with the cell's id
         raise CellError(cell.id, f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
-    return rows, time.perf_counter() - start
+    return rows, time.perf_counter() - start, [f"{cell.id}: {e}" for e in ctx.errors]
 
 
 # --- executors --------------------------------------------------------------------------------
 
-def _run_inline(data, todo, progress, on_done):
+def _run_inline(data, todo, progress, on_done, paths=()):
     for cell in todo:
-        on_done(cell, *execute_cell(data, cell, progress))
+        on_done(cell, *execute_cell(data, cell, progress, paths))
 
 
 def _worker_env(workers: int) -> dict:
@@ -202,7 +243,7 @@ def _environ(extra: dict):
             os.environ.pop(k, None)
 
 
-def _run_pool(data, todo, workers, on_done):
+def _run_pool(data, todo, workers, on_done, paths=()):
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -219,7 +260,7 @@ def _run_pool(data, todo, workers, on_done):
                     cell = next(it, None)
                     if cell is None:
                         break
-                    pending[pool.submit(execute_cell, data, cell, False)] = cell
+                    pending[pool.submit(execute_cell, data, cell, False, paths)] = cell
                 if not pending:
                     break
                 done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
@@ -249,13 +290,13 @@ class _Dask:
             self.client = Client(self.cluster)
         self.window = 2 * max(workers, len(self.client.scheduler_info().get("workers", {})), 1)
 
-    def run(self, data, todo, on_done):
+    def run(self, data, todo, on_done, paths=()):
         from dask.distributed import as_completed
 
         it = iter(todo)
         futures = {}
         for cell in it:  # bounded window: thousands of cells are submitted as others finish
-            futures[self.client.submit(execute_cell, data, cell, False, pure=False)] = cell
+            futures[self.client.submit(execute_cell, data, cell, False, paths, pure=False)] = cell
             if len(futures) >= self.window:
                 break
         queue = as_completed(list(futures))
@@ -265,7 +306,7 @@ class _Dask:
             fut.release()
             nxt = next(it, None)
             if nxt is not None:
-                f = self.client.submit(execute_cell, data, nxt, False, pure=False)
+                f = self.client.submit(execute_cell, data, nxt, False, paths, pure=False)
                 futures[f] = nxt
                 queue.add(f)
 
@@ -296,19 +337,23 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def iter_rows(run_dir: Path, cells: list[Cell], timing: dict | None = None) -> Iterator[dict]:
+def iter_rows(run_dir: Path, cells: list[Cell], timing: dict | None = None,
+              errors: list | None = None) -> Iterator[dict]:
     """Rows of the finished cells in cell order, one cell file at a time (bounded memory);
-    adds each evaluation's cell seconds to ``timing``."""
+    adds each evaluation's cell seconds to ``timing`` and the errors of users' code the
+    cells survived to ``errors``."""
     for cell in cells:
         stored = _rundir.read_cell(run_dir, cell.filename)
         if timing is not None:
             timing[cell.evaluation] = timing.get(cell.evaluation, 0.0) + stored["seconds"]
+        if errors is not None:
+            errors.extend(stored.get("errors", ()))
         yield from stored["rows"]
 
 
 def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "local",
                  scheduler: str | None = None, resume: bool = False, quiet: bool = False,
-                 argv: list[str] | None = None, report: bool = True,
+                 argv: list[str] | None = None, report: bool = True, paths=(),
                  echo: Callable[[str], None] = print) -> Path:
     """Run (or resume) ``scenario`` into a run directory under ``out``; returns its path.
 
@@ -327,8 +372,16 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
         Continue the newest run directory of this scenario: only missing cells run.
     quiet : bool
         No progress bars or messages.
+    argv : list of str, optional
+        The command line recorded in ``environment.json`` (default ``sys.argv``).
     report : bool
         Write ``report.md`` and ``figures/`` at the end.
+    paths : sequence of str
+        Folders put first on the import path of this process and of every worker (users'
+        agents and estimators named by import path); a remote Dask worker needs them at the
+        same path, or the plugin package installed.
+    echo : callable
+        Receives the progress messages (default ``print``).
 
     Raises
     ------
@@ -348,14 +401,14 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
     try:
         return _run(scenario, cells, dask, out=out, workers=workers, executor=executor,
                     scheduler=scheduler, resume=resume, quiet=quiet, argv=argv, report=report,
-                    echo=echo)
+                    paths=[str(Path(p).resolve()) for p in paths], echo=echo)
     finally:
         if dask is not None:
             dask.close()
 
 
 def _run(scenario, cells, dask, *, out, workers, executor, scheduler, resume, quiet, argv,
-         report, echo) -> Path:
+         report, paths, echo) -> Path:
     from tqdm.auto import tqdm
 
     data = scenario.data
@@ -377,7 +430,7 @@ def _run(scenario, cells, dask, *, out, workers, executor, scheduler, resume, qu
         env = {"scenario": scenario.name, "scenario_file": str(scenario.path),
                "seeds": data["run"]["seeds"], "command": argv if argv is not None else sys.argv,
                "cwd": os.getcwd(), "executor": executor, "workers": workers,
-               "scheduler": scheduler, "platform": platform.platform(),
+               "scheduler": scheduler, "paths": paths, "platform": platform.platform(),
                "versions": _versions(), "cells": len(cells), "start": _now(), "end": None}
     _rundir.atomic_write(run_dir / "scenario.toml", text)
     _rundir.atomic_write(env_path, _rundir.to_jsonable(env))
@@ -391,17 +444,17 @@ def _run(scenario, cells, dask, *, out, workers, executor, scheduler, resume, qu
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), disable=quiet, unit="cell",
                desc=scenario.name)
 
-    def on_done(cell: Cell, rows: list[dict], seconds: float) -> None:
-        _rundir.write_cell(run_dir, cell.filename, cell.id, rows, seconds)
+    def on_done(cell: Cell, rows: list[dict], seconds: float, errors: list[str]) -> None:
+        _rundir.write_cell(run_dir, cell.filename, cell.id, rows, seconds, errors)
         bar.update(1)
 
     try:
         if dask is not None:
-            dask.run(data, todo, on_done)
+            dask.run(data, todo, on_done, paths)
         elif workers <= 1 or len(todo) <= 1:  # a pool would only add start-up time
-            _run_inline(data, todo, not quiet, on_done)
+            _run_inline(data, todo, not quiet, on_done, paths)
         else:
-            _run_pool(data, todo, workers, on_done)
+            _run_pool(data, todo, workers, on_done, paths)
     except CellError as exc:
         (run_dir / "errors.log").write_text(f"{exc}\n{exc.tb}", encoding="utf-8")
         raise
@@ -409,9 +462,16 @@ def _run(scenario, cells, dask, *, out, workers, executor, scheduler, resume, qu
         bar.close()
 
     timing: dict[str, float] = {}
-    n_rows = _rundir.write_results(run_dir, iter_rows(run_dir, cells, timing))
+    errors: list[str] = []
+    n_rows = _rundir.write_results(run_dir, iter_rows(run_dir, cells, timing, errors))
+    if errors:  # users' code that failed without failing its cell (e.g. one estimator)
+        _rundir.atomic_write(run_dir / "errors.log", "\n".join(errors) + "\n")
+        if not quiet:
+            echo(f"{scenario.name}: {len(errors)} error(s) of your code were recorded as nan "
+                 f"(see {run_dir / 'errors.log'}); first: {errors[0].splitlines()[0]}")
     env["end"] = _now()
     env["rows"] = n_rows
+    env["errors"] = len(errors)
     env["cell_seconds"] = {k: round(v, 3) for k, v in timing.items()}
     _rundir.atomic_write(env_path, _rundir.to_jsonable(env))
     if report:

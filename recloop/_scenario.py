@@ -3,7 +3,7 @@
 A scenario is a TOML file with the tables ``[run]``, ``[world]`` (optional, with
 ``[[world.campaigns]]``), ``[[agents]]`` and ``[[evaluations]]``; the keys each accepts are
 declared in :data:`RUN_PARAMS`, :data:`AGENT_KEYS`, :data:`EVALUATION_KEYS` and, per ``kind``,
-in :mod:`recloop._registry`. ``recloop/scenarios/README.md`` documents them all.
+in the registry (:func:`recloop._registry.registry`). ``recloop/scenarios/README.md`` documents them all.
 
 Validation collects *every* problem before anything runs, each as
 ``FILE: key.path: expected ..., got ...``; :class:`ScenarioError` carries the list.
@@ -21,15 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recloop import _registry as reg
-from recloop._registry import REQUIRED, Bool, Int, ListOf, Param, Str, Table
+from recloop import _schema as sch
+from recloop._plugins import PYTHON_KIND
+from recloop._registry import PluginError, registry
+from recloop._schema import (NAME_PATTERN, REQUIRED, Bool, EstimatorList, Int, ListOf, Param,
+                             Reference, Str, Table)
 
 __all__ = [
     "Scenario", "ScenarioError", "builtin_scenarios", "dumps_toml", "find_scenario",
     "load_scenario", "scenario_keys",
 ]
 
-NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 _NAME = Str(pattern=NAME_PATTERN,
             pattern_text="a name of letters, digits, '_', '-', '.' (at most 64, starting "
                          "with a letter or digit)")
@@ -53,7 +55,15 @@ RUN_PARAMS: tuple[Param, ...] = (
 AGENT_KEYS: tuple[Param, ...] = (
     Param("name", _IDENT, REQUIRED, "Name of the agent in results and in evaluations' "
           "`agents` lists (unique)."),
-    Param("kind", Str(), REQUIRED, "Agent kind (see the agent kinds below)."),
+    Param("kind", Str(), REQUIRED, "Agent kind (see the agent kinds below), or `\"python\"` "
+          "for your own agent named by `factory`."),
+)
+
+#: The keys of an agent of kind "python" (besides `name` and `kind`).
+PYTHON_AGENT_KEYS: tuple[Param, ...] = (
+    Param("factory", Reference(), REQUIRED, "`kind = \"python\"`: your agent's class or "
+          "function, `\"package.module:attribute\"` (its folder on the path: `--path DIR`)."),
+    Param("params", Table(), {}, "`kind = \"python\"`: keyword arguments of the factory."),
 )
 
 EVALUATION_KEYS: tuple[Param, ...] = (
@@ -184,7 +194,7 @@ def _check_table(problems: _Problems, prefix: str, table: dict, params, *, extra
     for p in params:
         if p.name in table:
             msg = p.type.check(table[p.name])
-            if msg is None and isinstance(p.type, reg.FilePath):
+            if msg is None and isinstance(p.type, sch.FilePath):
                 msg, table = _resolve_file(problems.file, table, p.name)
             if msg is not None:
                 # list item problems come back as "[j]: expected ..." and extend the path
@@ -206,21 +216,21 @@ def _resolve_file(scenario_file: str, table: dict, key: str):
     if not path.is_absolute():
         path = Path(scenario_file).resolve().parent / path
     if not path.is_file():
-        return (f"expected {reg.FilePath().describe()}, got {table[key]!r} (no file "
+        return (f"expected {sch.FilePath().describe()}, got {table[key]!r} (no file "
                 f"{path})"), table
     return None, {**table, key: str(path)}
 
 
 def _expect_table(problems, path, value, what="a table") -> bool:
     if not isinstance(value, dict):
-        problems.add(path, f"expected {what}, got {reg._fmt(value)}")
+        problems.add(path, f"expected {what}, got {sch.fmt(value)}")
         return False
     return True
 
 
 def _expect_tables(problems, path, value) -> list:
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        problems.add(path, f"expected an array of tables ([[{path}]]), got {reg._fmt(value)}")
+        problems.add(path, f"expected an array of tables ([[{path}]]), got {sch.fmt(value)}")
         return []
     return value
 
@@ -255,20 +265,53 @@ def _validate_world(problems, raw, horizon: int) -> dict:
     return validate_world(problems, raw, horizon)
 
 
-def _validate_agents(problems, raw) -> list[dict]:
+def _world_sizes(world: dict | None) -> dict:
+    """Problem sizes for checking users' bandit agents: the world's arms and features."""
+    if not world:
+        return {}
+    try:
+        config = world_config(world)
+    except Exception:
+        return {}
+    if hasattr(config, "n_arms") and hasattr(config, "dim"):
+        return {"n_actions": config.n_arms, "context_dim": config.dim}
+    return {}
+
+
+def _validate_agents(problems, raw, world: dict | None = None) -> tuple[list[dict], dict]:
+    """Agent tables resolved, and each agent's family (``{name: family}``). Users' agents
+    (plugins, import paths) are built and checked here, before anything runs."""
     agents = []
+    families: dict = {}
     names: set[str] = set()
+    reg = registry()
     for j, table in enumerate(_expect_tables(problems, "agents", raw)):
         prefix = f"agents[{j}]."
         kind_name = table.get("kind")
-        kind = reg.AGENTS.get(kind_name) if isinstance(kind_name, str) else None
-        if kind is None:
+        kind = None
+        if isinstance(kind_name, str) and kind_name != PYTHON_KIND:
+            try:
+                kind = reg.get("agents", kind_name)
+            except PluginError as exc:
+                problems.add(f"{prefix}kind", f"expected a usable agent kind, got {exc}")
+                agents.append(_check_table(problems, prefix, table, AGENT_KEYS,
+                                           extra=set(table)))
+                continue
+        if kind_name == PYTHON_KIND:
+            resolved = _check_table(problems, prefix, table, AGENT_KEYS + PYTHON_AGENT_KEYS)
+        elif kind is None:
             # kind unknown: accept any kind's parameter, still catch typos of the rest
             head = _check_table(problems, prefix, table, AGENT_KEYS,
-                                extra={p.name for k in reg.AGENTS.values() for p in k.params})
+                                extra={p.name for k in reg.agents.values()
+                                       for p in k.params or ()})
             if isinstance(kind_name, str):
-                problems.add(f"{prefix}kind", Str(tuple(sorted(reg.AGENTS))).check(kind_name))
+                problems.add(f"{prefix}kind", Str(tuple(sorted(reg.agents)) + (PYTHON_KIND,))
+                             .check(kind_name))
             resolved = head
+        elif kind.params is None:  # a plugin without a declared schema: its factory decides
+            resolved = _check_table(problems, prefix, table, AGENT_KEYS,
+                                    extra=set(table) - {"name", "kind"})
+            resolved.update({k: v for k, v in table.items() if k not in resolved})
         else:
             resolved = _check_table(problems, prefix, table, AGENT_KEYS + kind.params)
         if "name" in resolved and resolved["name"] in names:
@@ -276,26 +319,64 @@ def _validate_agents(problems, raw) -> list[dict]:
                          f"{resolved['name']!r} again")
         names.add(resolved.get("name"))
         agents.append(resolved)
-    return agents
+        if kind is not None and kind.origin == "built-in":
+            families[resolved.get("name")] = kind.family
+        elif {"name", "kind"} <= set(resolved) and (kind is not None or "factory" in resolved):
+            family, problem = _try_agent(resolved, world)
+            if problem:
+                key = "factory" if kind_name == PYTHON_KIND else "kind"
+                problems.add(f"{prefix}{key}", problem)
+            else:
+                families[resolved["name"]] = family
+    return agents, families
 
 
-def _validate_evaluations(problems, raw, agents: list[dict], world: dict | None) -> list[dict]:
+def _try_agent(table, world):
+    from recloop._plugins import try_agent
+
+    return try_agent(table, **_world_sizes(world))
+
+
+def _validate_estimators(problems, path: str, entries: list, family: str) -> None:
+    """Resolve and try every entry of an ``estimators`` list (kinds, import paths,
+    tables); results names must be distinct."""
+    from recloop._plugins import estimator_entry, try_estimator
+
+    seen: set = set()
+    for i, entry in enumerate(entries):
+        here = f"{path}[{i}]"
+        try:
+            resolved = estimator_entry(entry, family)
+        except PluginError as exc:
+            problems.add(f"{here}.{exc.key}" if exc.key else here, str(exc))
+            continue
+        if resolved.name in seen:
+            problems.add(here, f"expected distinct estimator names, got {resolved.name!r} "
+                         "again (give the table a `name`)")
+        seen.add(resolved.name)
+        if resolved.kind.origin != "built-in" or resolved.params:
+            problem = try_estimator(resolved, family)
+            if problem:
+                problems.add(f"{here}.factory" if isinstance(entry, dict) else here, problem)
+
+
+def _validate_evaluations(problems, raw, agents: list[dict], world: dict | None,
+                          agent_family: dict) -> list[dict]:
     evaluations = []
     names: set[str] = set()
     tables = _expect_tables(problems, "evaluations", raw)
     if isinstance(raw, list) and not raw:
         problems.add("evaluations", "expected at least one [[evaluations]] table, got none")
-    agent_family = {a.get("name"): reg.AGENTS[a["kind"]].family
-                    for a in agents if a.get("kind") in reg.AGENTS}
+    kinds = registry().evaluations
     for j, table in enumerate(tables):
         prefix = f"evaluations[{j}]."
         kind_name = table.get("kind")
-        kind = reg.EVALUATIONS.get(kind_name) if isinstance(kind_name, str) else None
+        kind = kinds.get(kind_name) if isinstance(kind_name, str) else None
         if kind is None:
             _check_table(problems, prefix, table, EVALUATION_KEYS,
-                         extra={p.name for k in reg.EVALUATIONS.values() for p in k.params})
+                         extra={p.name for k in kinds.values() for p in k.params})
             if isinstance(kind_name, str):
-                problems.add(f"{prefix}kind", Str(tuple(sorted(reg.EVALUATIONS))).check(kind_name))
+                problems.add(f"{prefix}kind", Str(tuple(sorted(kinds))).check(kind_name))
             continue
         sweep_raw = table.get("sweep", {})
         ev = _check_table(problems, prefix, table, EVALUATION_KEYS + kind.params,
@@ -314,7 +395,7 @@ def _validate_evaluations(problems, raw, agents: list[dict], world: dict | None)
                                  f"{prefix}{key} and {path}")
                 if not isinstance(values, list) or not values:
                     problems.add(path, f"expected a non-empty list of values, each "
-                                 f"{p.type.describe()}, got {reg._fmt(values)}")
+                                 f"{p.type.describe()}, got {sch.fmt(values)}")
                     continue
                 bad = False
                 for i, v in enumerate(values):
@@ -344,7 +425,10 @@ def _validate_evaluations(problems, raw, agents: list[dict], world: dict | None)
                              f"evaluates no agents), got {ev['agents']!r}")
             ev["agents"] = []
         elif "agents" in ev:
+            defined = {t.get("name") for t in agents}
             for i, a in enumerate(ev["agents"]):
+                if a in defined and a not in agent_family:
+                    continue  # an agent whose own problem is already reported
                 if a not in agent_family:
                     known = sorted(n for n in agent_family if isinstance(n, str))
                     close = difflib.get_close_matches(a, known, n=1)
@@ -366,6 +450,9 @@ def _validate_evaluations(problems, raw, agents: list[dict], world: dict | None)
                          "runs on a simulated world), got nothing")
         order = ["kind", "name", "agents"] + [p.name for p in kind.params] + ["sweep"]
         ev = {k: ev[k] for k in order if k in ev}
+        for p in kind.params:
+            if isinstance(p.type, EstimatorList) and isinstance(ev.get(p.name), list):
+                _validate_estimators(problems, f"{prefix}{p.name}", ev[p.name], p.type.family)
         evaluations.append(ev)
         _check_cross(problems, prefix, kind, ev, agents, world)
     return evaluations
@@ -377,7 +464,7 @@ def _check_cross(problems, prefix, kind, ev, agents, out_world) -> None:
         return
     if not all(p.name in ev or p.name in (ev.get("sweep") or {}) for p in kind.params):
         return  # a parameter is invalid (already reported): cross-key rules cannot apply
-    func = kind.load(kind.check)
+    func = kind.check
     for combo in sweep_values(ev):
         params = {**{p.name: ev[p.name] for p in kind.params if p.name in ev}, **combo}
         chosen = [a for a in agents if a.get("name") in ev["agents"]]
@@ -403,7 +490,7 @@ def validate(data: Any, file: str) -> Scenario:
     """Validate parsed TOML ``data``; raises :class:`ScenarioError` listing every problem."""
     problems = _Problems(file)
     if not isinstance(data, dict):
-        problems.add("", f"expected a TOML document, got {reg._fmt(data)}")
+        problems.add("", f"expected a TOML document, got {sch.fmt(data)}")
         raise ScenarioError(problems.items)
     for key in data:
         if key not in TOP_KEYS:
@@ -416,13 +503,15 @@ def validate(data: Any, file: str) -> Scenario:
     if "world" in data:
         out["world"] = _validate_world(problems, data["world"],
                                        out.get("run", {}).get("horizon", 0))
-    out["agents"] = _validate_agents(problems, data.get("agents", []))
+    out["agents"], families = _validate_agents(problems, data.get("agents", []),
+                                               out.get("world") or None)
     if "evaluations" not in data:
         problems.add("evaluations", "expected at least one [[evaluations]] table, got nothing")
     world_ok = "world" in out and not any(m.startswith(f"{file}: world") for m in problems.items)
     out["evaluations"] = _validate_evaluations(problems, data.get("evaluations", []),
                                                out["agents"], out.get("world") if world_ok
-                                               else ({} if "world" in data else None))
+                                               else ({} if "world" in data else None),
+                                               families)
     if not problems.items:
         n_cells = count_cells(out)
         if n_cells > MAX_CELLS:
@@ -436,7 +525,7 @@ def validate(data: Any, file: str) -> Scenario:
 def count_cells(data: dict) -> int:
     total = 0
     for ev in data["evaluations"]:
-        kind = reg.EVALUATIONS[ev["kind"]]
+        kind = registry().evaluations[ev["kind"]]
         n = math.prod(len(v) for v in (ev.get("sweep") or {}).values())
         total += n * (len(ev["agents"]) if kind.per_agent else 1)
     return total * len(data["run"]["seeds"])
@@ -477,11 +566,18 @@ def scenario_keys() -> list[str]:
     keys += [f"world.{p.name}" for p in WORLD_KEYS]
     keys += [f"world.{p.name}" for p in world_params()]
     keys += [f"world.campaigns.{p.name}" for p in campaign_params()]
-    for kind in reg.AGENTS.values():
-        keys += [f"agents.{kind.name}.{p.name}" for p in kind.params]
-    for kind in reg.EVALUATIONS.values():
+    keys += [f"agents.{PYTHON_KIND}.{p.name}" for p in PYTHON_AGENT_KEYS]
+    for kind in _builtin("agents"):
+        keys += [f"agents.{kind.name}.{p.name}" for p in kind.params or ()]
+    for kind in _builtin("evaluations"):
         keys += [f"evaluations.{kind.name}.{p.name}" for p in kind.params]
     return keys
+
+
+def _builtin(table: str) -> list:
+    """The built-in kinds of a registry table (the documented ones; plugins vary by
+    installation)."""
+    return [k for k in getattr(registry(), table).values() if k.origin == "built-in"]
 
 
 # --- writing TOML (the resolved scenario.toml) -------------------------------------------------
@@ -555,16 +651,16 @@ def _field_type(annotation: str, name: str = ""):
     if base == "int":
         return Int(high=_SIZE_LIMITS.get(name, 2**63 - 1))
     if base == "float":
-        return reg.Float()
+        return sch.Float()
     if base == "bool":
         return Bool()
     if base == "str":
         return Str()
     if base.startswith("tuple[") and base.count(",") == 1:
-        item = Int() if "int" in base else reg.Float()
+        item = Int() if "int" in base else sch.Float()
         return ListOf(item, min_len=2, max_len=2)
     if base == "tuple" or base.startswith("tuple"):
-        return ListOf(reg.OneOf((Int(), reg.Float())), min_len=0, max_len=10**6)
+        return ListOf(sch.OneOf((Int(), sch.Float())), min_len=0, max_len=10**6)
     return None
 
 
@@ -621,10 +717,10 @@ def world_params() -> tuple[Param, ...]:
 _CAMPAIGN_DOCS = {
     "start": (Int(low=0), REQUIRED, "First tick of the campaign."),
     "duration": (Int(low=1), 1, "Number of ticks; each reached user is pushed once in it."),
-    "reach": (reg.Float(low=0.0, high=1.0), 0.5, "Fraction of users reached."),
+    "reach": (sch.Float(low=0.0, high=1.0), 0.5, "Fraction of users reached."),
     "items": (ListOf(Int(low=0), unique=True), REQUIRED, "Pushed items (distinct ids)."),
     "k": (Int(low=1), None, "Slate size (default: all `items`)."),
-    "boost": (reg.Float(low=1.0), 5.0, "Acceptance boost: a pushed item is accepted with "
+    "boost": (sch.Float(low=1.0), 5.0, "Acceptance boost: a pushed item is accepted with "
               "probability 1 - (1 - p)^boost."),
 }
 
@@ -791,13 +887,33 @@ def reference_markdown() -> str:
             "keys of its kind (below).", ""]
     out += _param_table(EVALUATION_KEYS)
     out += ["", "## Agent kinds", ""]
-    for kind in reg.AGENTS.values():
+    out += [f"### `agents.{PYTHON_KIND}`", "", f"`kind = \"{PYTHON_KIND}\"`: your own agent "
+            "(a bandit policy or a recommender), built by a class or function named by import "
+            "path and checked with `agents.check_agent` when the scenario is validated. "
+            "Installed packages may also declare agent kinds under the entry-point group "
+            "`recloop.agents`; they are named by `kind` like the built-ins below (their "
+            "keyword arguments as keys of the agent table) and `recloop list` shows them.", ""]
+    out += _param_table(PYTHON_AGENT_KEYS)
+    out.append("")
+    for kind in _builtin("agents"):
         out += [f"### `agents.{kind.name}`", "", f"`kind = \"{kind.name}\"` ({kind.family} "
                 f"agent): {kind.summary}", ""]
         out += _param_table(kind.params) if kind.params else ["No parameters."]
         out.append("")
-    out += ["## Evaluation kinds", ""]
-    for kind in reg.EVALUATIONS.values():
+    out += ["## Estimator kinds", "", "Names an evaluation's `estimators` list may hold. "
+            "Besides these: an import path `\"package.module:attribute\"` (a function called "
+            "with the table's `params` as keyword arguments, or a class built with them whose "
+            "instances are called), an installed package's entry point of the group "
+            "`recloop.estimators`, or a table `{name = ..., factory = ..., params = {...}}` "
+            "whose `factory` is any of these and whose `name` labels the results' `variant`. "
+            "Static estimators are called `estimator(log, action_dist, *, rng)`, "
+            "learning-policy evaluators `evaluator(log, make_agent, *, rng)` (`rng` only when "
+            "the signature takes it); each may return an `evaluators.Estimate` or a float, "
+            "and is tried once on a small log when the scenario is validated.", ""]
+    for kind in _builtin("estimators"):
+        out.append(f"- `{kind.name}` ({kind.family}): {kind.summary}")
+    out += ["", "## Evaluation kinds", ""]
+    for kind in _builtin("evaluations"):
         cells = "one cell per agent" if kind.per_agent else "all its agents in one cell"
         world = "; needs `[world]`" if kind.needs_world else ""
         who = (f"Evaluates {kind.agent_family} agents ({cells}{world})." if kind.agent_family

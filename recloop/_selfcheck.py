@@ -12,9 +12,11 @@ import time
 
 import numpy as np
 
+from recloop._registry import AgentKind, EvaluationKind
 from recloop._results import Measurement
+from recloop._schema import Float, Int, Param
 
-__all__ = ["FixedArm", "run_selfcheck"]
+__all__ = ["FixedArm", "KINDS", "run_selfcheck"]
 
 _Z95 = 1.959963984540054  # standard normal quantile 0.975
 
@@ -61,3 +63,36 @@ def run_selfcheck(cell) -> list[Measurement]:
         time.sleep(p["delay"])
     return rows
 
+
+
+def _check_kind(params, agents, world):
+    """Cross-key rule: every agent's arm exists."""
+    for a in agents:
+        if a.get("arm", 0) >= params["n_arms"]:
+            yield "agents", (f"expected agents whose arm is < n_arms = {params['n_arms']}, got "
+                             f"agent {a['name']!r} with arm = {a['arm']}")
+
+
+KINDS = (
+    EvaluationKind(
+        name="selfcheck",
+        summary="Harness self-check: Monte-Carlo mean of n pulls of each agent's arm against "
+                "the arm's true Bernoulli rate (no simulator needed).",
+        run=run_selfcheck,
+        params=(
+            Param("n_arms", Int(low=1, high=1000), 5, "Number of Bernoulli arms (means drawn "
+                  "uniformly in [0, 1] from the cell's seed)."),
+            Param("n", Int(low=1, high=10_000_000), 100, "Pulls per estimate."),
+            Param("ticks", Int(low=1, high=1000), 1, "Repeated estimates per cell, reported "
+                  "on the tick column (fresh pulls each tick)."),
+            Param("delay", Float(low=0.0, high=60.0), 0.0, "Seconds each cell sleeps before "
+                  "it returns (to test interruption and resume)."),
+        ),
+        per_agent=True,
+        agent_family="test",
+        check=_check_kind,
+    ),
+    AgentKind("fixed_arm", FixedArm, "test", "Always plays the same arm (the selfcheck "
+              "evaluation's agent).",
+              (Param("arm", Int(low=0), 0, "Index of the arm played (must be < n_arms)."),)),
+)

@@ -1,12 +1,21 @@
-"""Experiments: functions that run one cell of a scenario and return ``Measurement`` rows."""
+"""Experiments: functions that run one cell of a scenario and return ``Measurement`` rows.
 
-from recloop.experiments._campaign_bias import (RECOMMENDER_KINDS, campaign_bias,
-                                                plot_campaign_bias)
+Each experiment module declares its scenario kind (:class:`recloop._registry.EvaluationKind`)
+next to the function it runs; :data:`KINDS` collects them for the registry.
+"""
+
+from recloop.experiments import _bandit_eval, _campaign_bias, _loo_cf, _offline_vs_online
 from recloop.experiments._bandit_eval import (TruthComparison, bred_vs_replay,
                                               compare_to_truth, dynamic_news,
                                               plot_bred_vs_replay)
+from recloop.experiments._campaign_bias import (RECOMMENDER_KINDS, campaign_bias,
+                                                plot_campaign_bias)
+
+#: Every built-in evaluation kind, in the order ``recloop/scenarios/README.md`` lists them.
+KINDS = (_campaign_bias.KIND, *_bandit_eval.KINDS, _loo_cf.KIND, _offline_vs_online.KIND)
 
 __all__: list[str] = [
+    "KINDS",
     "RECOMMENDER_KINDS",
     "campaign_bias",
     "plot_campaign_bias",

@@ -21,11 +21,14 @@ import numpy as np
 
 import evaluators
 import simulator
+from recloop._registry import EvaluationKind
 from recloop._results import Measurement
-from recloop.experiments._common import child_rng, name_key, seed_sequence
+from recloop._schema import REQUIRED, EstimatorList, Float, Int, OneOf, Param, Str
+from recloop.experiments._common import (as_estimate, child_rng, estimator_table, name_key,
+                                         seed_sequence)
 
-__all__ = ["TruthComparison", "compare_to_truth", "bred_vs_replay", "dynamic_news",
-           "plot_bred_vs_replay"]
+__all__ = ["BRED_VS_REPLAY", "DYNAMIC_NEWS", "KINDS", "TruthComparison", "VARIANTS",
+           "bred_vs_replay", "compare_to_truth", "dynamic_news", "plot_bred_vs_replay"]
 
 EVALUATION = "bred_vs_replay"
 EVALUATION_DYNAMIC = "dynamic_news"
@@ -140,8 +143,9 @@ def _summary_rows(ests, truth, truth_se: float, *, evaluation, agent, variant,
     rmse = sq(mse)
     se_rmse = (float(np.std(err ** 2, ddof=1)) / sq(n) / (2 * rmse)
                if n > 1 and rmse > 0 else math.nan)
-    cov = evaluators.wilson_estimate(int(np.sum(cmp.covers)), n)
     width = np.array([e.ci_high - e.ci_low for e in good])
+    has_ci = bool(np.all(np.isfinite(width)))  # coverage is no measure of point estimates
+    cov = evaluators.wilson_estimate(int(np.sum(cmp.covers)), n)
     se_w = float(width.std(ddof=1) / sq(n)) if n > 1 else math.nan
     mean_v = float(value[ok].mean())
     se_v = float(value[ok].std(ddof=1) / sq(n)) if n > 1 else math.nan
@@ -153,15 +157,20 @@ def _summary_rows(ests, truth, truth_se: float, *, evaluation, agent, variant,
         # no truth: an RMSE is already an error against the truth (the summary of the
         # report would otherwise show an "error of the error")
         Measurement(metric="rmse" + suffix, estimate=rmse, stderr=se_rmse, **kw),
-        Measurement(metric="coverage" + suffix, estimate=cov.value, stderr=cov.stderr,
-                    ci_low=cov.ci_low, ci_high=cov.ci_high, **kw),
     ]
+    if has_ci:
+        scored.append(Measurement(metric="coverage" + suffix, estimate=cov.value,
+                                  stderr=cov.stderr, ci_low=cov.ci_low, ci_high=cov.ci_high,
+                                  **kw))
     if suffix:
         return scored
-    return [Measurement(metric="value", estimate=mean_v, stderr=se_v, ci_low=mean_v - z * se_v,
+    rows = [Measurement(metric="value", estimate=mean_v, stderr=se_v, ci_low=mean_v - z * se_v,
                         ci_high=mean_v + z * se_v, truth=float(truth[ok].mean()), **kw),
-            *scored,
-            Measurement(metric="width", estimate=float(width.mean()), stderr=se_w, **kw)]
+            *scored]
+    if has_ci:
+        rows.append(Measurement(metric="width", estimate=float(width.mean()), stderr=se_w,
+                                **kw))
+    return rows
 
 
 def _n_matches(est) -> float:
@@ -208,9 +217,13 @@ def _bar(progress, iterable, desc):
 # -- experiments -----------------------------------------------------------------------------
 
 
+#: The evaluators bred_vs_replay runs itself (keyed streams of their own, see below).
+VARIANTS = ("replay", "bred", "bred_nojitter", "bred_once")
+
+
 def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: int = 50,
-                   n_bootstrap: int = 100, n_truth_runs: int = 200, rng=None,
-                   progress: bool = False) -> list[Measurement]:
+                   n_bootstrap: int = 100, n_truth_runs: int = 200, estimators=VARIANTS,
+                   rng=None, progress: bool = False) -> list[Measurement]:
     """Replay and BRED variants against the online value, for one log size T.
 
     Parameters
@@ -227,8 +240,15 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
         BRED replicates.
     n_truth_runs : int, default 200
         Online runs of the ground truth, >= 2.
+    estimators : sequence, default all of :data:`VARIANTS`
+        The evaluators compared: names of :data:`VARIANTS` (``replay``, ``bred``,
+        ``bred_nojitter``, ``bred_once``) and ``(name, evaluator)`` pairs of your own, where
+        ``evaluator(log, make_agent, *, rng)`` returns an ``evaluators.Estimate`` or a float
+        (the signature ``recloop.testing.check_learning_policy_evaluator`` checks); or a
+        mapping ``name -> evaluator``.
     rng : None, int, SeedSequence or Generator
-        Root of every draw; log ``i`` is keyed by ``i``, an agent's draws by its name.
+        Root of every draw; log ``i`` is keyed by ``i``, an agent's draws by its name, an
+        evaluator's by its name.
     progress : bool
         Show a progress bar over the logs.
 
@@ -236,13 +256,16 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
     -------
     list of Measurement
         Evaluation ``bred_vs_replay``; per agent and variant (``replay``, ``bred``,
-        ``bred_nojitter``, ``bred_once``: BRED with ``reveal="once"``) the metrics ``value``
+        ``bred_nojitter``, ``bred_once``: BRED with ``reveal="once"``, and your own
+        evaluators by name) the metrics ``value``
         (mean estimate; truth ``V(T)``), ``bias``, ``rmse``, ``coverage`` (Wilson interval),
         ``width``; the same scored against the horizon each estimate really measures,
         ``bias_at_matches``, ``rmse_at_matches``, ``coverage_at_matches`` (truth
         ``V(m)``, ``m`` the estimate's number of matches: replay's used records, BRED's
-        ``mean_matches``, capped at T), and ``mean_matches`` (mean of ``m`` over the logs,
-        stderr over the logs); per agent the truth rows
+        ``mean_matches``, capped at T; not for your own evaluators, whose horizon is
+        unknown), and ``mean_matches`` (mean of ``m`` over the logs, stderr over the logs);
+        ``coverage`` and ``width`` only where the evaluator gives intervals; per agent the
+        truth rows
         ``online_value`` (variant ``T``: ``V(T)``; variant ``T_over_K``: ``V(T / K)``, the horizon
         replay really measures). ``params`` is ``{"T": T}``.
 
@@ -258,32 +281,44 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
     its shorter horizon ``m`` (about T/4 for LinUCB with K = 10).
     """
     config = _check_common(config, agents, T, n_logs, n_bootstrap, n_truth_runs)
+    table = estimator_table(estimators, VARIANTS)
     root = seed_sequence(rng)
     params = {"T": int(T)}
     K = config.n_arms
-    # (name, jitter, reveal); the BRED variants' seeds are keyed by their position
-    variants = (("replay", None, None), ("bred", "auto", "every"),
-                ("bred_nojitter", 0.0, "every"), ("bred_once", "auto", "once"))
-    ests = {(a, v): [] for a in agents for v, _, _ in variants}
+    # the built-in BRED variants' seeds are keyed by their position in this table (kept so
+    # that results stay comparable from release to release); others by their name
+    bred_variants = {"bred": ("auto", "every", 0), "bred_nojitter": (0.0, "every", 1),
+                     "bred_once": ("auto", "once", 2)}
+    ests = {(a, v): [] for a in agents for v in table}
     for i in _bar(progress, range(n_logs), "logs"):
         log, _ = simulator.collect_log(config, int(T), rng=child_rng(root, 1, i))
         for name, make in agents.items():
             key = name_key(name)
-            agent = make(child_rng(root, 2, key, i))
-            ests[name, "replay"].append(evaluators.replay(log, agent, rng=child_rng(root, 3, key, i)))
-            for v, (variant, jitter, reveal) in enumerate(variants[1:]):
-                ests[name, variant].append(evaluators.bred(
-                    log, make, n_bootstrap=n_bootstrap, jitter=jitter, reveal=reveal,
-                    rng=child_rng(root, 4, key, i, v)))
+            if "replay" in table and table["replay"] is None:
+                agent = make(child_rng(root, 2, key, i))
+                ests[name, "replay"].append(evaluators.replay(
+                    log, agent, rng=child_rng(root, 3, key, i)))
+            for variant, f in table.items():
+                if f is None and variant in bred_variants:
+                    jitter, reveal, v = bred_variants[variant]
+                    ests[name, variant].append(evaluators.bred(
+                        log, make, n_bootstrap=n_bootstrap, jitter=jitter, reveal=reveal,
+                        rng=child_rng(root, 4, key, i, v)))
+                elif f is not None:
+                    ests[name, variant].append(as_estimate(
+                        f(log, make, rng=child_rng(root, 6, name_key(variant), key, i)),
+                        f"evaluator {variant!r}"))
     rows = []
     for name, make in agents.items():
         truth = simulator.online_value(config, make, int(T), n_runs=n_truth_runs,
                                        rng=child_rng(root, 5, name_key(name)))
-        for variant, _, _ in variants:
+        for variant, f in table.items():
             es = ests[name, variant]
             rows += _summary_rows(es, truth.value, truth.stderr,
                                   evaluation=EVALUATION, agent=name, variant=variant,
                                   params=params)
+            if f is not None:  # a user's evaluator: the horizon it measures is unknown
+                continue
             m = np.array([_n_matches(e) for e in es])
             at = [truth.at(min(int(T), max(1, int(round(x))))) for x in m]
             rows += _summary_rows(es, np.array([v for v, _ in at]),
@@ -462,3 +497,117 @@ def plot_bred_vs_replay(rows, out_dir, *, prefix: str = "bred_vs_replay") -> lis
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+# -- the scenario kinds -----------------------------------------------------------------------
+
+def _bandit_world_rules(params, world, *, what: str):
+    """Shared rules of the bandit kinds: a LinearBandit world, T within its horizon."""
+    from recloop._scenario import world_config
+
+    if not world:
+        return
+    config = world_config(world)
+    if not hasattr(config, "n_arms") or not hasattr(config, "horizon"):
+        yield "kind", (f"expected a [world] with a linear bandit preset (bred_linear, "
+                       f"dynamic_news) for {what}, got preset {world['preset']!r}")
+        return
+    if config.horizon is not None and params["T"] > config.horizon:
+        yield "T", f"expected T <= {config.horizon} (the world's horizon), got {params['T']}"
+
+
+def _makers(cell) -> dict:
+    return {name: cell.make_agent(name) for name in cell.agent_names}
+
+
+_BANDIT_COMMON = (
+    Param("n_logs", Int(low=1, high=100_000), 50, "Independent uniformly logged datasets "
+          "(each evaluated by every agent and variant)."),
+    Param("n_bootstrap", Int(low=1, high=100_000), 100, "BRED bootstrap replicates."),
+    Param("n_truth_runs", Int(low=2, high=1_000_000), 200, "Online runs of the ground truth "
+          "(Monte Carlo value of the agent)."),
+)
+
+
+def _run_bred_vs_replay(cell):
+    from recloop._scenario import world_config
+
+    p = dict(cell.params)
+    p["estimators"] = cell.estimators(p["estimators"], "learning", builtins=VARIANTS)
+    return bred_vs_replay(world_config(cell.world), _makers(cell), **p,
+                          rng=cell.seed_sequence, progress=cell.progress)
+
+
+def _figures_bred_vs_replay(measurements, out_dir, world):
+    prefix = measurements[0].evaluation if measurements else "bred_vs_replay"
+    return plot_bred_vs_replay(measurements, out_dir, prefix=prefix)
+
+
+BRED_VS_REPLAY = EvaluationKind(
+    name="bred_vs_replay",
+    summary="Replay (Li et al. 2011), BRED, BRED without jitter (Mary, Preux, Nicol 2014) "
+            "and BRED revealing each record once (variant bred_once) on uniform logs of size "
+            "T -- and your own learning-policy evaluators -- against the agent's Monte-Carlo "
+            "online value V(T): metrics value, bias, rmse, coverage, width per variant; "
+            "bias_at_matches, rmse_at_matches, coverage_at_matches against V(m) at the "
+            "variant's number of matches m (metric mean_matches).",
+    run=_run_bred_vs_replay,
+    params=(Param("T", Int(low=1, high=10**7), REQUIRED, "Size of each logged dataset "
+                  "(sweep it for the paper's Figure 2)."),) + _BANDIT_COMMON + (
+        Param("estimators", EstimatorList("learning"), list(VARIANTS), "The evaluators: "
+              "`replay`, `bred`, `bred_nojitter`, `bred_once`, and your own "
+              "`evaluator(log, make_agent, *, rng)` by import path or entry point (a name, "
+              "`\"package.module:attribute\"` or a table `{name, factory, params}`).",
+              sweepable=False),),
+    per_agent=True,
+    agent_family="bandit",
+    needs_world=True,
+    check=lambda params, agents, world: _bandit_world_rules(params, world,
+                                                            what="bred_vs_replay"),
+    figures=_figures_bred_vs_replay,
+    figures_only=False,
+    function=bred_vs_replay,
+)
+
+
+def _check_dynamic_news(params, agents, world):
+    yield from _bandit_world_rules(params, world, what="dynamic_news")
+    if params["window"] > params["T"]:
+        yield "window", f"expected window <= T = {params['T']}, got {params['window']}"
+
+
+def _run_dynamic_news(cell):
+    from recloop._scenario import world_config
+
+    return dynamic_news(world_config(cell.world), _makers(cell), **cell.params,
+                        rng=cell.seed_sequence, progress=cell.progress)
+
+
+DYNAMIC_NEWS = EvaluationKind(
+    name="dynamic_news",
+    summary="Replay's time-acceleration bias on a drifting news world, and BRED run on "
+            "windows over which the world is nearly static, against the online values "
+            "V_0(T) and the windows' local values (variants replay, bred_window, "
+            "bred_window_local).",
+    run=_run_dynamic_news,
+    params=(
+        Param("T", Int(low=1, high=10**7), REQUIRED, "Log size (ticks 0 .. T-1), at most "
+              "the world's horizon."),
+        Param("window", Int(low=1, high=10**7), REQUIRED, "BRED window length, in [1, T] "
+              "(sweep it for the bias/variance trade-off)."),
+        Param("n_logs", Int(low=1, high=100_000), 20, "Independent logs."),
+        Param("n_bootstrap", Int(low=1, high=100_000), 50, "BRED bootstrap replicates per "
+              "window."),
+        Param("n_truth_runs", Int(low=2, high=1_000_000), 100, "Online runs of each ground "
+              "truth."),
+        Param("jitter", OneOf((Str(choices=("auto",)), Float(low=0.0))), "auto", "BRED's "
+              "context jitter: \"auto\" (bandwidth ~ 1/sqrt(T)) or a bandwidth (0: none)."),
+    ),
+    per_agent=True,
+    agent_family="bandit",
+    needs_world=True,
+    check=_check_dynamic_news,
+    function=dynamic_news,
+)
+
+KINDS = (BRED_VS_REPLAY, DYNAMIC_NEWS)

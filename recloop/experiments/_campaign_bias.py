@@ -23,10 +23,12 @@ from typing import Mapping
 import numpy as np
 
 from evaluators import fit_item_weights, loo_quality
+from recloop._registry import EvaluationKind
 from recloop._results import Measurement
+from recloop._schema import REQUIRED, Int, ListOf, OneOf, Param, Str
 from recloop.experiments._common import child_seed, name_key, seed_sequence
 
-__all__ = ["RECOMMENDER_KINDS", "campaign_bias", "plot_campaign_bias"]
+__all__ = ["KIND", "RECOMMENDER_KINDS", "campaign_bias", "plot_campaign_bias"]
 
 #: Recommender kinds a spec string may name; resolved with the world's data in the window.
 RECOMMENDER_KINDS = ("constant_agreeing", "constant_disagreeing", "user_cosine_cf", "naive_cf",
@@ -319,3 +321,87 @@ def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None =
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+# -- the scenario kind ------------------------------------------------------------------------
+
+_P_VALUE = OneOf((Int(low=0), Str(choices=("all",))))
+
+
+def _python_kwargs(params: dict) -> dict:
+    """Scenario values -> :func:`campaign_bias` keyword arguments."""
+    out = dict(params)
+    if "p_values" in out:
+        out["p_values"] = [None if v == "all" else v for v in out["p_values"]]
+    if "n_samples" in out:
+        out["n_samples"] = out["n_samples"] or None
+    return out
+
+
+def _check_kind(params, agents, world):
+    """Cross-key rules: a recommendation world, ticks inside it, constant items in range."""
+    from recloop._scenario import world_config
+
+    if not world:
+        return
+    config = world_config(world)
+    n_ticks = getattr(config, "n_ticks", None)
+    if n_ticks is None or not hasattr(config, "campaigns"):
+        yield "kind", (f"expected a [world] with a recommendation preset (users, items, "
+                       f"campaigns), got preset {world['preset']!r}")
+        return
+    late = [t for t in params["ticks"] if t >= n_ticks]
+    if late:
+        yield "ticks", f"expected ticks < n_ticks = {n_ticks} of the world, got {late[0]}"
+    for a in agents:
+        if a.get("kind") == "constant" and any(i >= config.n_items for i in a.get("items", ())):
+            yield "agents", (f"expected constant agents whose items are < n_items = "
+                             f"{config.n_items}, got agent {a['name']!r}")
+
+
+def _run_kind(cell):
+    """One cell: all the evaluation's recommenders on one world."""
+    from recloop._scenario import world_config
+
+    recommenders = {}
+    for table in cell.agents:
+        name = table["name"]
+        if table["kind"] in RECOMMENDER_KINDS:  # built from the world's data by the experiment
+            recommenders[name] = table["kind"]
+        else:  # constant, plugins, import paths: an instance, seeded by the cell and its name
+            recommenders[name] = cell.make_agent(name)(cell.agent_rng(name))
+    return campaign_bias(world_config(cell.world), recommenders=recommenders,
+                         **_python_kwargs(cell.params), rng=cell.seed_sequence,
+                         progress=cell.progress, evaluation=cell.evaluation)
+
+
+def _figures_kind(measurements, out_dir, world):
+    starts = [c["start"] for c in (world or {}).get("campaigns", [])]
+    prefix = measurements[0].evaluation if measurements else "campaign_bias"
+    return plot_campaign_bias(measurements, out_dir, campaign_ticks=starts, prefix=prefix)
+
+
+KIND = EvaluationKind(
+    name="campaign_bias",
+    summary="Offline LOO score of recommenders over a window of ticks -- unweighted, with "
+            "item weights fitted on p items (`weighted_p{p}`), and on the counterfactual twin "
+            "without campaigns (`twin`, the truth) -- de Myttenaere et al. 2014/2015.",
+    run=_run_kind,
+    params=(
+        Param("ticks", ListOf(Int(low=0), unique=True), REQUIRED, "Evaluation ticks; the "
+              "first is the reference of the item weights (must be < the world's n_ticks)."),
+        Param("p_values", ListOf(_P_VALUE, min_len=0, unique=True), [0, 5, 20, "all"],
+              "Numbers of reweighted items (`\"all\"`: every item)."),
+        Param("k", Int(low=1, high=10_000), 5, "Length of the recommended lists "
+              "(metric `loo_hit@{k}`)."),
+        Param("n_samples", Int(low=0, high=10**8), 20_000, "Draws of the stochastic "
+              "evaluation (metric `loo_hit@{k}_sampled`); 0 skips it."),
+    ),
+    per_agent=False,
+    agent_family="recommender",
+    needs_world=True,
+    check=_check_kind,
+    figures=_figures_kind,
+    function=campaign_bias,
+    python_kwargs=_python_kwargs,
+)

@@ -7,8 +7,10 @@ or a recommender leaves the others' numbers unchanged.
 
 from __future__ import annotations
 
+import math
 import numbers
 import zlib
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -39,3 +41,62 @@ def child_rng(root: np.random.SeedSequence, *key: int) -> np.random.Generator:
 def name_key(name: str) -> int:
     """A stable integer key for a name (CRC-32 of its UTF-8 bytes)."""
     return zlib.crc32(name.encode("utf-8"))
+
+
+def estimator_table(estimators, builtins, *, what: str = "evaluator") -> dict:
+    """``{name: callable or None}`` from an experiment's ``estimators`` argument.
+
+    Accepted: a sequence whose items are built-in names (``None`` in the table: the
+    experiment runs them its own way) or ``(name, callable)`` pairs, or a mapping
+    ``name -> callable``. Names must be distinct, non-empty strings.
+    """
+    if isinstance(estimators, Mapping):
+        items = list(estimators.items())
+    elif isinstance(estimators, (str, bytes)) or not isinstance(estimators, Sequence):
+        raise TypeError(f"`estimators` must be a sequence of names or (name, {what}) pairs, "
+                        f"or a mapping name -> {what}; got {type(estimators).__name__}.")
+    else:
+        items = []
+        for j, e in enumerate(estimators):
+            if isinstance(e, str):
+                if e not in builtins:
+                    raise ValueError(f"`estimators[{j}]` must be one of "
+                                     f"{', '.join(map(repr, builtins))} or a (name, {what}) "
+                                     f"pair; got {e!r}.")
+                items.append((e, None))
+            elif isinstance(e, tuple) and len(e) == 2:
+                items.append(e)
+            else:
+                raise TypeError(f"`estimators[{j}]` must be a name or a (name, {what}) pair; "
+                                f"got {type(e).__name__}.")
+    if not items:
+        raise ValueError(f"`estimators` must name at least one {what}; got none.")
+    table: dict = {}
+    for name, f in items:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"`estimators` names must be non-empty strings; got {name!r}.")
+        if f is not None and not callable(f):
+            raise TypeError(f"`estimators[{name!r}]` must be callable; got "
+                            f"{type(f).__name__}.")
+        if name in table:
+            raise ValueError(f"`estimators` must not repeat a name; got {name!r} twice.")
+        table[name] = f
+    return table
+
+
+def as_estimate(result, who: str):
+    """An ``evaluators.Estimate`` from what an estimator returned (an Estimate, or a real
+    number: then without interval); ``TypeError`` naming ``who`` otherwise."""
+    import evaluators
+
+    if isinstance(result, evaluators.Estimate):
+        return result
+    value = getattr(result, "value", result)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating)):
+        raise TypeError(f"{who} must return an Estimate or a real number; got "
+                        f"{type(result).__name__}.")
+    nan = math.nan
+    return evaluators.Estimate(float(value), float(getattr(result, "stderr", nan)),
+                               float(getattr(result, "ci_low", nan)),
+                               float(getattr(result, "ci_high", nan)),
+                               int(getattr(result, "n", 1) or 1))

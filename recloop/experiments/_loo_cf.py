@@ -26,9 +26,11 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from recloop._registry import EvaluationKind
 from recloop._results import Measurement
+from recloop._schema import FilePath, Float, Int, ListOf, Param, Str
 
-__all__ = ["DATA_FORMATS", "FitOnceResult", "SIMILARITIES", "fast_loo_cf", "fit_once_knn",
+__all__ = ["DATA_FORMATS", "FitOnceResult", "KIND", "SIMILARITIES", "fast_loo_cf", "fit_once_knn",
            "load_ratings", "plot_fast_loo_cf", "synthetic_ratings"]
 
 EVALUATION = "fast_loo_cf"
@@ -487,7 +489,7 @@ def _timing_rows(ratings, u, i, similarity, k, min_support, fast_s, naive_users,
     ]
 
 
-def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = ("pearson_corated",), k=20,
+def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = SIMILARITIES, k=20,
                 min_support=1, clip=None, shape=(943, 1682, 100_000), naive_users=0,
                 rng=None, progress=False, evaluation=EVALUATION) -> list[Measurement]:
     """Exact LOO error of user-based kNN beside the leaky "fit once" protocols.
@@ -497,7 +499,7 @@ def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = ("pearson_corated
     ratings : tuple of three arrays (n,), optional
         ``(users, items, ratings)`` (e.g. ``RatingData.triple()`` of a loaded file). Default:
         :func:`synthetic_ratings` of ``shape`` drawn from ``rng``.
-    similarities : sequence of str
+    similarities : sequence of str, default all of :data:`SIMILARITIES`
         Similarities to evaluate (names of :func:`evaluators.loo_knn`), at least one, no
         repeats.
     k : int, default 20
@@ -653,3 +655,79 @@ def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return [path]
+
+
+# -- the scenario kind ------------------------------------------------------------------------
+
+def _python_kwargs(params: dict) -> dict:
+    """Scenario values -> :func:`fast_loo_cf` keyword arguments (the data file is read by
+    the cell)."""
+    p = dict(params)
+    out = {k: p[k] for k in ("similarities", "k", "min_support", "naive_users") if k in p}
+    if "clip" in p:
+        out["clip"] = tuple(p["clip"]) if p["clip"] is not None else None
+    if {"n_users", "n_items", "n_ratings"} <= set(p):
+        out["shape"] = (p["n_users"], p["n_items"], p["n_ratings"])
+    return out
+
+
+def _check_kind(params, agents, world):
+    """Cross-key rules: a synthetic set that fits its shape, an ordered clip."""
+    if params.get("data") is None and params["n_ratings"] > params["n_users"] * params["n_items"]:
+        yield "n_ratings", (f"expected at most n_users x n_items = "
+                            f"{params['n_users'] * params['n_items']}, got {params['n_ratings']}")
+    if params.get("clip") is not None and params["clip"][0] > params["clip"][1]:
+        yield "clip", f"expected [low, high] with low <= high, got {params['clip']}"
+
+
+def _run_kind(cell):
+    p = cell.params
+    ratings = None
+    if p.get("data") is not None:
+        ratings = load_ratings(p["data"], format=p["format"], columns=tuple(p["columns"]))
+    return fast_loo_cf(ratings, **_python_kwargs(p), rng=cell.seed_sequence,
+                       progress=cell.progress, evaluation=cell.evaluation)
+
+
+def _figures_kind(measurements, out_dir, world):
+    prefix = measurements[0].evaluation if measurements else EVALUATION
+    return plot_fast_loo_cf(measurements, out_dir, prefix=prefix)
+
+
+KIND = EvaluationKind(
+    name="fast_loo_cf",
+    summary="Exact leave-one-out MAE/RMSE of user-based kNN rating prediction (the truth, "
+            "fast algorithm after Zhang et al. 2016) beside the leaky protocols that fit the "
+            "similarities once on all the data (`fit_once`, `fit_once_self`); one row group "
+            "per similarity (the `agent` column).",
+    run=_run_kind,
+    params=(
+        Param("similarities", ListOf(Str(choices=SIMILARITIES), unique=True),
+              list(SIMILARITIES), "Similarities compared (the `agent` column)."),
+        Param("k", Int(low=1, high=100_000), 20, "Neighbours per prediction."),
+        Param("min_support", Int(low=0, high=100_000), 1, "Fewest co-rated items for a "
+              "neighbour."),
+        Param("clip", ListOf(Float(), min_len=2, max_len=2), None, "Clip every prediction "
+              "to [low, high] (default: no clipping)."),
+        Param("data", FilePath(), None, "A local rating file (default: a synthetic set of "
+              "`n_users` x `n_items` with `n_ratings` ratings drawn from the cell's seed)."),
+        Param("format", Str(choices=DATA_FORMATS), "movielens_100k", "Format of `data`."),
+        Param("columns", ListOf(Str(), min_len=3, max_len=3), ["userId", "itemId", "rating"],
+              "User, item and rating column names of a `csv` file."),
+        Param("n_users", Int(low=2, high=10**7), 943, "Users of the synthetic set."),
+        Param("n_items", Int(low=1, high=10**7), 1682, "Items of the synthetic set."),
+        Param("n_ratings", Int(low=1, high=10**9), 100_000, "Ratings of the synthetic set "
+              "(at most n_users x n_items)."),
+        Param("naive_users", Int(low=0, high=100_000), 0, "Users also predicted by the "
+              "literal (naive) LOO to time it against the fast one (rows `fast_s`, "
+              "`naive_s_estimated`, `speedup`); 0 skips it. Timing rows are not "
+              "reproducible."),
+    ),
+    per_agent=False,
+    agent_family="",
+    min_agents=0,
+    check=_check_kind,
+    figures=_figures_kind,
+    function=fast_loo_cf,
+    python_kwargs=_python_kwargs,
+)

@@ -21,15 +21,20 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from recloop._registry import EvaluationKind
 from recloop._results import Measurement
-from recloop.experiments._common import child_rng, name_key, seed_sequence
+from recloop._schema import EstimatorList, Int, Param
+from recloop.experiments._common import child_rng, estimator_table, name_key, seed_sequence
 
-__all__ = ["ESTIMATORS", "NoRankingWarning", "offline_vs_online", "plot_offline_vs_online"]
+__all__ = ["DEFAULT_ESTIMATORS", "ESTIMATORS", "KIND", "NoRankingWarning", "offline_vs_online",
+           "plot_offline_vs_online"]
 
 EVALUATION = "offline_vs_online"
 
-#: Built-in evaluators, by name.
-ESTIMATORS = ("replay", "bred")
+#: Built-in evaluators, by name (the default set: each of them).
+ESTIMATORS = ("replay", "bred", "bred_nojitter", "bred_once")
+#: The evaluators compared by default.
+DEFAULT_ESTIMATORS = ("replay", "bred", "bred_once")
 
 _Z = 1.959963984540054
 _TRUTH_ROW = "online_T_over_K"
@@ -40,21 +45,13 @@ class NoRankingWarning(RuntimeWarning):
 
 
 def _builtin(name: str, n_bootstrap: int) -> Callable:
-    import evaluators
+    """A built-in evaluator with the public signature ``f(log, make_agent, *, rng)``."""
+    import functools
 
-    if name == "replay":
-        def replay(log, agent_name, make_agent, rng):
-            agent_rng, replay_rng = rng.spawn(2)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", evaluators.NoMatchWarning)
-                return evaluators.replay(log, make_agent(agent_rng), rng=replay_rng).value
-        return replay
+    from recloop import _builtins
 
-    def bred(log, agent_name, make_agent, rng):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", evaluators.NoMatchWarning)
-            return evaluators.bred(log, make_agent, n_bootstrap=n_bootstrap, rng=rng).value
-    return bred
+    f = getattr(_builtins, name)
+    return f if name == "replay" else functools.partial(f, n_bootstrap=n_bootstrap)
 
 
 def _check_int(name, value, low):
@@ -92,29 +89,9 @@ def _check(config, agents, estimators, T, n_logs, n_bootstrap, n_truth_runs, n_r
     n_resamples = _check_int("n_resamples", n_resamples, 1)
     if config.horizon is not None and T > config.horizon:
         raise ValueError(f"`T` must be <= the horizon {config.horizon} of the config; got {T}.")
-    if isinstance(estimators, Mapping):
-        if not estimators:
-            raise ValueError("`estimators` must name at least one evaluator; got none.")
-        for name, f in estimators.items():
-            if not isinstance(name, str) or not name:
-                raise TypeError(f"`estimators` keys must be non-empty strings; got {name!r}.")
-            if not callable(f):
-                raise TypeError(f"`estimators[{name!r}]` must be callable (log, agent_name, "
-                                f"make_agent, rng) -> value; got {type(f).__name__}.")
-        funcs = dict(estimators)
-    else:
-        if isinstance(estimators, str) or not isinstance(estimators, Sequence):
-            raise TypeError("`estimators` must be a sequence of names or a mapping name -> "
-                            f"callable; got {type(estimators).__name__}.")
-        if not estimators:
-            raise ValueError("`estimators` must name at least one evaluator; got none.")
-        for j, name in enumerate(estimators):
-            if name not in ESTIMATORS:
-                raise ValueError(f"`estimators[{j}]` must be one of "
-                                 f"{', '.join(map(repr, ESTIMATORS))}; got {name!r}.")
-        if len(set(estimators)) != len(estimators):
-            raise ValueError(f"`estimators` must not repeat a name; got {list(estimators)}.")
-        funcs = {name: _builtin(name, n_bootstrap) for name in estimators}
+    table = estimator_table(estimators, ESTIMATORS)
+    funcs = {name: f if f is not None else _builtin(name, n_bootstrap)
+             for name, f in table.items()}
     # evaluators and the truth-vs-truth row share the agent column with the agents
     clash = sorted(set(agents) & (set(funcs) | {_TRUTH_ROW}))
     if clash:
@@ -167,9 +144,9 @@ def _tau_row(taus, rng, n_resamples, *, evaluation, agent, variant, params):
                        ci_low=float(lo), ci_high=float(hi), **kw)
 
 
-def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int, n_logs: int = 10,
-                      n_bootstrap: int = 20, n_truth_runs: int = 100,
-                      estimators: Sequence[str] | Mapping[str, Callable] = ESTIMATORS,
+def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
+                      n_logs: int = 10, n_bootstrap: int = 20, n_truth_runs: int = 100,
+                      estimators: Sequence | Mapping[str, Callable] = DEFAULT_ESTIMATORS,
                       n_resamples: int = 2000, rng=None, progress: bool = False,
                       evaluation: str = EVALUATION) -> list[Measurement]:
     """Each evaluator's ranking of bandit agents against the ranking by online value.
@@ -180,7 +157,7 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int, n_logs:
         The test bed (``"bred_linear"``: Mary et al.'s).
     agents : mapping name -> make_agent
         At least two; ``make_agent(rng)`` returns a fresh, reset agent.
-    T : int
+    T : int, default 1000
         Size of each uniformly logged dataset (and the horizon of the truth), >= 1.
     n_logs : int, default 10
         Independent logs; every agent and evaluator sees the same logs (paired).
@@ -188,10 +165,14 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int, n_logs:
         BRED's bootstrap replicates.
     n_truth_runs : int, default 100
         Online runs of each agent's ground truth, >= 2.
-    estimators : sequence of {"replay", "bred"}, or mapping name -> callable
-        The evaluators. A callable ``f(log, agent_name, make_agent, rng) -> float`` (or an
-        object with ``.value``) may be given instead of a built-in, e.g. to test the
-        harness with an oracle.
+    estimators : sequence, default ``("replay", "bred", "bred_once")``
+        The evaluators: names of the built-ins (``replay``, ``bred``, ``bred_nojitter``,
+        ``bred_once``) and ``(name, evaluator)`` pairs of your own, or a mapping
+        ``name -> evaluator``; ``evaluator(log, make_agent, *, rng)`` returns an
+        ``evaluators.Estimate`` or a float (the signature
+        ``recloop.testing.check_learning_policy_evaluator`` checks). ``bred`` and
+        ``bred_nojitter`` are optimistic for learners that use the context (see
+        ``evaluators.bred``'s Notes); ``bred_once`` is not.
     n_resamples : int, default 2000
         Bootstrap resamples of the logs for the interval of the mean tau.
     rng : None, int, SeedSequence or Generator
@@ -270,8 +251,8 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int, n_logs:
         log, _ = simulator.collect_log(config, T, rng=child_rng(root, 1, i))
         for e, f in funcs.items():
             for j, name in enumerate(names):
-                values[e][i, j] = _value(f(log, name, agents[name],
-                                           child_rng(root, 2, name_key(e), name_key(name), i)))
+                values[e][i, j] = _value(f(log, agents[name],
+                                           rng=child_rng(root, 2, name_key(e), name_key(name), i)))
     rows = []
     truth = {"T": np.empty(len(names)), "T_over_K": np.empty(len(names))}
     for j, name in enumerate(names):
@@ -380,3 +361,63 @@ def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+# -- the scenario kind ------------------------------------------------------------------------
+
+def _check_kind(params, agents, world):
+    from recloop.experiments._bandit_eval import _bandit_world_rules
+
+    yield from _bandit_world_rules(params, world, what="offline_vs_online")
+
+
+def _run_kind(cell):
+    from recloop._scenario import world_config
+
+    p = dict(cell.params)
+    p["estimators"] = cell.estimators(p["estimators"], "learning", builtins=ESTIMATORS)
+    makers = {name: cell.make_agent(name) for name in cell.agent_names}
+    return offline_vs_online(world_config(cell.world), makers, **p, rng=cell.seed_sequence,
+                             progress=cell.progress, evaluation=cell.evaluation)
+
+
+def _figures_kind(measurements, out_dir, world):
+    prefix = measurements[0].evaluation if measurements else EVALUATION
+    return plot_offline_vs_online(measurements, out_dir, prefix=prefix)
+
+
+KIND = EvaluationKind(
+    name="offline_vs_online",
+    summary="Does each offline evaluator rank the agents as the ground truth does? Replay, "
+            "BRED and BRED revealing each record once (and your own evaluators) score every "
+            "agent on the same uniform logs of size T; Kendall's tau between their ordering "
+            "and the ordering by online value, at T and at T/K (the horizon replay "
+            "measures), averaged over logs with a bootstrap interval (metric `kendall_tau`, "
+            "agent = the evaluator), beside each agent's estimates and truth (metrics "
+            "`value`, `online_value`).",
+    run=_run_kind,
+    params=(
+        Param("T", Int(low=1, high=10**7), 1000, "Size of each logged dataset and horizon of "
+              "the truth (at most the world's horizon)."),
+        Param("n_logs", Int(low=1, high=100_000), 10, "Independent uniform logs (every agent "
+              "and evaluator sees the same ones)."),
+        Param("n_bootstrap", Int(low=1, high=100_000), 20, "BRED bootstrap replicates."),
+        Param("n_truth_runs", Int(low=2, high=1_000_000), 100, "Online runs of each agent's "
+              "ground truth."),
+        Param("estimators", EstimatorList("learning"), list(DEFAULT_ESTIMATORS), "Offline "
+              "evaluators compared: `replay`, `bred`, `bred_nojitter`, `bred_once`, and "
+              "your own `evaluator(log, make_agent, *, rng)` by import path or entry point "
+              "(a name, `\"package.module:attribute\"` or a table `{name, factory, "
+              "params}`). `bred` is optimistic for context-using learners.",
+              sweepable=False),
+        Param("n_resamples", Int(low=1, high=10**6), 2000, "Bootstrap resamples of the logs "
+              "for the interval of the mean tau."),
+    ),
+    per_agent=False,
+    agent_family="bandit",
+    needs_world=True,
+    min_agents=2,
+    check=_check_kind,
+    figures=_figures_kind,
+    function=offline_vs_online,
+)

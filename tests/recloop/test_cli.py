@@ -145,22 +145,24 @@ def test_resume_flag_completes_a_run(tmp_path, tiny):
 
 @pytest.mark.parametrize("exc, code", [(RuntimeError("kaput"), 1), (KeyboardInterrupt(), 130)])
 def test_failing_or_interrupted_cells(tmp_path, tiny, monkeypatch, capsys, exc, code):
-    import recloop._selfcheck as selfcheck
+    import dataclasses
+
+    from recloop._registry import registry
 
     calls = []
-    real = selfcheck.run_selfcheck
+    kind = registry().evaluations["selfcheck"]
 
     def flaky(cell):
         calls.append(cell)
         if len(calls) == 2:
             raise exc
-        return real(cell)
+        return kind.run(cell)
 
-    monkeypatch.setattr(selfcheck, "run_selfcheck", flaky)
+    monkeypatch.setitem(registry().evaluations, "selfcheck", dataclasses.replace(kind, run=flaky))
     out = tmp_path / "out"
     assert main(["run", str(tiny), "--out", str(out), "--workers", "1", "-q"]) == code
     err = capsys.readouterr().err
     assert "Traceback" not in err and "--resume" in err
     assert len(list((out / "tiny" / "cells").glob("*.json"))) == 1  # the first cell is kept
-    monkeypatch.setattr(selfcheck, "run_selfcheck", real)
+    monkeypatch.setitem(registry().evaluations, "selfcheck", kind)
     assert main(["run", str(tiny), "--out", str(out), "--workers", "1", "-q", "--resume"]) == 0

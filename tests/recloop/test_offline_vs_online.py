@@ -22,6 +22,7 @@ def make_ucb1(rng=None):
 AGENTS = {"arm0": lambda rng=None: FixedArm(0), "arm5": lambda rng=None: FixedArm(5),
           "arm8": lambda rng=None: FixedArm(8), "ucb1": make_ucb1}
 SMALL = dict(T=T, n_logs=4, n_bootstrap=2, n_truth_runs=4, n_resamples=200)
+NAME_OF = {id(make): name for name, make in AGENTS.items()}  # evaluators see the factory
 
 
 def by_key(rows):
@@ -64,8 +65,8 @@ def test_oracle_ranks_perfectly_and_anti_oracle_reverses(run):
     truth = {m.agent: m.estimate for m in run if m.metric == "online_value" and m.variant == "T"}
     rows = offline_vs_online(
         "bred_linear", AGENTS, rng=7,
-        estimators={"oracle": lambda log, name, make, rng: truth[name],
-                    "anti": lambda log, name, make, rng: -truth[name]}, **SMALL)
+        estimators={"oracle": lambda log, make, *, rng: truth[NAME_OF[id(make)]],
+                    "anti": lambda log, make, *, rng: -truth[NAME_OF[id(make)]]}, **SMALL)
     got = by_key(rows)
     assert got["oracle", "T", "kendall_tau"].estimate == pytest.approx(1.0)
     assert got["oracle", "T", "kendall_tau"].ci_low == pytest.approx(1.0)
@@ -89,7 +90,7 @@ def test_streams_are_keyed_by_name(run):
 def test_no_ranking_is_nan_with_a_warning():
     with pytest.warns(NoRankingWarning, match="flat"):
         rows = offline_vs_online("bred_linear", AGENTS, rng=1,
-                                 estimators={"flat": lambda log, name, make, rng: 0.5}, **SMALL)
+                                 estimators={"flat": lambda log, make, *, rng: 0.5}, **SMALL)
     tau = by_key(rows)["flat", "T", "kendall_tau"]
     assert math.isnan(tau.estimate) and tau.n == 0
 
@@ -131,7 +132,7 @@ def test_bad_parameters_are_named(args, kwargs, exc, match):
 
 def test_estimator_returning_garbage_is_a_type_error():
     with pytest.raises(TypeError, match="float or an Estimate"):
-        offline_vs_online("bred_linear", AGENTS, estimators={"x": lambda *a: "high"},
+        offline_vs_online("bred_linear", AGENTS, estimators={"x": lambda *a, rng: "high"},
                           rng=0, **SMALL)
 
 
@@ -139,9 +140,10 @@ def test_tau_summary_over_logs(run):
     truth = {m.agent: m.estimate for m in run if m.metric == "online_value" and m.variant == "T"}
     calls = []
 
-    def alternating(log, name, make, rng):
+    def alternating(log, make, *, rng):
         # called agent by agent, log by log: the reversed order on even logs
         i = len(calls) // len(AGENTS)
+        name = NAME_OF[id(make)]
         calls.append(name)
         return (1.0 if i % 2 else -1.0) * truth[name]
 
@@ -189,7 +191,7 @@ n_logs = 2
 n_bootstrap = 2
 n_truth_runs = 3
 n_resamples = 50
-evaluators = ["replay"]
+estimators = ["replay"]
 """
     (tmp_path / "s.toml").write_text(text)
     sc = load_scenario(tmp_path / "s.toml")
@@ -201,7 +203,7 @@ evaluators = ["replay"]
     assert not any(r["variant"] == "bred" for r in rows)
     assert {r["seed"] for r in rows} == {3} and all(r["params"]["T"] == 60 for r in rows)
     bad = text.replace('kind = "linucb"\nalpha = 0.3', 'kind = "linucb"').replace(
-        "T = 60", "T = 60\nevaluators_ = 1")
+        "T = 60", "T = 60\nestimators_ = 1")
     (tmp_path / "bad.toml").write_text(bad.replace('[[agents]]\nname = "lin"\nkind = "linucb"\n',
                                                    ""))
     from recloop._scenario import ScenarioError
@@ -209,4 +211,4 @@ evaluators = ["replay"]
     with pytest.raises(ScenarioError) as info:
         load_scenario(tmp_path / "bad.toml")
     joined = "\n".join(info.value.problems)
-    assert "evaluators_" in joined and "at least 2" in joined
+    assert "estimators_" in joined and "at least 2" in joined

@@ -157,12 +157,15 @@ def test_atomic_write_replaces_whole_files(tmp_path):
 
 
 def test_a_failing_cell_is_reported_with_its_id(tmp_path, monkeypatch):
-    import recloop._selfcheck as selfcheck
+    import dataclasses
+
+    from recloop._registry import registry
 
     def boom(cell):
         raise RuntimeError("kaput")
 
-    monkeypatch.setattr(selfcheck, "run_selfcheck", boom)
+    kind = dataclasses.replace(registry().evaluations["selfcheck"], run=boom)
+    monkeypatch.setitem(registry().evaluations, "selfcheck", kind)
     with pytest.raises(CellError, match=r"cell selfcheck/a0/seed=0/n=10 failed: RuntimeError: "
                                         r"kaput"):
         run_scenario(loads_scenario(TINY), out=tmp_path, workers=1, quiet=True, report=False)
@@ -357,7 +360,7 @@ epsilon = 0.2
 [[evaluations]]
 kind = "offline_vs_online"
 T = 50
-evaluators = ["replay"]
+estimators = ["replay"]
 """)
     assert len(plan_cells(sc.data)) == 1
     run_scenario(sc, out=tmp_path, workers=1, quiet=True, report=False)

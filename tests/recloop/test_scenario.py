@@ -1,5 +1,6 @@
 """Scenario files: defaults, strict validation, sweep expansion, TOML round trip, reference."""
 
+import inspect
 import re
 import tomllib
 from pathlib import Path
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recloop import _registry as reg
+from recloop._registry import registry
 from recloop._scenario import (
     ScenarioError, builtin_scenarios, dumps_toml, load_scenario, loads_scenario,
     scenario_keys, sweep_values,
@@ -227,11 +228,36 @@ def test_readme_documents_every_key():
 
 
 def test_registry_defaults_satisfy_their_own_types():
-    for table in (reg.AGENTS, reg.EVALUATIONS):
+    for table in (registry().agents, registry().evaluations):
         for kind in table.values():
-            for p in kind.params:
+            for p in kind.params or ():
                 if not p.required and p.default is not None:  # None: absent by default
                     assert p.type.check(p.default) is None, (kind.name, p.name)
+
+
+def _plain(v):
+    """Lists and tuples compare alike (TOML has lists, Python defaults are often tuples)."""
+    return [_plain(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+
+@pytest.mark.parametrize("kind", [k for k in registry().evaluations.values() if k.function],
+                         ids=lambda k: k.name)
+def test_python_function_defaults_are_the_scenario_defaults(kind):
+    # one declaration per evaluation kind: calling the Python function without an argument
+    # gives what a scenario without the key gives
+    defaults = {p.name: p.default for p in kind.params if not p.required}
+    as_python = (kind.python_kwargs or dict)(defaults)
+    signature = inspect.signature(kind.function).parameters
+    compared = 0
+    for name, value in as_python.items():
+        if name in signature and signature[name].default is not inspect.Parameter.empty:
+            assert _plain(signature[name].default) == _plain(value), name
+            compared += 1
+    assert compared >= 1
+    # and every parameter of the kind reaches the function
+    required = {p.name for p in kind.params if p.required}
+    reached = set((kind.python_kwargs or dict)({p.name: p.default for p in kind.params}))
+    assert (reached | required) <= set(signature) | {"data", "format", "columns"}
 
 
 _scalars = st.one_of(st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False),
