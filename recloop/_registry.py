@@ -108,7 +108,9 @@ class EvaluationKind:
     evaluation's agents on one world, so they meet the same draws). ``agent_family``: the
     family of agents it accepts (``""``: none). ``check(params, agents, world)`` yields
     ``(key, message)`` for cross-key rules; ``figures(rows, out_dir, world)`` returns PNG
-    paths (``figures_only``: they replace the report's generic figures). ``function`` is the
+    paths (``figures_only``: they replace the report's generic figures); ``report(rows)``
+    returns Markdown lines of the kind's own section of ``report.md`` (e.g. a leaderboard;
+    ``rows`` are the evaluation's result rows as dicts). ``function`` is the
     Python function behind it and ``python_kwargs(params)`` turns scenario values into its
     keyword arguments (identity when ``None``): the tests check that the function's defaults
     are the parameters' defaults.
@@ -125,6 +127,7 @@ class EvaluationKind:
     check: Callable | None = None
     figures: Callable | None = None
     figures_only: bool = True
+    report: Callable | None = None
     function: Callable | None = None
     python_kwargs: Callable[[dict], dict] | None = None
     origin: str = "built-in"

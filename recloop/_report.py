@@ -172,6 +172,22 @@ def _kind_figures(run_dir: Path, scenario: dict, folder: Path) -> tuple[list, se
     return made, covered
 
 
+def _kind_sections(run_dir: Path, scenario: dict) -> list[str]:
+    """The evaluation kinds' own sections (e.g. the ``ope`` leaderboard), all seeds."""
+    from recloop._registry import registry
+
+    out = []
+    for ev in scenario["evaluations"]:
+        kind = registry().evaluations.get(ev["kind"])
+        if kind is None or kind.report is None:
+            continue
+        rows = [r for r in _rundir.read_results(run_dir) if r["evaluation"] == ev["name"]]
+        lines = kind.report(rows) if rows else []
+        if lines:
+            out += ["", f"## {ev['name']}", ""] + lines
+    return out
+
+
 def _figures(run_dir: Path, groups: dict, scenario: dict) -> list[tuple[str, str]]:
     """Draw the kinds' own figures, then one per (evaluation, metric) for the others."""
     import matplotlib
@@ -248,7 +264,7 @@ def _figures(run_dir: Path, groups: dict, scenario: dict) -> list[tuple[str, str
         ax.legend(fontsize=7, loc="best")
         fig.tight_layout()
         name = f"{_slug(evaluation)}__{_slug(metric)}.png"
-        fig.savefig(folder / name, dpi=100)
+        _rundir.atomic_savefig(fig, folder / name, dpi=100)
         plt.close(fig)
         made.append((f"{evaluation}: {metric}", f"figures/{name}"))
     return made
@@ -304,6 +320,7 @@ def write_report(run_dir) -> Path:
         sweep = ev.get("sweep")
         out.append(f"- evaluation `{ev['name']}` ({ev['kind']}) on {', '.join(ev['agents'])}: "
                    f"{params}" + (f"; swept {json.dumps(sweep)}" if sweep else ""))
+    out += _kind_sections(run_dir, scenario)
     with_truth = [(k, g) for k, g in groups.items() if g.n_truth]
     others = [(k, g) for k, g in groups.items() if not g.n_truth]
     if with_truth:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 __all__ = [
-    "COLUMNS", "RunDirError", "atomic_write", "cell_path", "done_cells", "new_run_dir",
+    "COLUMNS", "RunDirError", "atomic_savefig", "atomic_write", "cell_path", "done_cells", "new_run_dir",
     "read_cell", "read_results", "to_jsonable", "write_cell", "write_results",
 ]
 
@@ -42,15 +42,31 @@ class RunDirError(Exception):
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and an atomic rename."""
+    """Write ``data`` to ``path`` through a temporary file and an atomic rename; the
+    temporary file is removed when the write fails (a full disk leaves nothing behind)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     mode = "wb" if isinstance(data, bytes) else "w"
-    with open(tmp, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": ""})) as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, mode, **({} if mode == "wb" else {"encoding": "utf-8",
+                                                         "newline": ""})) as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_savefig(fig, path, *, dpi: int = 110) -> None:
+    """``fig.savefig(path)`` through a temporary file and an atomic rename: a failed write
+    leaves neither a truncated PNG under the final name nor the temporary file."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    atomic_write(Path(path), buf.getvalue())
 
 
 class _AtomicFile:

@@ -4,7 +4,7 @@ Each experiment module declares its scenario kind (:class:`recloop._registry.Eva
 next to the function it runs; :data:`KINDS` collects them for the registry.
 """
 
-from recloop.experiments import _bandit_eval, _campaign_bias, _loo_cf, _offline_vs_online
+from recloop.experiments import _bandit_eval, _campaign_bias, _loo_cf, _offline_vs_online, _ope
 from recloop.experiments._bandit_eval import (TruthComparison, bred_vs_replay,
                                               compare_to_truth, dynamic_news,
                                               plot_bred_vs_replay)
@@ -12,7 +12,8 @@ from recloop.experiments._campaign_bias import (RECOMMENDER_KINDS, campaign_bias
                                                 plot_campaign_bias)
 
 #: Every built-in evaluation kind, in the order ``recloop/scenarios/README.md`` lists them.
-KINDS = (_campaign_bias.KIND, *_bandit_eval.KINDS, _loo_cf.KIND, _offline_vs_online.KIND)
+KINDS = (_campaign_bias.KIND, *_bandit_eval.KINDS, _loo_cf.KIND, _offline_vs_online.KIND,
+         _ope.KIND)
 
 __all__: list[str] = [
     "KINDS",

@@ -23,6 +23,7 @@ import evaluators
 import simulator
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
+from recloop._rundir import atomic_savefig
 from recloop._schema import REQUIRED, EstimatorList, Float, Int, OneOf, Param, Str
 from recloop.experiments._common import (as_estimate, child_rng, estimator_table, name_key,
                                          seed_sequence)
@@ -493,7 +494,7 @@ def plot_bred_vs_replay(rows, out_dir, *, prefix: str = "bred_vs_replay") -> lis
         ax.legend(fontsize=7)
         fig.tight_layout()
         path = out / f"{prefix}_{agent}.png"
-        fig.savefig(path, dpi=120)
+        atomic_savefig(fig, path, dpi=120)
         plt.close(fig)
         paths.append(path)
     return paths

@@ -25,6 +25,7 @@ import numpy as np
 from evaluators import fit_item_weights, loo_quality
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
+from recloop._rundir import atomic_savefig
 from recloop._schema import REQUIRED, Int, ListOf, OneOf, Param, Str
 from recloop.experiments._common import child_seed, name_key, seed_sequence
 
@@ -298,7 +299,7 @@ def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None =
         ax.legend(fontsize="small")
         fig.tight_layout()
         path = out / f"{prefix}_{agent}.png"
-        fig.savefig(path, dpi=110)
+        atomic_savefig(fig, path, dpi=110)
         plt.close(fig)
         paths.append(path)
 
@@ -317,7 +318,7 @@ def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None =
         ax.legend(fontsize="small")
         fig.tight_layout()
         path = out / f"{prefix}_marginals.png"
-        fig.savefig(path, dpi=110)
+        atomic_savefig(fig, path, dpi=110)
         plt.close(fig)
         paths.append(path)
     return paths

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
+from recloop._rundir import atomic_savefig
 from recloop._schema import FilePath, Float, Int, ListOf, Param, Str
 
 __all__ = ["DATA_FORMATS", "FitOnceResult", "KIND", "SIMILARITIES", "fast_loo_cf", "fit_once_knn",
@@ -652,7 +653,7 @@ def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{prefix}_errors.png"
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)
     plt.close(fig)
     return [path]
 

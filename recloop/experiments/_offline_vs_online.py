@@ -23,6 +23,7 @@ import numpy as np
 
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
+from recloop._rundir import atomic_savefig
 from recloop._schema import EstimatorList, Int, Param
 from recloop.experiments._common import child_rng, estimator_table, name_key, seed_sequence
 
@@ -357,7 +358,7 @@ def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
         ax2.legend(fontsize=8)
         fig.tight_layout()
         path = out / f"{prefix}_T{T}.png"
-        fig.savefig(path, dpi=120)
+        atomic_savefig(fig, path, dpi=120)
         plt.close(fig)
         paths.append(path)
     return paths

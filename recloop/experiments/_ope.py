@@ -1,0 +1,626 @@
+"""Off-policy estimators of static target policies against the exact policy value.
+
+The question a practitioner brings: "which estimator can I trust on logs like mine?". On a
+linear bandit world with a discrete context distribution (``bred_linear`` and its kin) the
+value of any static policy is known exactly (:func:`simulator.static_policy_value`), so every
+estimate -- of recloop's estimators and of the user's own -- is scored against the truth over
+many independent logs: bias, RMSE, RMSE relative to the value, coverage and width of the
+intervals, and how often an estimator gave no number at all.
+
+Policies are tables of action probabilities on the atoms of the context distribution (``2^(d-1)``
+binary contexts), computed once per cell; a record's probabilities are its atom's row. That
+makes logging, the target's ``action_dist`` and the truth exact and fast, also for agents
+used as targets: an agent is fitted on a separate uniform log (``update`` on every record),
+then frozen, and its ``action_probabilities`` on each atom is its policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import warnings
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from recloop._registry import EvaluationKind, registry
+from recloop._results import Measurement
+from recloop._rundir import atomic_savefig
+from recloop._schema import REQUIRED, EstimatorList, Float, Int, ListOf, OneOf, Param, Str, Table
+from recloop.experiments._common import (as_estimate, child_rng, estimator_table, name_key,
+                                         seed_sequence)
+
+__all__ = ["DEFAULT_ESTIMATORS", "DEFAULT_TARGETS", "KIND", "LOGGING_POLICIES",
+           "EstimatorErrorWarning", "leaderboard", "ope", "plot_ope", "policy_table"]
+
+EVALUATION = "ope"
+
+#: Policy constructors for the logging policy and the targets.
+LOGGING_POLICIES = ("uniform", "epsilon_greedy", "softmax")
+
+#: Estimators compared by default (recloop's built-ins).
+DEFAULT_ESTIMATORS = ("ips", "snips", "direct_method", "doubly_robust")
+
+#: Target policies compared by default: near-optimal, a softened optimum, and uniform.
+DEFAULT_TARGETS = (
+    {"name": "greedy_eps0.1", "policy": "epsilon_greedy", "epsilon": 0.1},
+    {"name": "softmax_beta20", "policy": "softmax", "beta": 20.0},
+    {"name": "uniform", "policy": "uniform"},
+)
+
+_Z = 1.959963984540054
+
+
+class EstimatorErrorWarning(RuntimeWarning):
+    """An estimator raised or returned a non-number on a log: that estimate is ``nan``
+    (counted in ``nan_rate``)."""
+
+
+# -- policies as tables on the context atoms ------------------------------------------------
+
+def _atoms(config):
+    from simulator._truth import context_atoms
+
+    x, prob, _ = context_atoms(config)
+    return x, prob
+
+
+def _atom_index(config, context: np.ndarray) -> np.ndarray:
+    """Index of each record's context among the atoms (contexts are 0/1 vectors)."""
+    i0 = int(config.intercept)
+    bits = context[:, i0:].astype(np.int64)
+    return bits @ (np.int64(1) << np.arange(bits.shape[1], dtype=np.int64))
+
+
+def _true_ctr(config, x) -> np.ndarray:
+    from simulator._bandit import true_ctr
+
+    return true_ctr(config, x, np.zeros(x.shape[0], np.int64))
+
+
+def policy_table(config, spec: Mapping) -> np.ndarray:
+    """Action probabilities ``(n_atoms, K)`` of a policy constructor on every context atom.
+
+    ``spec`` is ``{"policy": "uniform"}``, ``{"policy": "epsilon_greedy", "epsilon": e}``
+    (the best arm by true CTR with probability ``1 - e``, uniform otherwise) or
+    ``{"policy": "softmax", "beta": b}`` (``pi(a|x) ~ exp(b * p(x, a))`` with ``p`` the true
+    click probability; ``b < 0`` favours the worst arms: an adversarial logger for IPS).
+    """
+    x, _ = _atoms(config)
+    q = _true_ctr(config, x)
+    n, K = q.shape
+    kind = spec["policy"]
+    if kind == "uniform":
+        return np.full((n, K), 1.0 / K)
+    if kind == "epsilon_greedy":
+        eps = float(spec["epsilon"])
+        table = np.full((n, K), eps / K)
+        table[np.arange(n), q.argmax(axis=1)] += 1.0 - eps
+        return table
+    if kind == "softmax":
+        s = float(spec["beta"]) * q
+        s -= s.max(axis=1, keepdims=True)
+        e = np.exp(s)
+        return e / e.sum(axis=1, keepdims=True)
+    raise ValueError(f"`policy` must be one of {', '.join(map(repr, LOGGING_POLICIES))}; got "
+                     f"{kind!r}.")
+
+
+def _agent_table(config, name: str, make_agent: Callable, n_train: int, rng_log, rng_agent):
+    """Fit a (learning) agent on a uniform log of ``n_train`` records, then read its frozen
+    ``action_probabilities`` on every atom; a clear error naming the agent otherwise."""
+    import simulator
+
+    agent = make_agent(rng_agent)
+    if not callable(getattr(agent, "action_probabilities", None)):
+        raise TypeError(f"target agent {name!r} must define `action_probabilities` (its "
+                        "policy as probabilities) to be evaluated off-policy; "
+                        f"{type(agent).__name__} does not.")
+    if n_train:
+        log, _ = simulator.collect_log(config, n_train, rng=rng_log)
+        for j in range(log.n_rounds):
+            agent.update(log.observation(j), int(log.action[j]), float(log.reward[j]))
+    x, _ = _atoms(config)
+    K = config.n_arms
+    avail = np.ones(K, dtype=bool)
+    table = np.empty((x.shape[0], K))
+    for m in range(x.shape[0]):
+        p = np.asarray(agent.action_probabilities({"context": x[m].copy(),
+                                                   "available": avail.copy()}), dtype=float)
+        if p.shape != (K,) or not np.all(np.isfinite(p)) or np.any(p < 0):
+            raise ValueError(f"target agent {name!r}: `action_probabilities` must return {K} "
+                             f"finite probabilities >= 0; got {p!r} on context {x[m]}.")
+        if abs(p.sum() - 1.0) > 1e-6:
+            raise ValueError(f"target agent {name!r}: `action_probabilities` must sum to 1; "
+                             f"got {p.sum()!r} on context {x[m]}.")
+        table[m] = p
+    return table
+
+
+def _lookup(config, table):
+    """``policy(context (n, d), available (n, K)) -> (n, K)`` of a table on the atoms."""
+    def policy(context, available):
+        return table[_atom_index(config, context)]
+    return policy
+
+
+# -- the experiment ---------------------------------------------------------------------------
+
+def _check_int(name, value, low, high=None):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"`{name}` must be an int; got {type(value).__name__}.")
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"`{name}` must be {'>= ' + str(low) if high is None else f'in [{low}, {high}]'}; got {value}.")
+    return int(value)
+
+
+def _check_policy(spec, where: str) -> dict:
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"`{where}` must be a mapping with a `policy` key; got "
+                        f"{type(spec).__name__}.")
+    kind = spec.get("policy")
+    if kind not in LOGGING_POLICIES:
+        raise ValueError(f"`{where}.policy` must be one of "
+                         f"{', '.join(map(repr, LOGGING_POLICIES))}; got {kind!r}.")
+    need = {"uniform": (), "epsilon_greedy": ("epsilon",), "softmax": ("beta",)}[kind]
+    for key in need:
+        v = spec.get(key)
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+            raise ValueError(f"`{where}.{key}` must be a finite number; got {v!r}.")
+    if kind == "epsilon_greedy" and not 0 <= spec["epsilon"] <= 1:
+        raise ValueError(f"`{where}.epsilon` must be in [0, 1]; got {spec['epsilon']}.")
+    return dict(spec)
+
+
+def _world(config, n_actions):
+    import simulator
+
+    config = simulator.preset(config) if isinstance(config, str) else config
+    if not isinstance(config, simulator.LinearBanditConfig):
+        raise TypeError("`config` must be a LinearBanditConfig or a preset name; got "
+                        f"{type(config).__name__}.")
+    if not config.is_static:
+        raise ValueError("`config` must be a static world (no arm lifetimes or CTR decay): "
+                         "the exact value of a static policy is defined on it.")
+    if n_actions is not None:
+        n_actions = _check_int("n_actions", n_actions, 1)
+        config = dataclasses.replace(config, n_arms=n_actions,
+                                     n_universal=min(config.n_universal, n_actions))
+    return config
+
+
+def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
+        agents: Mapping[str, Callable] | None = None, estimators=DEFAULT_ESTIMATORS,
+        logging: str = "uniform", beta: float = 10.0, epsilon: float = 0.2,
+        n_rounds: int = 1000, n_logs: int = 100, n_actions: int | None = None,
+        reward_noise: float = 0.0, n_train: int = 2000, rng=None, progress: bool = False,
+        evaluation: str = EVALUATION, on_error: Callable | None = None) -> list[Measurement]:
+    """Estimators of static target policies scored against the exact value over many logs.
+
+    Parameters
+    ----------
+    config : LinearBanditConfig or preset name, default "bred_linear"
+        A static linear bandit world (binary contexts: the value of a policy is exact).
+    targets : sequence of mappings
+        Target policy constructors, each ``{"name": ..., "policy": "uniform" |
+        "epsilon_greedy" | "softmax", "epsilon"/"beta": ...}`` (see :func:`policy_table`).
+    agents : mapping name -> make_agent, optional
+        More targets: bandit agents, each fitted on its own uniform log of ``n_train``
+        records (``update`` on every record) and then frozen; their
+        ``action_probabilities`` is the target policy.
+    estimators : sequence, default ``("ips", "snips", "direct_method", "doubly_robust")``
+        Names of ``evaluators`` functions and ``(name, estimator)`` pairs of your own
+        (or a mapping ``name -> estimator``); ``estimator(log, action_dist, *, rng)`` gets
+        ``action_dist`` of OBP's shape ``(n_rounds, n_actions, 1)`` and returns an
+        ``evaluators.Estimate`` or a float.
+    logging : {"uniform", "epsilon_greedy", "softmax"}
+        The logging policy (with ``epsilon`` or ``beta``): uniform; the best arm with
+        probability ``1 - epsilon``; or ``softmax(beta * p(x, a))`` (``beta < 0``:
+        adversarial, most mass on the worst arms).
+    beta, epsilon : float
+        Parameters of the logging policy.
+    n_rounds : int, default 1000
+        Records per log.
+    n_logs : int, default 100
+        Independent logs per cell; every estimator and target sees the same logs.
+    n_actions : int, optional
+        Override the world's number of arms.
+    reward_noise : float >= 0, default 0
+        Standard deviation of Gaussian noise added to every logged reward (the expected
+        reward, hence the truth, is unchanged; the estimators' variance grows).
+    n_train : int, default 2000
+        Records of the uniform log each agent target is fitted on.
+    rng : None, int, SeedSequence or Generator
+        Root of every draw: log ``i``, estimator and target streams keyed by identity.
+    progress : bool
+        A progress bar over the logs.
+    evaluation : str
+        The ``evaluation`` column.
+    on_error : callable ``(what, exception)``, optional
+        Called when an estimator raises or returns a non-number or an infinite value on a
+        log (the estimate is then ``nan`` and counts in ``nan_rate``). Default: an
+        :class:`EstimatorErrorWarning`. The harness records the error in ``errors.log``.
+
+    Returns
+    -------
+    list of Measurement
+        Per target (``agent`` column) and estimator (``variant``), over the logs:
+        ``value`` (mean estimate with its standard error over logs; ``truth`` the exact
+        value), ``bias`` (mean error), ``rmse``, ``relative_rmse`` (RMSE / |value|, OBP's
+        "relative estimation error"), ``coverage`` and ``width`` of the intervals when the
+        estimator gives them, ``nan_rate`` (share of logs without a finite estimate).
+        ``params`` holds the cell's setting (logging, beta/epsilon, n_rounds, n_actions,
+        reward_noise).
+
+    Notes
+    -----
+    The truth is :func:`simulator.static_policy_value` of the target: exact (a sum over
+    the ``2^(d-1)`` context atoms), not estimated, so bias and RMSE carry only the Monte
+    Carlo error of the ``n_logs`` logs (their standard errors are reported).
+
+    Examples
+    --------
+    >>> rows = ope("bred_linear", n_rounds=200, n_logs=5, rng=0)
+    >>> sorted({m.variant for m in rows})
+    ['direct_method', 'doubly_robust', 'ips', 'snips']
+    """
+    import simulator
+
+    config = _world(config, n_actions)
+    n_rounds = _check_int("n_rounds", n_rounds, 1)
+    n_logs = _check_int("n_logs", n_logs, 1)
+    n_train = _check_int("n_train", n_train, 0)
+    if isinstance(reward_noise, bool) or not isinstance(reward_noise, numbers.Real) \
+            or not (math.isfinite(reward_noise) and reward_noise >= 0):
+        raise ValueError(f"`reward_noise` must be a finite number >= 0; got {reward_noise!r}.")
+    logging_spec = _check_policy({"policy": logging, "beta": beta, "epsilon": epsilon},
+                                 "logging")
+    specs = {}
+    for j, t in enumerate(targets):
+        t = _check_policy(t, f"targets[{j}]")
+        name = t.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"`targets[{j}].name` must be a non-empty string; got {name!r}.")
+        if name in specs:
+            raise ValueError(f"`targets` must not repeat a name; got {name!r} twice.")
+        specs[name] = t
+    agents = dict(agents or {})
+    clash = sorted(set(agents) & set(specs))
+    if clash:
+        raise ValueError(f"`agents` and `targets` must not share a name; got {clash[0]!r}.")
+    if not specs and not agents:
+        raise ValueError("`targets` and `agents` name no target policy; give at least one.")
+    builtins = {k: v.factory for k, v in registry().estimators.items()
+                if v.family == "static" and v.origin == "built-in"}
+    table = estimator_table(estimators, tuple(builtins), what="estimator")
+    funcs = {name: f if f is not None else builtins[name] for name, f in table.items()}
+    root = seed_sequence(rng)
+    if on_error is None:
+        def on_error(what, exc):
+            warnings.warn(f"{what}: {type(exc).__name__}: {exc}; recorded as nan.",
+                          EstimatorErrorWarning, stacklevel=3)
+
+    # policies on the context atoms, the truth of each target
+    policies = {name: policy_table(config, t) for name, t in specs.items()}
+    for name, make in agents.items():
+        key = name_key(name)
+        policies[name] = _agent_table(config, name, make, n_train, child_rng(root, 4, key),
+                                      child_rng(root, 5, key))
+    truth = {name: simulator.static_policy_value(config, _lookup(config, tab))
+             for name, tab in policies.items()}
+    logger = _lookup(config, policy_table(config, logging_spec))
+
+    values: dict = {(t, e): [] for t in policies for e in funcs}
+    logs = range(n_logs)
+    if progress:
+        from tqdm.auto import tqdm
+
+        logs = tqdm(logs, desc="logs", leave=False)
+    takes_rng = {e: _takes_rng(f) for e, f in funcs.items()}
+    for i in logs:
+        log, _ = simulator.collect_log(config, n_rounds, policy=logger, rng=child_rng(root, 1, i))
+        if reward_noise > 0:
+            noise = child_rng(root, 2, i).normal(0.0, reward_noise, log.n_rounds)
+            log = dataclasses.replace(log, reward=log.reward + noise)
+        atoms = _atom_index(config, log.context)
+        for t, tab in policies.items():
+            action_dist = tab[atoms][:, :, None]
+            for e, f in funcs.items():
+                kw = {"rng": child_rng(root, 3, name_key(e), name_key(t), i)} \
+                    if takes_rng[e] else {}
+                values[t, e].append(_safe_call(f, log, action_dist, kw, on_error,
+                                               f"estimator {e!r} on target {t!r}, log {i}"))
+    params = {"logging": logging, "n_rounds": n_rounds, "n_actions": config.n_arms,
+              "reward_noise": float(reward_noise)}
+    if logging == "softmax":
+        params["beta"] = float(beta)
+    elif logging == "epsilon_greedy":
+        params["epsilon"] = float(epsilon)
+    rows = []
+    for t in policies:
+        for e in funcs:
+            rows += _summary_rows(values[t, e], truth[t], evaluation=evaluation, agent=t,
+                                  variant=e, params=params)
+    return rows
+
+
+def _takes_rng(fn) -> bool:
+    import inspect
+
+    try:
+        ps = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "rng" or p.kind is p.VAR_KEYWORD for p in ps)
+
+
+def _safe_call(f, log, action_dist, kw, on_error, what):
+    """An estimate, or ``None`` after reporting the estimator's failure (raise, non-number,
+    infinite value)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # NoSupportWarning & co.: counted in nan_rate
+            est = as_estimate(f(log, action_dist, **kw), what)
+    except Exception as exc:  # the user's estimator may raise anything
+        on_error(what, exc)
+        return None
+    if math.isinf(est.value):
+        on_error(what, ValueError(f"returned {est.value}"))
+        return None
+    return est
+
+
+def _summary_rows(ests, truth: float, *, evaluation, agent, variant, params):
+    """value, bias, rmse, relative_rmse, coverage, width, nan_rate of one (target,
+    estimator) over the logs."""
+    from evaluators import wilson_estimate
+
+    n_logs = len(ests)
+    good = [e for e in ests if e is not None and math.isfinite(e.value)]
+    n = len(good)
+    kw = dict(evaluation=evaluation, agent=agent, variant=variant, params=params)
+    nan_rate = wilson_estimate(n_logs - n, n_logs)
+    rows = [Measurement(metric="nan_rate", estimate=nan_rate.value, stderr=nan_rate.stderr,
+                        ci_low=nan_rate.ci_low, ci_high=nan_rate.ci_high, n=n_logs, **kw)]
+    if n == 0:
+        return rows + [Measurement(metric=m, estimate=math.nan, n=0, **kw)
+                       for m in ("value", "bias", "rmse", "relative_rmse")]
+    v = np.array([e.value for e in good])
+    err = v - truth
+    sq = math.sqrt
+    se_v = float(v.std(ddof=1) / sq(n)) if n > 1 else math.nan
+    mean_v = float(v.mean())
+    rmse = sq(float(np.mean(err ** 2)))
+    se_rmse = (float(np.std(err ** 2, ddof=1)) / sq(n) / (2 * rmse)
+               if n > 1 and rmse > 0 else math.nan)
+    bias = float(err.mean())
+    rel = rmse / abs(truth) if truth != 0 else math.nan
+    rows += [
+        Measurement(metric="value", estimate=mean_v, stderr=se_v, ci_low=mean_v - _Z * se_v,
+                    ci_high=mean_v + _Z * se_v, truth=truth, n=n, **kw),
+        # errors already: no truth column (the report would show an error of an error)
+        Measurement(metric="bias", estimate=bias, stderr=se_v, ci_low=bias - _Z * se_v,
+                    ci_high=bias + _Z * se_v, n=n, **kw),
+        Measurement(metric="rmse", estimate=rmse, stderr=se_rmse, n=n, **kw),
+        Measurement(metric="relative_rmse", estimate=rel,
+                    stderr=se_rmse / abs(truth) if truth != 0 else math.nan, n=n, **kw),
+    ]
+    lo = np.array([e.ci_low for e in good])
+    hi = np.array([e.ci_high for e in good])
+    has_ci = np.isfinite(lo) & np.isfinite(hi)
+    if has_ci.any():
+        m = int(has_ci.sum())
+        cov = wilson_estimate(int(np.sum((lo <= truth) & (truth <= hi) & has_ci)), m)
+        width = (hi - lo)[has_ci]
+        se_w = float(width.std(ddof=1) / sq(m)) if m > 1 else math.nan
+        rows += [Measurement(metric="coverage", estimate=cov.value, stderr=cov.stderr,
+                             ci_low=cov.ci_low, ci_high=cov.ci_high, n=m, **kw),
+                 Measurement(metric="width", estimate=float(width.mean()), stderr=se_w, n=m,
+                             **kw)]
+    return rows
+
+
+# -- report: the leaderboard and a figure ----------------------------------------------------
+
+def _setting(params: Mapping) -> str:
+    return ", ".join(f"{k} = {params[k]}" for k in sorted(params))
+
+
+def leaderboard(rows) -> list[str]:
+    """Markdown: per setting and target, the estimators ranked by RMSE (mean over seeds),
+    with bias, relative RMSE, coverage and nan rate."""
+    import json
+
+    acc: dict = {}
+    for r in rows:
+        if r["metric"] not in ("rmse", "bias", "relative_rmse", "coverage", "nan_rate"):
+            continue
+        setting = json.dumps(r["params"] or {}, sort_keys=True)
+        cell = acc.setdefault((r["evaluation"], setting, r["agent"]), {}).setdefault(
+            r["variant"], {})
+        cell.setdefault(r["metric"], []).append(r["estimate"])
+    out = []
+    for (evaluation, setting, target), by_est in acc.items():
+        mean = {e: {m: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan
+                    for m, v in ms.items()} for e, ms in by_est.items()}
+        ranked = sorted(mean, key=lambda e: (math.isnan(mean[e].get("rmse", math.nan)),
+                                             mean[e].get("rmse", math.inf)))
+        out += [f"**{evaluation}, target `{target}`** ({_setting(json.loads(setting))})", "",
+                "| rank | estimator | RMSE | bias | relative RMSE | coverage | nan rate |",
+                "|---|---|---|---|---|---|---|"]
+        for j, e in enumerate(ranked, 1):
+            m = mean[e]
+
+            def f(key, digits=3):
+                x = m.get(key, math.nan)
+                return "" if math.isnan(x) else f"{x:.{digits}g}"
+
+            out.append(f"| {j} | {e} | {f('rmse')} | {f('bias')} | {f('relative_rmse')} | "
+                       f"{f('coverage')} | {f('nan_rate')} |")
+        out.append("")
+    return out
+
+
+def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
+    """RMSE against ``n_rounds`` per estimator, one panel per target, one figure per other
+    setting (logging, noise, ...); log-log axes."""
+    import json
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    series: dict = {}
+    for r in rows:
+        if r.metric != "rmse" or not math.isfinite(r.estimate):
+            continue
+        params = dict(r.params)
+        n = params.pop("n_rounds", None)
+        if n is None:
+            continue
+        fig_key = json.dumps(params, sort_keys=True)
+        series.setdefault(fig_key, {}).setdefault(r.agent, {}).setdefault(
+            r.variant, []).append((n, r.estimate, r.stderr))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for j, (fig_key, by_target) in enumerate(series.items()):
+        targets = list(by_target)
+        fig, axes = plt.subplots(1, len(targets), figsize=(4.2 * len(targets), 3.6),
+                                 squeeze=False)
+        for ax, t in zip(axes[0], targets):
+            all_ns: set = set()
+            for e, pts in sorted(by_target[t].items()):
+                ns = sorted({p[0] for p in pts})
+                all_ns.update(ns)
+                mean = [np.mean([p[1] for p in pts if p[0] == n]) for n in ns]
+                ax.plot(ns, mean, marker="o", label=e)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xticks(sorted(all_ns), [f"{n:,}" for n in sorted(all_ns)], fontsize=7)
+            ax.minorticks_off()
+            ax.set_xlabel("n_rounds")
+            ax.set_ylabel("RMSE against the exact value")
+            ax.set_title(f"target {t}", fontsize=9)
+            ax.grid(alpha=0.3, which="both")
+        axes[0][0].legend(fontsize=7)
+        fig.suptitle(_setting(json.loads(fig_key)), fontsize=9)
+        fig.tight_layout()
+        path = out_dir / f"{prefix}_rmse_{j}.png"
+        atomic_savefig(fig, path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+# -- the scenario kind ------------------------------------------------------------------------
+
+_POLICY_KEYS = {"uniform": (), "epsilon_greedy": ("epsilon",), "softmax": ("beta",)}
+
+
+def _check_kind(params, agents, world):
+    """Cross-key rules: a static linear bandit world; well-formed target tables; names
+    distinct from the agents'."""
+    from recloop._scenario import world_config
+
+    if world:
+        config = world_config(world)
+        if not hasattr(config, "n_arms") or not getattr(config, "is_static", False):
+            yield "kind", (f"expected a [world] with a static linear bandit preset (e.g. "
+                           f"bred_linear) for ope, got preset {world['preset']!r}")
+    names = {a["name"] for a in agents}
+    seen = set()
+    for j, t in enumerate(params["targets"]):
+        where = f"targets[{j}]"
+        policy = t.get("policy")
+        if policy not in _POLICY_KEYS:
+            yield f"{where}.policy", (f"expected one of {', '.join(map(repr, _POLICY_KEYS))}, "
+                                      f"got {policy!r}")
+            continue
+        allowed = {"name", "policy", *_POLICY_KEYS[policy]}
+        for key in t:
+            if key not in allowed:
+                yield f"{where}.{key}", (f"expected one of the keys {', '.join(sorted(allowed))}"
+                                         f", got unknown key {key!r}")
+        for key in _POLICY_KEYS[policy]:
+            problem = (Float(low=0.0, high=1.0) if key == "epsilon" else Float()).check(
+                t.get(key))
+            if problem:
+                yield f"{where}.{key}", problem
+        name = t.get("name")
+        problem = Str(pattern=r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
+                      pattern_text="a name of letters, digits, '_', '-', '.'").check(name)
+        if problem:
+            yield f"{where}.name", problem
+        elif name in seen or name in names:
+            yield f"{where}.name", (f"expected a name not used by another target or agent, "
+                                    f"got {name!r} again")
+        seen.add(name)
+    if not params["targets"] and not agents:
+        yield "targets", "expected at least one target policy (targets or agents), got none"
+
+
+def _run_kind(cell):
+    from recloop._scenario import world_config
+
+    p = dict(cell.params)
+    p["estimators"] = cell.estimators(p["estimators"], "static")
+    makers = {name: cell.make_agent(name) for name in cell.agent_names}
+    return ope(world_config(cell.world), p.pop("targets"), agents=makers, **p,
+               rng=cell.seed_sequence, progress=cell.progress, evaluation=cell.evaluation,
+               on_error=cell.report_error)
+
+
+def _figures_kind(measurements, out_dir, world):
+    prefix = measurements[0].evaluation if measurements else EVALUATION
+    return plot_ope(measurements, out_dir, prefix=prefix)
+
+
+KIND = EvaluationKind(
+    name="ope",
+    summary="Off-policy estimators (recloop's and your own) of static target policies on "
+            "logs of a static linear bandit world, against the exact policy value: per "
+            "target (the `agent` column) and estimator (`variant`), over `n_logs` logs, "
+            "metrics value, bias, rmse, relative_rmse, coverage and width of the intervals, "
+            "nan_rate; the report ranks the estimators by RMSE per setting.",
+    run=_run_kind,
+    params=(
+        Param("targets", ListOf(Table(), min_len=0), [dict(t) for t in DEFAULT_TARGETS],
+              "Target policy constructors: tables `{name, policy = \"uniform\" | "
+              "\"epsilon_greedy\" | \"softmax\", epsilon or beta}` (softmax of beta x the "
+              "true CTR; epsilon-greedy around the best arm). The evaluation's agents are "
+              "targets too, fitted on `n_train` uniform records, then frozen.",
+              sweepable=False),
+        Param("estimators", EstimatorList("static"), list(DEFAULT_ESTIMATORS),
+              "Estimators compared: names (`ips`, `snips`, `direct_method`, "
+              "`doubly_robust`, plugins), import paths `\"package.module:attribute\"` of "
+              "your own `estimator(log, action_dist, *, rng)`, or tables `{name, factory, "
+              "params}`.", sweepable=False),
+        Param("logging", Str(choices=LOGGING_POLICIES), "uniform", "Logging policy."),
+        Param("beta", Float(), 10.0, "Inverse temperature of the softmax logging policy "
+              "(negative: adversarial, most mass on the worst arms)."),
+        Param("epsilon", Float(low=0.0, high=1.0), 0.2, "Exploration of the epsilon-greedy "
+              "logging policy."),
+        Param("n_rounds", Int(low=1, high=10**7), 1000, "Records per log."),
+        Param("n_logs", Int(low=1, high=100_000), 100, "Independent logs per cell."),
+        Param("n_actions", Int(low=1, high=10_000), None, "Number of arms (default: the "
+              "world's `n_arms`)."),
+        Param("reward_noise", Float(low=0.0), 0.0, "Standard deviation of Gaussian noise "
+              "added to each logged reward (the truth is unchanged)."),
+        Param("n_train", Int(low=0, high=10**7), 2000, "Uniform records each agent target "
+              "is fitted on before it is frozen."),
+    ),
+    per_agent=False,
+    agent_family="bandit",
+    needs_world=True,
+    min_agents=0,
+    check=_check_kind,
+    figures=_figures_kind,
+    report=lambda rows: ["Estimators ranked by RMSE against the exact value, per setting and "
+                         "target (means over seeds); coverage is blank for estimators without "
+                         "intervals.", ""] + leaderboard(rows),
+    function=ope,
+)

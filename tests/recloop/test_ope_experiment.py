@@ -1,0 +1,166 @@
+"""The ope evaluation: estimators of static targets against the exact policy value."""
+
+import math
+
+import numpy as np
+import pytest
+
+import agents
+import simulator
+from recloop.experiments._ope import (EstimatorErrorWarning, _atom_index, _lookup, leaderboard,
+                                      ope, policy_table)
+
+SMALL = dict(n_rounds=300, n_logs=30)
+
+
+def by_key(rows):
+    return {(m.agent, m.variant, m.metric): m for m in rows}
+
+
+@pytest.fixture(scope="module")
+def run():
+    return ope("bred_linear", rng=3, **SMALL)
+
+
+def test_truth_is_the_exact_static_value(run):
+    config = simulator.preset("bred_linear")
+    got = by_key(run)
+    for spec in ({"name": "uniform", "policy": "uniform"},
+                 {"name": "greedy_eps0.1", "policy": "epsilon_greedy", "epsilon": 0.1}):
+        exact = simulator.static_policy_value(config, _lookup(config, policy_table(config, spec)))
+        assert got[spec["name"], "ips", "value"].truth == exact
+    # uniform target: the simulator's own uniform value
+    assert got["uniform", "ips", "value"].truth == pytest.approx(
+        simulator.static_policy_value(config), abs=1e-14)
+
+
+def test_records_map_to_their_atoms():
+    config = simulator.preset("bred_linear")
+    log, _ = simulator.collect_log(config, 500, rng=0)
+    from simulator._truth import context_atoms
+
+    x, _, _ = context_atoms(config)
+    assert np.array_equal(x[_atom_index(config, log.context)], log.context)
+
+
+def test_same_rng_same_rows_and_paired_estimators(run):
+    assert repr(ope("bred_linear", rng=3, **SMALL)) == repr(run)
+    fewer = by_key(ope("bred_linear", rng=3, estimators=["snips"], **SMALL))
+    full = by_key(run)
+    # streams are keyed by name: removing estimators leaves the others' numbers unchanged
+    assert fewer["uniform", "snips", "value"].estimate == full["uniform", "snips", "value"].estimate
+
+
+def test_summary_rows(run):
+    got = by_key(run)
+    for t in ("uniform", "greedy_eps0.1", "softmax_beta20"):
+        for e in ("ips", "snips", "direct_method", "doubly_robust"):
+            v, b, r = got[t, e, "value"], got[t, e, "bias"], got[t, e, "rmse"]
+            assert v.n == 30 and got[t, e, "nan_rate"].estimate == 0.0
+            assert b.estimate == pytest.approx(v.estimate - v.truth, abs=1e-12)
+            assert r.estimate >= abs(b.estimate) - 1e-12
+            assert got[t, e, "relative_rmse"].estimate == pytest.approx(r.estimate / v.truth)
+            assert 0.0 <= got[t, e, "coverage"].estimate <= 1.0
+            assert math.isnan(b.truth)  # an error row carries no truth of its own
+
+
+@pytest.mark.slow
+def test_ips_is_unbiased_and_a_misspecified_direct_method_is_not():
+    rows = by_key(ope("bred_linear", [{"name": "eps", "policy": "epsilon_greedy",
+                                       "epsilon": 0.1}], logging="softmax", beta=5.0,
+                      estimators=["ips", "doubly_robust",
+                                  ("dm_mean", _dm_mean), ("dr_mean", _dr_mean)],
+                      n_rounds=500, n_logs=300, rng=11))
+    for e in ("ips", "dr_mean"):  # unbiased: propensities are exact
+        b = rows["eps", e, "bias"]
+        assert abs(b.estimate) < 4 * b.stderr, (e, b)
+    b = rows["eps", "dm_mean", "bias"]  # per-arm means ignore the context: biased
+    assert abs(b.estimate) > 6 * b.stderr
+
+
+def _dm_mean(log, action_dist):
+    from evaluators import direct_method
+
+    return direct_method(log, action_dist, model="mean")
+
+
+def _dr_mean(log, action_dist):
+    from evaluators import doubly_robust
+
+    return doubly_robust(log, action_dist, model="mean")
+
+
+def test_estimator_failures_are_nan_and_reported():
+    seen = []
+
+    def broken(log, action_dist, *, rng):
+        raise RuntimeError("kaput")
+
+    rows = by_key(ope("bred_linear", [{"name": "u", "policy": "uniform"}],
+                      estimators=["ips", ("broken", broken), ("inf", lambda log, a: math.inf),
+                                  ("text", lambda log, a: "high")],
+                      n_rounds=50, n_logs=3, rng=0,
+                      on_error=lambda what, exc: seen.append((what, str(exc)))))
+    for e in ("broken", "inf", "text"):
+        assert rows["u", e, "nan_rate"].estimate == 1.0
+        assert math.isnan(rows["u", e, "value"].estimate)
+    assert rows["u", "ips", "nan_rate"].estimate == 0.0
+    assert len(seen) == 9 and any("kaput" in s for _, s in seen)
+    assert any("returned inf" in s for _, s in seen)
+    with pytest.warns(EstimatorErrorWarning, match="kaput"):
+        ope("bred_linear", [{"name": "u", "policy": "uniform"}],
+            estimators=[("broken", broken)], n_rounds=50, n_logs=1, rng=0)
+
+
+class BadProbabilities(agents.UniformRandom):
+    def action_probabilities(self, observation):
+        return super().action_probabilities(observation) * 0.5
+
+
+def test_agent_targets_are_fitted_then_frozen_and_checked():
+    def make_linucb(rng=None):
+        a = agents.LinUCB(alpha=0.0)
+        a.reset(rng)
+        return a
+
+    rows = by_key(ope("bred_linear", [], agents={"lin": make_linucb}, n_rounds=200,
+                      n_logs=5, n_train=3000, rng=0))
+    config = simulator.preset("bred_linear")
+    # fitted on 3,000 uniform records, greedy LinUCB is near the oracle value
+    assert rows["lin", "ips", "value"].truth > simulator.static_policy_value(config) + 0.05
+
+    def make_bad(rng=None):
+        a = BadProbabilities()
+        a.reset(rng)
+        return a
+
+    with pytest.raises(ValueError, match="target agent 'bad'.*sum to 1"):
+        ope("bred_linear", [], agents={"bad": make_bad}, n_rounds=50, n_logs=1, rng=0)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    pytest.param(dict(n_rounds=0), ValueError, "`n_rounds`", id="n_rounds"),
+    pytest.param(dict(logging="greedy"), ValueError, "`logging.policy`", id="logging"),
+    pytest.param(dict(logging="epsilon_greedy", epsilon=1.5), ValueError, "epsilon",
+                 id="epsilon"),
+    pytest.param(dict(reward_noise=-1.0), ValueError, "`reward_noise`", id="noise"),
+    pytest.param(dict(estimators=["replay"]), ValueError, r"`estimators\[0\]`",
+                 id="not-static"),
+    pytest.param(dict(targets=[{"name": "a", "policy": "softmax"}]), ValueError,
+                 r"`targets\[0\].beta`", id="target-param"),
+    pytest.param(dict(config="dynamic_news"), ValueError, "static world", id="dynamic"),
+])
+def test_bad_arguments_are_named(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        ope(**{"config": "bred_linear", "n_logs": 1, "n_rounds": 20, **kwargs})
+
+
+def test_leaderboard_ranks_by_rmse(run):
+    rows = [{"evaluation": m.evaluation, "agent": m.agent, "variant": m.variant,
+             "metric": m.metric, "estimate": m.estimate, "params": dict(m.params)} for m in run]
+    lines = leaderboard(rows)
+    table = [line for line in lines if line.startswith("| ") and line[2].isdigit()]
+    assert len(table) == 12  # 3 targets x 4 estimators
+    first_block = table[:4]
+    rmses = [float(line.split("|")[3]) for line in first_block]
+    assert rmses == sorted(rmses)
