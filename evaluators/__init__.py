@@ -5,6 +5,7 @@ through the agents' protocol (duck typing).
 """
 
 from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
+from evaluators._ab import ABTestResult, ab_test
 from evaluators._bred import JITTER_C, BredEstimate, bred
 from evaluators._ope import (NoSupportWarning, OPEEstimate, direct_method, doubly_robust, ips,
                              snips)
@@ -16,6 +17,8 @@ from evaluators._weights import (ItemWeights, UnmatchedItemsWarning, fit_item_we
                                  kl_objective, reference_gradient)
 
 __all__ = [
+    "ABTestResult",
+    "ab_test",
     "LooKnnWarning",
     "LooResult",
     "kfold_loo_knn",

@@ -108,9 +108,10 @@ class EvaluationKind:
     evaluation's agents on one world, so they meet the same draws). ``agent_family``: the
     family of agents it accepts (``""``: none). ``check(params, agents, world)`` yields
     ``(key, message)`` for cross-key rules; ``figures(rows, out_dir, world)`` returns PNG
-    paths (``figures_only``: they replace the report's generic figures); ``report(rows)``
-    returns Markdown lines of the kind's own section of ``report.md`` (e.g. a leaderboard;
-    ``rows`` are the evaluation's result rows as dicts). ``function`` is the
+    paths (``figures_only``: they replace the report's generic figures); ``report(rows,
+    scenario)`` returns Markdown lines of the kind's own section of ``report.md`` (e.g. a
+    leaderboard; ``rows`` are the evaluation's result rows as dicts, ``scenario`` the
+    resolved scenario). ``function`` is the
     Python function behind it and ``python_kwargs(params)`` turns scenario values into its
     keyword arguments (identity when ``None``): the tests check that the function's defaults
     are the parameters' defaults.

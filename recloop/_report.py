@@ -130,8 +130,10 @@ def _summary_table(items) -> list[str]:
 
 
 def summary_lines(run_dir, *, limit: int = 30) -> list[str]:
-    """The summary of a run's estimates against the truth, as plain text lines."""
-    items = _summary(_aggregate(Path(run_dir)))
+    """The summary of a run's estimates against the truth, as plain text lines (and the
+    evaluation kinds' notes, e.g. why BRED is optimistic for LinUCB)."""
+    run_dir = Path(run_dir)
+    items = _summary(_aggregate(run_dir))
     rows = [("evaluation", "agent", "variant", "metric", "estimate", "truth", "bias", "RMSE")]
     rows += [(*key, _num(g.mean), _num(g.truth_mean), _num(g.bias, 3), _num(g.rmse, 3))
              for key, g in items[:limit]]
@@ -139,7 +141,12 @@ def summary_lines(run_dir, *, limit: int = 30) -> list[str]:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     if len(items) > limit:
         lines.append(f"({len(items) - limit} more in report.md)")
-    return lines
+    try:
+        scenario = tomllib.loads((run_dir / "scenario.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return lines
+    notes = [line[2:] for line in _kind_sections(run_dir, scenario) if line.startswith("> ")]
+    return lines + ([""] + notes if notes else [])
 
 
 def _slug(text: str) -> str:
@@ -182,7 +189,7 @@ def _kind_sections(run_dir: Path, scenario: dict) -> list[str]:
         if kind is None or kind.report is None:
             continue
         rows = [r for r in _rundir.read_results(run_dir) if r["evaluation"] == ev["name"]]
-        lines = kind.report(rows) if rows else []
+        lines = kind.report(rows, scenario) if rows else []
         if lines:
             out += ["", f"## {ev['name']}", ""] + lines
     return out

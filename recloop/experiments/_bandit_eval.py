@@ -25,8 +25,8 @@ from recloop._registry import EvaluationKind
 from recloop._results import Measurement
 from recloop._rundir import atomic_savefig
 from recloop._schema import REQUIRED, EstimatorList, Float, Int, OneOf, Param, Str
-from recloop.experiments._common import (as_estimate, child_rng, estimator_table, name_key,
-                                         seed_sequence)
+from recloop.experiments._common import (ab_evaluator, as_estimate, child_rng,
+                                         estimator_table, name_key, seed_sequence)
 
 __all__ = ["BRED_VS_REPLAY", "DYNAMIC_NEWS", "KINDS", "TruthComparison", "VARIANTS",
            "bred_vs_replay", "compare_to_truth", "dynamic_news", "plot_bred_vs_replay"]
@@ -207,6 +207,22 @@ def _check_common(config, agents, T, n_logs, n_bootstrap, n_truth_runs):
     return config
 
 
+def _check_ab_users(ab_users, table, config) -> int:
+    """The A/B traffic budget: an int >= 0 (0: none), >= 2 users, within the world's
+    horizon; ``ab_test`` must not also name an evaluator."""
+    if isinstance(ab_users, bool) or not isinstance(ab_users, numbers.Integral):
+        raise TypeError(f"`ab_users` must be an int; got {type(ab_users).__name__}.")
+    if ab_users == 1 or ab_users < 0:
+        raise ValueError(f"`ab_users` must be 0 (no A/B test) or >= 2; got {ab_users}.")
+    if ab_users and config.horizon is not None and ab_users > config.horizon:
+        raise ValueError(f"`ab_users` must be <= the horizon {config.horizon} of the config; "
+                         f"got {ab_users}.")
+    if ab_users and "ab_test" in table:
+        raise ValueError("`estimators` must not name an evaluator 'ab_test' when `ab_users` "
+                         "runs the A/B test of that name.")
+    return int(ab_users)
+
+
 def _bar(progress, iterable, desc):
     if not progress:
         return iterable
@@ -224,7 +240,7 @@ VARIANTS = ("replay", "bred", "bred_nojitter", "bred_once")
 
 def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: int = 50,
                    n_bootstrap: int = 100, n_truth_runs: int = 200, estimators=VARIANTS,
-                   rng=None, progress: bool = False) -> list[Measurement]:
+                   ab_users: int = 0, rng=None, progress: bool = False) -> list[Measurement]:
     """Replay and BRED variants against the online value, for one log size T.
 
     Parameters
@@ -247,6 +263,11 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
         ``evaluator(log, make_agent, *, rng)`` returns an ``evaluators.Estimate`` or a float
         (the signature ``recloop.testing.check_learning_policy_evaluator`` checks); or a
         mapping ``name -> evaluator``.
+    ab_users : int, default 0
+        Traffic budget of an online A/B test run per log beside the offline estimators
+        (variant ``ab_test``): the agent against uniform random on ``ab_users`` fresh users,
+        half each; its estimate is the agent's mean reward over its users, scored against
+        ``V(T)`` and (``*_at_matches``) against ``V(m)`` at its ``m`` users. 0: no A/B test.
     rng : None, int, SeedSequence or Generator
         Root of every draw; log ``i`` is keyed by ``i``, an agent's draws by its name, an
         evaluator's by its name.
@@ -283,6 +304,9 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
     """
     config = _check_common(config, agents, T, n_logs, n_bootstrap, n_truth_runs)
     table = estimator_table(estimators, VARIANTS)
+    ab_users = _check_ab_users(ab_users, table, config)
+    if ab_users:
+        table["ab_test"] = ab_evaluator(config, ab_users)
     root = seed_sequence(rng)
     params = {"T": int(T)}
     K = config.n_arms
@@ -318,8 +342,8 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
             rows += _summary_rows(es, truth.value, truth.stderr,
                                   evaluation=EVALUATION, agent=name, variant=variant,
                                   params=params)
-            if f is not None:  # a user's evaluator: the horizon it measures is unknown
-                continue
+            if f is not None and variant != "ab_test":  # a user's evaluator: the horizon
+                continue                                   # it measures is unknown
             m = np.array([_n_matches(e) for e in es])
             at = [truth.at(min(int(T), max(1, int(round(x))))) for x in m]
             rows += _summary_rows(es, np.array([v for v, _ in at]),
@@ -521,6 +545,10 @@ def _makers(cell) -> dict:
     return {name: cell.make_agent(name) for name in cell.agent_names}
 
 
+_AB_USERS = Param("ab_users", Int(low=0, high=10**7), 0, "Traffic budget of an online A/B "
+                  "test per log (variant `ab_test`): the agent against uniform random on "
+                  "`ab_users` fresh users, half each; 0: none.")
+
 _BANDIT_COMMON = (
     Param("n_logs", Int(low=1, high=100_000), 50, "Independent uniformly logged datasets "
           "(each evaluated by every agent and variant)."),
@@ -537,6 +565,31 @@ def _run_bred_vs_replay(cell):
     p["estimators"] = cell.estimators(p["estimators"], "learning", builtins=VARIANTS)
     return bred_vs_replay(world_config(cell.world), _makers(cell), **p,
                           rng=cell.seed_sequence, progress=cell.progress)
+
+
+#: Agent kinds known to use the context (the paper's BRED is optimistic for them).
+CONTEXT_LEARNERS = ("linucb",)
+
+
+def bred_note(rows, scenario) -> list[str]:
+    """One line beside the paper's BRED rows: optimistic for learners that use the context."""
+    names = {r["variant"] for r in rows} | {r["agent"] for r in rows}
+    if not names & {"bred", "bred_nojitter"}:
+        return []
+    evaluated = {a for r in rows for a in (r["agent"],)}
+    learners = [a["name"] for a in scenario.get("agents", [])
+                if a["kind"] in CONTEXT_LEARNERS and a["name"] in evaluated]
+    own = [a["name"] for a in scenario.get("agents", [])
+           if a["kind"] not in CONTEXT_LEARNERS and a["name"] in evaluated
+           and a["kind"] == "python"]
+    who = ", ".join(f"`{n}`" for n in learners) or "none here"
+    if own:
+        who += f"; perhaps your own {', '.join(f'`{n}`' for n in own)}"
+    return [f"> `bred` and `bred_nojitter` (BRED as Mary, Preux & Nicol describe it) are "
+            f"expected to be optimistic for learners that use the context (LinUCB: {who}): "
+            "they memorise the repeated copies of a record in the K x T resample. "
+            "`bred_once` reveals each record once and is not. See the Notes of "
+            "`evaluators.bred`.", ""]
 
 
 def _figures_bred_vs_replay(measurements, out_dir, world):
@@ -559,7 +612,8 @@ BRED_VS_REPLAY = EvaluationKind(
               "`replay`, `bred`, `bred_nojitter`, `bred_once`, and your own "
               "`evaluator(log, make_agent, *, rng)` by import path or entry point (a name, "
               "`\"package.module:attribute\"` or a table `{name, factory, params}`).",
-              sweepable=False),),
+              sweepable=False),
+        _AB_USERS),
     per_agent=True,
     agent_family="bandit",
     needs_world=True,
@@ -567,6 +621,7 @@ BRED_VS_REPLAY = EvaluationKind(
                                                             what="bred_vs_replay"),
     figures=_figures_bred_vs_replay,
     figures_only=False,
+    report=bred_note,
     function=bred_vs_replay,
 )
 

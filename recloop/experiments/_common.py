@@ -100,3 +100,24 @@ def as_estimate(result, who: str):
                                float(getattr(result, "ci_low", nan)),
                                float(getattr(result, "ci_high", nan)),
                                int(getattr(result, "n", 1) or 1))
+
+
+def ab_evaluator(config, n_users: int, *, split: float = 0.5):
+    """A learning-policy "evaluator" that runs an online A/B test instead of reading the
+    log: the agent (treatment, B) against uniform random (control, A) on ``n_users`` fresh
+    users of ``config``'s world; its value is the agent's mean reward over the users it got
+    (``n``: how many), the online yardstick beside the offline estimators."""
+    def ab_test(log, make_agent, *, rng):
+        import agents
+        import evaluators
+        import simulator
+
+        control_rng, agent_rng, test_rng = rng.spawn(3)
+        control = agents.UniformRandom()
+        control.reset(control_rng)
+        result = evaluators.ab_test(simulator.LinearBanditEnv(config), control,
+                                    make_agent(agent_rng), n_steps=n_users, split=split,
+                                    rng=test_rng)
+        return result.b
+
+    return ab_test

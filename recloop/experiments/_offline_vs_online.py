@@ -25,7 +25,8 @@ from recloop._registry import EvaluationKind
 from recloop._results import Measurement
 from recloop._rundir import atomic_savefig
 from recloop._schema import EstimatorList, Int, Param
-from recloop.experiments._common import child_rng, estimator_table, name_key, seed_sequence
+from recloop.experiments._common import (ab_evaluator, child_rng, estimator_table, name_key,
+                                         seed_sequence)
 
 __all__ = ["DEFAULT_ESTIMATORS", "ESTIMATORS", "KIND", "NoRankingWarning", "offline_vs_online",
            "plot_offline_vs_online"]
@@ -148,7 +149,8 @@ def _tau_row(taus, rng, n_resamples, *, evaluation, agent, variant, params):
 def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
                       n_logs: int = 10, n_bootstrap: int = 20, n_truth_runs: int = 100,
                       estimators: Sequence | Mapping[str, Callable] = DEFAULT_ESTIMATORS,
-                      n_resamples: int = 2000, rng=None, progress: bool = False,
+                      n_resamples: int = 2000, ab_users: int = 0, rng=None,
+                      progress: bool = False,
                       evaluation: str = EVALUATION) -> list[Measurement]:
     """Each evaluator's ranking of bandit agents against the ranking by online value.
 
@@ -176,6 +178,10 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
         ``evaluators.bred``'s Notes); ``bred_once`` is not.
     n_resamples : int, default 2000
         Bootstrap resamples of the logs for the interval of the mean tau.
+    ab_users : int, default 0
+        Traffic budget of an online A/B test per log and agent, ranked like an evaluator
+        (``ab_test``): each agent against uniform random on ``ab_users`` fresh users, half
+        each; its value is the agent's mean reward over its users. 0: none.
     rng : None, int, SeedSequence or Generator
         Root of every draw, keyed by log, agent and evaluator.
     progress : bool
@@ -237,6 +243,13 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
 
     config, funcs, T, n_logs, n_truth_runs, n_resamples = _check(
         config, agents, estimators, T, n_logs, n_bootstrap, n_truth_runs, n_resamples)
+    from recloop.experiments._bandit_eval import _check_ab_users
+
+    if _check_ab_users(ab_users, funcs, config):
+        if "ab_test" in agents:
+            raise ValueError("`agents` must not hold an agent named 'ab_test' when `ab_users` "
+                             "runs the A/B test of that name.")
+        funcs["ab_test"] = ab_evaluator(config, ab_users)
     root = seed_sequence(rng)
     names = list(agents)
     params = {"T": T}
@@ -367,9 +380,19 @@ def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
 # -- the scenario kind ------------------------------------------------------------------------
 
 def _check_kind(params, agents, world):
+    from recloop._plugins import entry_name
     from recloop.experiments._bandit_eval import _bandit_world_rules
 
     yield from _bandit_world_rules(params, world, what="offline_vs_online")
+    # evaluators share the results' agent column with the agents
+    names = {a["name"] for a in agents} | {_TRUTH_ROW}
+    for j, entry in enumerate(params["estimators"]):
+        if entry_name(entry) in names:
+            yield f"estimators[{j}]", (f"expected an evaluator named unlike the agents and "
+                                       f"{_TRUTH_ROW!r} (they share the agent column), got "
+                                       f"{entry_name(entry)!r}")
+    if params["ab_users"] and "ab_test" in names:
+        yield "ab_users", "expected no agent named 'ab_test' with an A/B test, got one"
 
 
 def _run_kind(cell):
@@ -380,6 +403,12 @@ def _run_kind(cell):
     makers = {name: cell.make_agent(name) for name in cell.agent_names}
     return offline_vs_online(world_config(cell.world), makers, **p, rng=cell.seed_sequence,
                              progress=cell.progress, evaluation=cell.evaluation)
+
+
+def _bred_note(rows, scenario):
+    from recloop.experiments._bandit_eval import bred_note
+
+    return bred_note(rows, scenario)
 
 
 def _figures_kind(measurements, out_dir, world):
@@ -413,6 +442,9 @@ KIND = EvaluationKind(
               sweepable=False),
         Param("n_resamples", Int(low=1, high=10**6), 2000, "Bootstrap resamples of the logs "
               "for the interval of the mean tau."),
+        Param("ab_users", Int(low=0, high=10**7), 0, "Traffic budget of an online A/B test "
+              "per log and agent, ranked like an evaluator (`ab_test`): the agent against "
+              "uniform random on `ab_users` fresh users, half each; 0: none."),
     ),
     per_agent=False,
     agent_family="bandit",
@@ -420,5 +452,6 @@ KIND = EvaluationKind(
     min_agents=2,
     check=_check_kind,
     figures=_figures_kind,
+    report=lambda rows, scenario: _bred_note(rows, scenario),
     function=offline_vs_online,
 )

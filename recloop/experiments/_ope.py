@@ -194,7 +194,8 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
         agents: Mapping[str, Callable] | None = None, estimators=DEFAULT_ESTIMATORS,
         logging: str = "uniform", beta: float = 10.0, epsilon: float = 0.2,
         n_rounds: int = 1000, n_logs: int = 100, n_actions: int | None = None,
-        reward_noise: float = 0.0, n_train: int = 2000, rng=None, progress: bool = False,
+        reward_noise: float = 0.0, n_train: int = 2000, ab_users: int = 0, rng=None,
+        progress: bool = False,
         evaluation: str = EVALUATION, on_error: Callable | None = None) -> list[Measurement]:
     """Estimators of static target policies scored against the exact value over many logs.
 
@@ -231,6 +232,13 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
         reward, hence the truth, is unchanged; the estimators' variance grows).
     n_train : int, default 2000
         Records of the uniform log each agent target is fitted on.
+    ab_users : int, default 0
+        Traffic budget of an online A/B test per log (variant ``ab_test``): the target
+        against the logging policy on ``ab_users`` fresh users, each assigned to the target
+        with probability 1/2; the estimate is the target's mean reward over its users (a
+        static policy's users are i.i.d., so they are simulated as one vectorised run of the
+        target, exactly as a live test would meet them). 0: no A/B test. Compare its RMSE
+        with the offline estimators' on ``n_rounds`` logged records.
     rng : None, int, SeedSequence or Generator
         Root of every draw: log ``i``, estimator and target streams keyed by identity.
     progress : bool
@@ -291,9 +299,15 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
         raise ValueError(f"`agents` and `targets` must not share a name; got {clash[0]!r}.")
     if not specs and not agents:
         raise ValueError("`targets` and `agents` name no target policy; give at least one.")
+    ab_users = _check_int("ab_users", ab_users, 0)
+    if ab_users == 1:
+        raise ValueError("`ab_users` must be 0 (no A/B test) or >= 2; got 1.")
     builtins = {k: v.factory for k, v in registry().estimators.items()
                 if v.family == "static" and v.origin == "built-in"}
     table = estimator_table(estimators, tuple(builtins), what="estimator")
+    if ab_users and "ab_test" in table:
+        raise ValueError("`estimators` must not name an estimator 'ab_test' when `ab_users` "
+                         "runs the A/B test of that name.")
     funcs = {name: f if f is not None else builtins[name] for name, f in table.items()}
     root = seed_sequence(rng)
     if on_error is None:
@@ -311,7 +325,8 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
              for name, tab in policies.items()}
     logger = _lookup(config, policy_table(config, logging_spec))
 
-    values: dict = {(t, e): [] for t in policies for e in funcs}
+    variants = list(funcs) + (["ab_test"] if ab_users else [])
+    values: dict = {(t, e): [] for t in policies for e in variants}
     logs = range(n_logs)
     if progress:
         from tqdm.auto import tqdm
@@ -331,18 +346,39 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
                     if takes_rng[e] else {}
                 values[t, e].append(_safe_call(f, log, action_dist, kw, on_error,
                                                f"estimator {e!r} on target {t!r}, log {i}"))
+            if ab_users:
+                values[t, "ab_test"].append(_ab_arm(config, tab, ab_users,
+                                                    child_rng(root, 6, name_key(t), i)))
     params = {"logging": logging, "n_rounds": n_rounds, "n_actions": config.n_arms,
               "reward_noise": float(reward_noise)}
+    if ab_users:
+        params["ab_users"] = ab_users
     if logging == "softmax":
         params["beta"] = float(beta)
     elif logging == "epsilon_greedy":
         params["epsilon"] = float(epsilon)
     rows = []
     for t in policies:
-        for e in funcs:
+        for e in variants:
             rows += _summary_rows(values[t, e], truth[t], evaluation=evaluation, agent=t,
                                   variant=e, params=params)
     return rows
+
+
+def _ab_arm(config, table, ab_users: int, rng):
+    """The target's arm of an A/B test of ``ab_users`` users (each to the target with
+    probability 1/2): its mean reward over its users, normal interval."""
+    import simulator
+    from evaluators import Estimate
+
+    n_b = int(rng.binomial(ab_users, 0.5))
+    if n_b == 0:
+        return Estimate(math.nan, math.nan, math.nan, math.nan, 0)
+    log, _ = simulator.collect_log(config, n_b, policy=_lookup(config, table), rng=rng)
+    r = log.reward
+    m = float(r.mean())
+    se = float(r.std(ddof=1) / math.sqrt(n_b)) if n_b > 1 else math.nan
+    return Estimate(m, se, m - _Z * se, m + _Z * se, n_b)
 
 
 def _takes_rng(fn) -> bool:
@@ -612,6 +648,9 @@ KIND = EvaluationKind(
               "added to each logged reward (the truth is unchanged)."),
         Param("n_train", Int(low=0, high=10**7), 2000, "Uniform records each agent target "
               "is fitted on before it is frozen."),
+        Param("ab_users", Int(low=0, high=10**7), 0, "Traffic budget of an online A/B test "
+              "per log (variant `ab_test`): the target against the logging policy, half the "
+              "users each; its estimate is the target's mean reward. 0: none."),
     ),
     per_agent=False,
     agent_family="bandit",
@@ -619,7 +658,7 @@ KIND = EvaluationKind(
     min_agents=0,
     check=_check_kind,
     figures=_figures_kind,
-    report=lambda rows: ["Estimators ranked by RMSE against the exact value, per setting and "
+    report=lambda rows, scenario: ["Estimators ranked by RMSE against the exact value, per setting and "
                          "target (means over seeds); coverage is blank for estimators without "
                          "intervals.", ""] + leaderboard(rows),
     function=ope,

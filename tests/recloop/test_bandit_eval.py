@@ -129,3 +129,28 @@ def test_bad_arguments(kw, exc, match):
     args = dict(T=100, window=50, agents={"ucb1": make_ucb1}) | kw
     with pytest.raises(exc, match=match):
         dynamic_news(DYN, args.pop("agents"), **args)
+
+
+def test_own_evaluators_and_the_ab_test_beside_the_builtins():
+    kw = dict(T=200, n_logs=3, n_bootstrap=4, n_truth_runs=6, rng=1)
+    base = bred_vs_replay("bred_linear", {"ucb1": make_ucb1}, **kw)
+
+    def constant(log, make_agent, *, rng):
+        return 0.3  # a float: no interval, hence no coverage or width rows
+
+    rows = bred_vs_replay("bred_linear", {"ucb1": make_ucb1}, **kw,
+                          estimators=["replay", ("const", constant)], ab_users=300)
+    by = {(r.variant, r.metric): r for r in rows}
+    assert by["const", "value"].estimate == pytest.approx(0.3)
+    assert ("const", "coverage") not in by and ("const", "width") not in by
+    assert ("const", "bias_at_matches") not in by  # its horizon is unknown
+    # the A/B test: the agent's mean reward over its ~150 users, scored at V(its users)
+    ab = by["ab_test", "value"]
+    assert 0.0 <= ab.estimate <= 1.0 and ab.n == 3
+    assert 100 < by["ab_test", "mean_matches"].estimate < 200
+    assert ("ab_test", "coverage_at_matches") in by
+    # the built-in replay's numbers do not depend on what else is compared
+    old = {(r.variant, r.metric): r.estimate for r in base if r.variant == "replay"}
+    assert all(by[k].estimate == v for k, v in old.items())
+    with pytest.raises(ValueError, match="`ab_users`"):
+        bred_vs_replay("bred_linear", {"ucb1": make_ucb1}, **kw, ab_users=1)

@@ -164,3 +164,14 @@ def test_leaderboard_ranks_by_rmse(run):
     first_block = table[:4]
     rmses = [float(line.split("|")[3]) for line in first_block]
     assert rmses == sorted(rmses)
+
+
+def test_the_ab_test_beside_the_offline_estimators():
+    rows = by_key(ope("bred_linear", [{"name": "u", "policy": "uniform"}], n_rounds=200,
+                      n_logs=40, ab_users=1000, rng=2))
+    ab = rows["u", "ab_test", "value"]
+    assert ab.truth == rows["u", "ips", "value"].truth
+    assert abs(rows["u", "ab_test", "bias"].estimate) < 4 * rows["u", "ab_test", "bias"].stderr
+    assert 0.8 <= rows["u", "ab_test", "coverage"].estimate <= 1.0
+    with pytest.raises(ValueError, match="`ab_users`"):
+        ope("bred_linear", n_rounds=20, n_logs=1, ab_users=1)
