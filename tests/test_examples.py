@@ -35,3 +35,23 @@ def test_bred_jitter_sweep_quick_run(capsys, monkeypatch):
     assert abs(bias["linucb", "BRED c=100"]) < 0.05
     assert bias["static", "BRED c=100"] < -0.08
     assert abs(bias["static", "BRED c=1"] - bias["static", "replay"]) < 0.02
+
+
+def test_bring_your_own_estimator_study_runs(tmp_path):
+    # the README's "Bring your own estimator" command, at a small size
+    from recloop._cli import main
+
+    text = (EXAMPLES / "my_study.toml").read_text()
+    small = text.replace("n_logs = 100", "n_logs = 4").replace("[500, 1000, 5000]", "[300]")
+    assert small != text
+    (tmp_path / "my_study.toml").write_text(small)
+    try:
+        assert main(["run", str(tmp_path / "my_study.toml"), "--path", str(EXAMPLES),
+                     "--out", str(tmp_path / "runs"), "-q"]) == 0
+    finally:
+        sys.modules.pop("my_estimators", None)
+        while str(EXAMPLES) in sys.path:
+            sys.path.remove(str(EXAMPLES))
+    report = (tmp_path / "runs" / "my_study" / "report.md").read_text()
+    for name in ("clipped_ips", "clipped_ips_3", "optimist", "doubly_robust"):
+        assert f"| {name} |" in report
