@@ -4,11 +4,12 @@ from simulator.logs import SOURCES, BanditLog, InteractionLog, LogFormatError
 from simulator._config import AppealShock, CampaignConfig, WorldConfig
 from simulator._presets import PRESETS, preset, register_preset
 from simulator._world import WORLD_STREAMS, World
-from simulator._bandit import LinearBanditConfig, LinearBanditEnv
+from simulator._bandit import LinearBanditConfig, LinearBanditEnv, true_ctr as bandit_ctr
 from simulator._vector import LinearBanditVectorEnv, RecommendationVectorEnv
 from simulator._envs import RecommendationConfig, RecommendationEnv
 from simulator._logging import LogTruth, collect_log
-from simulator._truth import OnlineValue, online_value, oracle_value, static_policy_value
+from simulator._truth import (OnlineValue, context_atoms, online_value, oracle_value,
+                              static_policy_value)
 from simulator._registration import register_envs
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "BanditLog",
     "InteractionLog",
     "LinearBanditConfig",
+    "bandit_ctr",
+    "context_atoms",
     "LinearBanditEnv",
     "LinearBanditVectorEnv",
     "RecommendationConfig",

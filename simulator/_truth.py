@@ -45,9 +45,19 @@ def _ticks_arg(config, ticks) -> np.ndarray:
 
 
 def context_atoms(config: _b.LinearBanditConfig, start: int = 0, stop: int | None = None):
-    """Atoms ``start:stop`` of the context distribution and their probabilities.
+    """Atoms ``start:stop`` of a linear bandit's context distribution and their probabilities.
 
-    Atom ``m`` sets feature ``j`` (coordinate ``j + intercept``) to bit ``j`` of ``m``.
+    The contexts are binary: atom ``m`` sets feature ``j`` (coordinate ``j + intercept``) to
+    bit ``j`` of ``m``, so the distribution has ``n = 2^(d - intercept)`` atoms.
+
+    Returns
+    -------
+    x : array (stop - start, d) float
+        The atoms' contexts.
+    prob : array (stop - start,) float
+        Their probabilities (independent bits with probability ``context_p``).
+    n : int
+        The number of atoms in all.
     """
     f = config.dim - int(config.intercept)
     n = 1 << f

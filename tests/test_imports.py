@@ -24,3 +24,56 @@ def test_first_kernel_access_compiles_the_agent_kernels_together():
             "assert isinstance(f, numba.core.registry.CPUDispatcher); "
             "assert isinstance(kn.pick, numba.core.registry.CPUDispatcher)")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- the layering of docs/DESIGN.md, checked on the source: every import statement of a package
+#    (module level or inside a function) names only what the package may import.
+
+import ast  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS = ("simulator", "agents", "evaluators", "recloop", "recloop_base")
+#: package -> our packages (or modules) it may import
+ALLOWED = {
+    "recloop_base": (),
+    "simulator": ("recloop_base",),
+    "agents": ("recloop_base",),
+    "evaluators": ("recloop_base", "simulator.logs"),
+    "recloop": ("recloop_base", "simulator", "agents", "evaluators"),
+}
+
+
+def _imports(path: Path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_packages_import_only_the_layers_below_them(package):
+    bad = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for line, name in _imports(path):
+            top = name.split(".")[0]
+            if top not in OURS or top == package:
+                continue
+            if not any(name == a or name.startswith(a + ".") for a in ALLOWED[package]):
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert not bad, "layering of docs/DESIGN.md broken:\n" + "\n".join(bad)
+
+
+def test_no_package_reaches_into_another_packages_private_module():
+    bad = []
+    for package in OURS:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for line, name in _imports(path):
+                parts = name.split(".")
+                if parts[0] in OURS and parts[0] != package and any(
+                        p.startswith("_") for p in parts[1:]):
+                    bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert not bad, "private modules of another package:\n" + "\n".join(bad)

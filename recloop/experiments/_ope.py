@@ -60,7 +60,7 @@ class EstimatorErrorWarning(RuntimeWarning):
 # -- policies as tables on the context atoms ------------------------------------------------
 
 def _atoms(config):
-    from simulator._truth import context_atoms
+    from simulator import context_atoms
 
     x, prob, _ = context_atoms(config)
     return x, prob
@@ -74,9 +74,9 @@ def _atom_index(config, context: np.ndarray) -> np.ndarray:
 
 
 def _true_ctr(config, x) -> np.ndarray:
-    from simulator._bandit import true_ctr
+    from simulator import bandit_ctr
 
-    return true_ctr(config, x, np.zeros(x.shape[0], np.int64))
+    return bandit_ctr(config, x, np.zeros(x.shape[0], np.int64))
 
 
 def policy_table(config, spec: Mapping) -> np.ndarray:

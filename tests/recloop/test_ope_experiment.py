@@ -37,9 +37,7 @@ def test_truth_is_the_exact_static_value(run):
 def test_records_map_to_their_atoms():
     config = simulator.preset("bred_linear")
     log, _ = simulator.collect_log(config, 500, rng=0)
-    from simulator._truth import context_atoms
-
-    x, _, _ = context_atoms(config)
+    x, _, _ = simulator.context_atoms(config)
     assert np.array_equal(x[_atom_index(config, log.context)], log.context)
 
 
