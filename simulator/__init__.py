@@ -11,6 +11,7 @@ from simulator._logging import LogTruth, collect_log
 from simulator._truth import OnlineValue, online_value, oracle_value, static_policy_value
 from simulator._registration import register_envs
 from simulator._calibrate import CalibratedWorld, CalibrationWarning, FitInfo, calibrate
+from simulator._fidelity import DISTRIBUTIONS, Distance, FidelityReport, fidelity
 
 __all__ = [
     "AppealShock",
@@ -19,6 +20,10 @@ __all__ = [
     "FitInfo",
     "FittedArrays",
     "calibrate",
+    "DISTRIBUTIONS",
+    "Distance",
+    "FidelityReport",
+    "fidelity",
     "CampaignConfig",
     "PRESETS",
     "WORLD_STREAMS",
