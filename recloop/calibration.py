@@ -338,7 +338,8 @@ def fidelity_report(calibrated, *, seed: int = 0, k: int = 10, n_neighbors: int 
     calibrated : simulator.CalibratedWorld
     seed : int, default 0
         Seed of the simulated world (no campaigns), run to its last tick.
-    k, n_neighbors, max_users, items_per_user, n_bootstrap : see :func:`ranking_check`.
+    k, n_neighbors, max_users, items_per_user, n_bootstrap : see :func:`ranking_check`
+        (``k`` is capped at ``n_items - 1``).
     n_pairs, ks_close, ks_poor : see :func:`simulator.fidelity`.
     rng : None, int, SeedSequence or Generator
         Draws of the checks (user pairs, sampled users and items, bootstrap).
@@ -357,6 +358,8 @@ def fidelity_report(calibrated, *, seed: int = 0, k: int = 10, n_neighbors: int 
     seed = check_int(seed, "seed", low=0)
     root = as_seed_sequence(rng)
     r_dist, r_rank = root.spawn(2)
+    # a list as long as the catalogue would hit every held-out item
+    k = min(check_int(k, "k", low=1), max(1, calibrated.n_items - 1))
     world = calibrated.world(seed)
     world.simulate(calibrated.config.n_ticks - 1)
     sim = world.edges

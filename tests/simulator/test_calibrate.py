@@ -339,3 +339,20 @@ def test_fitted_arrays_are_validated_against_the_config():
     with pytest.raises(ValueError, match=r"`fitted.appeal` must be finite"):
         simulator.FittedArrays(appeal=[0, np.inf, 0], features=np.zeros((3, 2)),
                                taste=np.zeros((2, 2)), activity=[1, 1])
+
+
+def test_a_calibrated_world_drives_the_recommendation_environment():
+    """The Gymnasium environment runs on a calibrated world (check_env), and collect_log's
+    metadata digests its arrays instead of failing on them."""
+    from gymnasium.utils.env_checker import check_env
+
+    truth = _known_world(200, 30, 2, 5.0, 1.0, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)
+        cal = calibrate(truth.profiles(29), n_factors=2, n_ticks=30, rng=0)
+    env = simulator.RecommendationEnv(simulator.RecommendationConfig(world=cal.config,
+                                                                     visits_per_tick=20))
+    check_env(env, skip_render_check=True)
+    log, _ = simulator.collect_log(env, 50, rng=0)
+    fitted = log.metadata["config"]["world"]["fitted"]
+    assert set(fitted["appeal"]) == {"array_sha256", "shape"}
