@@ -597,6 +597,12 @@ class _Model:
 
     # -- block updates ----------------------------------------------------------------------
     def user_step(self):
+        grad, hess = self.user_system()
+        step = _solve(hess, grad)
+        self._accept_rows(self.alpha - step[:, 0], self.x - step[:, 1:])
+
+    def user_system(self):
+        """Gradient (n_users, k+1) and Fisher matrix of the objective in (alpha_u, x_u)."""
         k, reg, n = self.k, self.reg, self.n_u
         grad = np.zeros((n, k + 1))
         hess = np.zeros((n, k + 1, k + 1))
@@ -624,8 +630,7 @@ class _Model:
             hess[:, 0, 1:] += m(w * h) @ self.f
             hess[:, 1:, 0] = hess[:, 0, 1:]
             hess[:, 1:, 1:] += (m(w * h * h) @ ff).reshape(n, k, k) + reg * np.eye(k)
-        step = _solve(hess, grad)
-        self._accept_rows(self.alpha - step[:, 0], self.x - step[:, 1:])
+        return grad, hess
 
     def _accept_rows(self, alpha, x):
         """Keep the new rows where the objective went down; halve the step elsewhere."""
@@ -645,6 +650,13 @@ class _Model:
         self.col_obj = cols + self._pen(self.f)
 
     def item_step(self):
+        grad, hess = self.item_system()
+        step = _solve(hess, grad)
+        self._accept_cols(self.a - step[:, 0], self.f - step[:, 1:])
+
+    def item_system(self):
+        """Gradient (n_items, k+1) and Fisher matrix in (a_i, f_i), the offsets' normalisers
+        held fixed (``d o_i / d a_i = exposure``)."""
         k, reg, e, n = self.k, self.reg, self.e, self.n_i
         grad = np.zeros((n, k + 1))
         hess = np.zeros((n, k + 1, k + 1))
@@ -682,8 +694,7 @@ class _Model:
             hess[:, 0, 1:] += m(w * h * ja) @ self.x
             hess[:, 1:, 0] = hess[:, 0, 1:]
             hess[:, 1:, 1:] += (m(w * h * h) @ xx).reshape(n, k, k) + reg * np.eye(k)
-        step = _solve(hess, grad)
-        self._accept_cols(self.a - step[:, 0], self.f - step[:, 1:])
+        return grad, hess
 
     def _accept_cols(self, a, f):
         """As :meth:`_accept_rows` for items; the offsets move with ``exposure * a`` only
@@ -772,6 +783,17 @@ class _Model:
             prev = obj
         rows, _, _ = self.nll(self.alpha, self.x, self.a, self.f, self.o)
         return it, converged, -float(rows.sum()) / (self.n_u * self.n_i)
+
+
+def _nll_reference(X, alpha, x, a, f, o) -> np.ndarray:
+    """The negative log-likelihood of every cell, written out on the dense matrix: the
+    reference :meth:`_Model.nll` (blocks plus sparse corrections) is tested against."""
+    X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=bool)
+    s = a[None, :] + x @ f.T
+    p = expit(s)
+    lam = np.exp(alpha[:, None] + o[None, :]) * p  # expected successful meetings
+    held = 1.0 - np.exp(-lam)  # P(X_ui = 1)
+    return np.where(X, -np.log(held), lam)  # -log(1 - held) = lam
 
 
 def _solve(hess, grad):
