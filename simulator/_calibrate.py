@@ -549,12 +549,30 @@ class _Model:
         for lo in range(0, self.n_u, self.rows):
             yield lo, min(self.n_u, lo + self.rows)
 
-    def _dense(self, lo, hi, x, a, f, o, cols=None, with_h=False):
-        """``D`` (and ``h = 1 - expit(s)``) of users lo..hi-1 (and items ``cols``)."""
-        if cols is not None:
-            a, f, o = a[cols], f[cols], o[cols]
-        s = x[lo:hi] @ f.T if self.k else np.zeros((hi - lo, a.size))
-        s += a[None, :]
+    def _score_matrix(self, x, a, f) -> np.ndarray:
+        """``s = a + x f^T`` for every cell, in one BLAS call into a reused buffer.
+
+        One large product per pass instead of one per block: many small multithreaded BLAS
+        calls stall on a loaded machine (each waits for every BLAS thread to be scheduled).
+        """
+        if getattr(self, "_s", None) is None:
+            self._s = np.empty((self.n_u, self.n_i))
+        if self.k:
+            np.matmul(x, f.T, out=self._s)
+        else:
+            self._s.fill(0.0)
+        self._s += a[None, :]
+        return self._s
+
+    def _buffers(self):
+        """Two reused (n_users, n_items) arrays for the weighted products of a Newton step."""
+        if getattr(self, "_wh", None) is None:
+            self._wh = np.empty((self.n_u, self.n_i))
+            self._whh = np.empty((self.n_u, self.n_i))
+        return self._wh, self._whh
+
+    def _dense(self, s, o, with_h=False):
+        """``D = exp(o) expit(s)`` (and ``h = 1 - expit(s)``) of a block of scores ``s``."""
         ls = _log_sigmoid(s)
         d = ls + o[None, :]
         np.exp(d, out=d)
@@ -577,10 +595,12 @@ class _Model:
         rowd = np.empty(self.n_u)
         cols = np.zeros(self.n_i)
         ea = np.exp(alpha)
+        sm = self._score_matrix(x, a, f)
         for lo, hi in self.blocks():
-            d, _ = self._dense(lo, hi, x, a, f, o)
+            d, _ = self._dense(sm[lo:hi], o)
             rowd[lo:hi] = d.sum(axis=1)
-            cols += ea[lo:hi] @ d
+            d *= ea[lo:hi, None]
+            cols += d.sum(axis=0)
         r, c, _, _, corr = self._observed(alpha, x, a, f, o)
         rows = ea * rowd - np.bincount(r, corr, minlength=self.n_u)
         cols -= np.bincount(c, corr, minlength=self.n_i)
@@ -608,19 +628,22 @@ class _Model:
         hess = np.zeros((n, k + 1, k + 1))
         ea = np.exp(self.alpha)
         ff = (self.f[:, :, None] * self.f[:, None, :]).reshape(self.n_i, k * k)
+        sm = self._score_matrix(self.x, self.a, self.f)
+        wh, whh = self._buffers()
         for lo, hi in self.blocks():
-            d, h = self._dense(lo, hi, self.x, self.a, self.f, self.o, with_h=True)
+            d, h = self._dense(sm[lo:hi], self.o, with_h=True)
             d *= ea[lo:hi, None]
             tot = d.sum(axis=1)
             grad[lo:hi, 0] = tot
             hess[lo:hi, 0, 0] = tot
             if k:
-                d *= h
-                dh = d @ self.f
-                grad[lo:hi, 1:] = dh
-                hess[lo:hi, 0, 1:] = dh
-                d *= h
-                hess[lo:hi, 1:, 1:] = (d @ ff).reshape(hi - lo, k, k)
+                np.multiply(d, h, out=wh[lo:hi])
+                np.multiply(wh[lo:hi], h, out=whh[lo:hi])
+        if k:  # the products once, on the whole matrices (see _score_matrix)
+            dh = wh @ self.f
+            grad[:, 1:] = dh
+            hess[:, 0, 1:] = dh
+            hess[:, 1:, 1:] = (whh @ ff).reshape(n, k, k)
         r, c, g, w, h = self._corrections(self.alpha, self.x, self.a, self.f, self.o)
         grad[:, 0] += np.bincount(r, g, minlength=n)
         hess[:, 0, 0] += np.bincount(r, w, minlength=n)
@@ -665,20 +688,20 @@ class _Model:
         s0 = np.zeros(n)
         s1 = np.zeros(n)
         s2 = np.zeros(n)
+        sm = self._score_matrix(self.x, self.a, self.f)
+        wh, whh = self._buffers()
         for lo, hi in self.blocks():
-            d, h = self._dense(lo, hi, self.x, self.a, self.f, self.o, with_h=True)
+            d, h = self._dense(sm[lo:hi], self.o, with_h=True)
             d *= ea[lo:hi, None]
             s0 += d.sum(axis=0)
-            d *= h
-            s1 += d.sum(axis=0)
-            xb = self.x[lo:hi]
-            if k:
-                grad[:, 1:] += d.T @ xb
-            d *= h
-            s2 += d.sum(axis=0)
-            if k:
-                hess[:, 0, 1:] += d.T @ xb
-                hess[:, 1:, 1:] += (d.T @ xx[lo:hi]).reshape(n, k, k)
+            np.multiply(d, h, out=wh[lo:hi])
+            s1 += wh[lo:hi].sum(axis=0)
+            np.multiply(wh[lo:hi], h, out=whh[lo:hi])
+            s2 += whh[lo:hi].sum(axis=0)
+        if k:  # the products once, on the whole matrices (see _score_matrix)
+            grad[:, 1:] = wh.T @ self.x
+            hess[:, 0, 1:] = whh.T @ self.x
+            hess[:, 1:, 1:] = (whh.T @ xx).reshape(n, k, k)
         # d eta / d a_i = exposure + h (the exposure share's normaliser held fixed)
         grad[:, 0] = e * s0 + s1
         hess[:, 0, 0] = e * e * s0 + 2 * e * s1 + s2
