@@ -33,6 +33,7 @@ from scipy.special import expit, log_expit, logit
 
 from recloop_base.validation import (ArgumentTypeError, ArgumentValueError, as_generator,
                                      check_float, check_int)
+from recloop_base.threads import blas_threads
 from simulator._config import FittedArrays, WorldConfig
 from simulator.logs import InteractionLog, LogFormatError, _atomic_savez, _open_npz
 
@@ -752,11 +753,15 @@ class _Model:
         self.a = self.a + 0.5 * (lo + hi)
         self.o = self.offsets(self.a)
         before = self.rowd * np.exp(self.alpha)
-        rows, cols, rowd = self.nll(np.zeros(self.n_u), self.x, self.a, self.f, self.o)
+        _, _, rowd = self.nll(np.zeros(self.n_u), self.x, self.a, self.f, self.o)
         self.alpha = np.log(before / rowd)
-        rows, cols, _ = self.nll(self.alpha, self.x, self.a, self.f, self.o)
+        # Lambda = exp(alpha) D: the rows' NLL needs only rowd and the observed cells (no
+        # second dense pass); the columns' is recomputed by the next user step's acceptance.
+        r, _, _, _, corr = self._observed(self.alpha, self.x, self.a, self.f, self.o)
+        rows = np.exp(self.alpha) * rowd - np.bincount(r, corr, minlength=self.n_u)
+        self.rowd = rowd
         self.row_obj = rows + self._pen(self.x)
-        self.col_obj = cols + self._pen(self.f)
+        self.col_obj = None
         return float(rows.sum() + self._pen(self.x).sum() + self._pen(self.f).sum())
 
     # -- driver ------------------------------------------------------------------------------
@@ -804,7 +809,8 @@ class _Model:
                 converged = True
                 break
             prev = obj
-        rows, _, _ = self.nll(self.alpha, self.x, self.a, self.f, self.o)
+        r, _, _, _, corr = self._observed(self.alpha, self.x, self.a, self.f, self.o)
+        rows = np.exp(self.alpha) * self.rowd - np.bincount(r, corr, minlength=self.n_u)
         return it, converged, -float(rows.sum()) / (self.n_u * self.n_i)
 
 
@@ -1006,7 +1012,9 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
     phi = _time_profile(horizon, act_half)
     model = _Model(X, k=k, exposure=exposure, ctr=ctr, reg=reg, phi=phi, birth=birth,
                    ctr_halflife=ctr_half)
-    with np.errstate(under="ignore"):
+    # One BLAS thread: the fit's products stall 3x with two on a loaded machine (see
+    # recloop_base.threads.blas_threads); the results do not depend on it.
+    with np.errstate(under="ignore"), blas_threads(1):
         n_iter, converged, ll = model.fit(gen, max_iter=max_iter, tol=tol)
     dim = max(1, k)
     taste = model.x if k else np.zeros((n_u, 1))

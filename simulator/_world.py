@@ -114,7 +114,9 @@ class World:
     Parameters
     ----------
     config : WorldConfig
-        The world's definition.
+        The world's definition: a preset's, or one calibrated from a real log
+        (:func:`simulator.calibrate`), whose ``fitted`` arrays replace the drawn item
+        appeals and features, user tastes and activities.
     seed : None, int, SeedSequence or Generator
         Root of all randomness. Same config and seed give identical edges, bit for bit.
     method : {"fast", "numpy", "naive"}
