@@ -1013,7 +1013,8 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
     model = _Model(X, k=k, exposure=exposure, ctr=ctr, reg=reg, phi=phi, birth=birth,
                    ctr_halflife=ctr_half)
     # One BLAS thread: the fit's products stall 3x with two on a loaded machine (see
-    # recloop_base.threads.blas_threads); the results do not depend on it.
+    # recloop_base.threads.blas_threads), and BLAS sums in an order that depends on its
+    # thread count: with one, the fitted bytes do not depend on the machine's cores.
     with np.errstate(under="ignore"), blas_threads(1):
         n_iter, converged, ll = model.fit(gen, max_iter=max_iter, tol=tol)
     dim = max(1, k)
