@@ -119,7 +119,7 @@ def main() -> None:
         generate(*args.generate)
         return
     load_before = os.getloadavg()[0]
-    out: dict = {"n_factors": args.n_factors, "threads_note": "numpy BLAS defaults",
+    out: dict = {"n_factors": args.n_factors, "blas_threads": "1 (pinned by calibrate)",
                  "memory_measure": "child ru_maxrss (whole process)"}
     with tempfile.TemporaryDirectory() as tmp:
         for name, shape in SHAPES.items():
