@@ -283,9 +283,11 @@ class CalibrationReport:
             f"exposure={info.exposure:g}, ctr={info.ctr:g}, reg={info.reg:g}",
             f"fit: {info.n_iter} sweeps, converged={info.converged}, log-likelihood per "
             f"cell {info.log_likelihood:.5f}",
-            f"estimated from timestamps: activity half-life {fmt(c.activity_halflife)}, CTR "
-            f"half-life {fmt(c.ctr_halflife)}"
-            + ("" if c.item_birth is None else ", item births (first interaction)"),
+            ("no timestamps: every item alive throughout, constant activity, "
+             f"{c.n_ticks} ticks (assumed)" if info.seconds_per_tick is None else
+             f"estimated from timestamps ({info.seconds_per_tick:g} s per tick): activity "
+             f"half-life {fmt(c.activity_halflife)}, CTR half-life {fmt(c.ctr_halflife)}"
+             + ("" if c.item_birth is None else ", item births (first interaction)")),
             f"dropped: {w.dropped_users.size} users, {w.dropped_items.size} items "
             "(no interaction left)",
             f"sha256: {w.sha256}",

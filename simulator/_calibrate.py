@@ -46,6 +46,10 @@ _BLOCK_CELLS = 1 << 16
 #: Bounds of the log-intensity: exp stays finite and positive.
 _ETA_MIN, _ETA_MAX = -700.0, 30.0
 _N_SHOWN = 5  # ids listed in a message
+#: Cap of the expected successful meetings of a user's least likely held item.
+_LAMBDA_MAX = 5.0
+#: Bound of the fitted appeals (expit(20) is 1 to 9 digits).
+_APPEAL_MAX = 20.0
 
 
 class CalibrationWarning(UserWarning):
@@ -656,8 +660,22 @@ class _Model:
             hess[:, 1:, 1:] += (m(w * h * h) @ ff).reshape(n, k, k) + reg * np.eye(k)
         return grad, hess
 
+    def _cap(self, alpha):
+        """At most ``_LAMBDA_MAX`` expected successful meetings for a user's *least* likely
+        held item: a user holding every item has an infinite maximum-likelihood activity,
+        which would cost the simulation events without changing the profile much (with the
+        cap every held item is held with probability >= 1 - e^-5 = 0.993). Inactive for
+        users whose profiles leave items out (their likelihood bounds the activity)."""
+        r, c = self.r_obs, self.c_obs
+        s = self.a[c] + (np.einsum("nd,nd->n", self.x[r], self.f[c]) if self.k else 0.0)
+        log_d = self.o[c] + _log_sigmoid(s)
+        low = np.full(self.n_u, np.inf)
+        np.minimum.at(low, r, log_d)
+        return np.minimum(alpha, math.log(_LAMBDA_MAX) - low)
+
     def _accept_rows(self, alpha, x):
         """Keep the new rows where the objective went down; halve the step elsewhere."""
+        alpha = self._cap(alpha)
         rows, cols, rowd = self.nll(alpha, x, self.a, self.f, self.o)
         obj = rows + self._pen(x)
         for j in range(6):
@@ -676,7 +694,10 @@ class _Model:
     def item_step(self):
         grad, hess = self.item_system()
         step = _solve(hess, grad)
-        self._accept_cols(self.a - step[:, 0], self.f - step[:, 1:])
+        # an item held by every user has an infinite maximum-likelihood appeal: bounded so
+        # that it cannot absorb the exposure of every other item
+        self._accept_cols(np.clip(self.a - step[:, 0], -_APPEAL_MAX, _APPEAL_MAX),
+                          self.f - step[:, 1:])
 
     def item_system(self):
         """Gradient (n_items, k+1) and Fisher matrix in (a_i, f_i), the offsets' normalisers
@@ -754,7 +775,7 @@ class _Model:
         self.o = self.offsets(self.a)
         before = self.rowd * np.exp(self.alpha)
         _, _, rowd = self.nll(np.zeros(self.n_u), self.x, self.a, self.f, self.o)
-        self.alpha = np.log(before / rowd)
+        self.alpha = self._cap(np.log(before / rowd))
         # Lambda = exp(alpha) D: the rows' NLL needs only rowd and the observed cells (no
         # second dense pass); the columns' is recomputed by the next user step's acceptance.
         r, _, _, _, corr = self._observed(self.alpha, self.x, self.a, self.f, self.o)

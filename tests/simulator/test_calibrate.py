@@ -405,3 +405,17 @@ def test_blocked_likelihood_and_its_gradient_equal_the_dense_reference(n_users, 
     if k:
         assert grad_u[u, 1] == pytest.approx(central(1, (u, 0)), rel=1e-5, abs=1e-6)
         assert grad_i[i, k] == pytest.approx(central(3, (i, k - 1)), rel=1e-5, abs=1e-6)
+
+
+def test_a_user_holding_every_item_gets_a_bounded_activity():
+    """The likelihood of a full row grows without bound with the user's activity; the fit
+    caps it where the least likely held item has 5 expected successful meetings."""
+    rng = np.random.default_rng(0)
+    m = (rng.random((40, 12)) < 0.3).astype(float)
+    m[0] = 1.0
+    m[:, 0] = 1.0  # and an item every user holds
+    cal = calibrate(m, n_factors=2, n_ticks=20, rng=0)
+    act = cal.config.fitted.activity
+    assert np.all(np.isfinite(act)) and np.all(np.isfinite(cal.config.fitted.appeal))
+    assert cal.expected_profile_sizes()[0] >= 12 * (1 - math.exp(-5)) - 1e-9
+    assert act[0] < 1e6
