@@ -9,7 +9,7 @@ from agents._batched import (BatchedEpsilonGreedy, BatchedLinUCB, BatchedThompso
                              BatchedUCB1, BatchedUniformRandom)
 from agents._check import AgentCheckError, check_agent
 from agents._knn import KNNRating
-from agents._recommenders import Constant, NaiveCF, Popularity, UserCosineCF
+from agents._recommenders import Constant, NaiveCF, Popularity, UserCosineCF, UserKNN
 
 __all__ = [
     "BanditPolicy",
@@ -29,6 +29,7 @@ __all__ = [
     "Popularity",
     "UserCosineCF",
     "NaiveCF",
+    "UserKNN",
     "KNNRating",
     "check_agent",
     "AgentCheckError",

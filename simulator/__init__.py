@@ -1,7 +1,7 @@
 """The simulated world, its Gymnasium environments, logs and ground truth."""
 
 from simulator.logs import SOURCES, BanditLog, InteractionLog, LogFormatError
-from simulator._config import AppealShock, CampaignConfig, WorldConfig
+from simulator._config import AppealShock, CampaignConfig, FittedArrays, WorldConfig
 from simulator._presets import PRESETS, preset, register_preset
 from simulator._world import WORLD_STREAMS, World
 from simulator._bandit import LinearBanditConfig, LinearBanditEnv, true_ctr as bandit_ctr
@@ -11,9 +11,20 @@ from simulator._logging import LogTruth, collect_log
 from simulator._truth import (OnlineValue, context_atoms, online_value, oracle_value,
                               static_policy_value)
 from simulator._registration import register_envs
+from simulator._calibrate import CalibratedWorld, CalibrationWarning, FitInfo, calibrate
+from simulator._fidelity import DISTRIBUTIONS, Distance, FidelityReport, fidelity
 
 __all__ = [
     "AppealShock",
+    "CalibratedWorld",
+    "CalibrationWarning",
+    "FitInfo",
+    "FittedArrays",
+    "calibrate",
+    "DISTRIBUTIONS",
+    "Distance",
+    "FidelityReport",
+    "fidelity",
     "CampaignConfig",
     "PRESETS",
     "WORLD_STREAMS",

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["WorldConfig", "CampaignConfig", "AppealShock", "CLICK_MODELS"]
+__all__ = ["WorldConfig", "CampaignConfig", "AppealShock", "FittedArrays", "CLICK_MODELS"]
 
 #: Click / adoption models: ``p = expit(score)`` or ``p = clip(score, 0, 1)``.
 CLICK_MODELS = ("logistic", "linear")
@@ -150,6 +150,87 @@ class CampaignConfig:
         return self.start + self.duration
 
 
+# -- fitted arrays (calibrated worlds) ----------------------------------------------------------
+def _float_array(value, label: str, ndim: int) -> np.ndarray:
+    try:
+        arr = np.array(value, dtype=np.float64, copy=True, order="C")
+    except (TypeError, ValueError):
+        raise TypeError(f"`{label}` must be an array of real numbers; got "
+                        f"{type(value).__name__}.") from None
+    if arr.ndim != ndim:
+        raise ValueError(f"`{label}` must be {ndim}-dimensional; got shape {arr.shape}.")
+    bad = np.flatnonzero(~np.isfinite(arr.ravel()))
+    if bad.size:
+        where = np.unravel_index(int(bad[0]), arr.shape)
+        raise ValueError(f"`{label}` must be finite; got {arr.ravel()[bad[0]]} at index "
+                         f"{where if ndim > 1 else int(bad[0])}.")
+    arr.setflags(write=False)
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class FittedArrays:
+    """Arrays that a :class:`WorldConfig` carries instead of drawing them (calibrated worlds).
+
+    Parameters
+    ----------
+    appeal : array_like, shape (n_items,)
+        Base appeal ``a_i`` of every item (score scale).
+    features : array_like, shape (n_items, dim)
+        Latent item features ``f_i``.
+    taste : array_like, shape (n_users, dim)
+        Initial user tastes ``x_u(0)``.
+    activity : array_like, shape (n_users,)
+        Expected number of organic exposure events of each user over the whole horizon
+        (>= 0, positive sum). It fixes both the users' shares of the events and the event
+        rate: ``R = activity.sum()``, so ``mean_profile_size`` is not used.
+
+    Notes
+    -----
+    The arrays are copied to read-only float64 arrays. Equality is identity (``eq=False``):
+    two configs are equal only if they share the same ``FittedArrays`` object.
+    """
+
+    appeal: np.ndarray
+    features: np.ndarray
+    taste: np.ndarray
+    activity: np.ndarray
+
+    def __post_init__(self):
+        set_ = lambda n, v: object.__setattr__(self, n, v)  # noqa: E731
+        set_("appeal", _float_array(self.appeal, "fitted.appeal", 1))
+        set_("features", _float_array(self.features, "fitted.features", 2))
+        set_("taste", _float_array(self.taste, "fitted.taste", 2))
+        set_("activity", _float_array(self.activity, "fitted.activity", 1))
+        if self.features.shape[0] != self.appeal.shape[0]:
+            raise ValueError(f"`fitted.features` must have one row per item "
+                             f"({self.appeal.shape[0]}); got {self.features.shape[0]}.")
+        if self.taste.shape[1] != self.features.shape[1]:
+            raise ValueError(f"`fitted.taste` must have dim = {self.features.shape[1]} columns "
+                             f"like `fitted.features`; got {self.taste.shape[1]}.")
+        if self.activity.shape[0] != self.taste.shape[0]:
+            raise ValueError(f"`fitted.activity` must have one entry per user "
+                             f"({self.taste.shape[0]}); got {self.activity.shape[0]}.")
+        neg = np.flatnonzero(self.activity < 0)
+        if neg.size:
+            raise ValueError(f"`fitted.activity` must be >= 0; got {self.activity[neg[0]]} "
+                             f"at index {neg[0]}.")
+        if not self.activity.sum() > 0:
+            raise ValueError("`fitted.activity` must have a positive sum; got 0.")
+
+    @property
+    def n_users(self) -> int:
+        return int(self.taste.shape[0])
+
+    @property
+    def n_items(self) -> int:
+        return int(self.appeal.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.features.shape[1])
+
+
 # -- the world ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class WorldConfig:
@@ -199,6 +280,13 @@ class WorldConfig:
     click_model : {"logistic", "linear"}
         ``p = expit(appeal + taste . features)`` or ``clip(appeal + taste . features, 0, 1)``
         (then appeal is on the probability scale), times the CTR decay.
+    fitted : FittedArrays or None
+        Item appeals and features, user tastes and activities to use instead of drawing them
+        (a world calibrated from data, :func:`simulator.calibrate`). Their shapes must match
+        ``n_users``, ``n_items`` and ``dim``. With them, ``appeal_mean``, ``appeal_std``,
+        ``n_universal``, ``universal_appeal``, ``taste_scale``, ``activity_shape`` and
+        ``mean_profile_size`` are not used; everything else (lifetimes, CTR decay, activity
+        half-life, drift, exposure, shocks, campaigns) works as for a drawn world.
     """
 
     n_users: int = 2000
@@ -223,6 +311,7 @@ class WorldConfig:
     campaigns: tuple = ()
     user_weights: tuple | None = None
     click_model: str = "logistic"
+    fitted: FittedArrays | None = None
 
     def __post_init__(self):
         set_ = lambda n, v: object.__setattr__(self, n, v)  # noqa: E731
@@ -241,6 +330,7 @@ class WorldConfig:
         if self.click_model not in CLICK_MODELS:
             raise ValueError(f"`click_model` must be one of {CLICK_MODELS}; "
                              f"got {self.click_model!r}.")
+        self._check_fitted()
         self._check_lifetimes(set_)
         self._check_shocks(set_)
         self._check_campaigns(set_)
@@ -256,6 +346,17 @@ class WorldConfig:
             if sum(w) <= 0:
                 raise ValueError("`user_weights` must have a positive sum; got 0.")
             set_("user_weights", w)
+
+    def _check_fitted(self):
+        f = self.fitted
+        if f is None:
+            return
+        if not isinstance(f, FittedArrays):
+            raise TypeError(f"`fitted` must be a FittedArrays or None; got {type(f).__name__}.")
+        for name, have in (("n_users", f.n_users), ("n_items", f.n_items), ("dim", f.dim)):
+            if have != getattr(self, name):
+                raise ValueError(f"`fitted` must match `{name}` = {getattr(self, name)}; its "
+                                 f"arrays have {name} = {have}.")
 
     def _check_lifetimes(self, set_):
         birth, death = self.item_birth, self.item_death

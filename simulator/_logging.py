@@ -69,8 +69,16 @@ class LogTruth:
         return float(np.mean(np.sum(pi * self.expected_reward, axis=1)))
 
 
+def _jsonable(obj):
+    """JSON stand-in for the arrays of a calibrated world's config: their digest."""
+    if isinstance(obj, np.ndarray):
+        a = np.ascontiguousarray(obj)
+        return {"array_sha256": hashlib.sha256(a.tobytes()).hexdigest(), "shape": list(a.shape)}
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
 def _config_metadata(config) -> dict:
-    cfg = json.loads(json.dumps(dataclasses.asdict(config)))
+    cfg = json.loads(json.dumps(dataclasses.asdict(config), default=_jsonable))
     digest = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
     try:
         from importlib.metadata import version

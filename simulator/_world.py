@@ -114,7 +114,9 @@ class World:
     Parameters
     ----------
     config : WorldConfig
-        The world's definition.
+        The world's definition: a preset's, or one calibrated from a real log
+        (:func:`simulator.calibrate`), whose ``fitted`` arrays replace the drawn item
+        appeals and features, user tastes and activities.
     seed : None, int, SeedSequence or Generator
         Root of all randomness. Same config and seed give identical edges, bit for bit.
     method : {"fast", "numpy", "naive"}
@@ -152,17 +154,26 @@ class World:
         self._keys = {name: seed_key(entropy, sid) for name, sid in WORLD_STREAMS.items()}
         self._entropy = entropy
         c = config
-        # Items and users from separate streams: a world scaled to more users keeps its items.
-        rng = _child(self._ss, 0)
-        self._features = rng.normal(0.0, 1.0, (c.n_items, c.dim))
-        appeal = rng.normal(c.appeal_mean, c.appeal_std, c.n_items)
-        appeal[: c.n_universal] = c.universal_appeal
-        self._appeal = appeal
+        if c.fitted is not None:
+            # A calibrated world: the arrays are the config's (writable copies, so that the
+            # compiled kernels see the same array types as for a drawn world).
+            self._features = np.array(c.fitted.features, dtype=np.float64)
+            self._appeal = np.array(c.fitted.appeal, dtype=np.float64)
+            self._taste0 = np.array(c.fitted.taste, dtype=np.float64)
+            lam = np.array(c.fitted.activity, dtype=np.float64)
+        else:
+            # Items and users from separate streams: a world scaled to more users keeps its
+            # items.
+            rng = _child(self._ss, 0)
+            self._features = rng.normal(0.0, 1.0, (c.n_items, c.dim))
+            appeal = rng.normal(c.appeal_mean, c.appeal_std, c.n_items)
+            appeal[: c.n_universal] = c.universal_appeal
+            self._appeal = appeal
+            rng = _child(self._ss, 3)
+            self._taste0 = rng.normal(0.0, c.taste_scale / math.sqrt(c.dim), (c.n_users, c.dim))
+            # Pareto (type I, x_m = 1) activity weights: heavy-tailed profile sizes.
+            lam = 1.0 + rng.pareto(c.activity_shape, c.n_users)
         self._ones_dim = np.ones(c.dim)
-        rng = _child(self._ss, 3)
-        self._taste0 = rng.normal(0.0, c.taste_scale / math.sqrt(c.dim), (c.n_users, c.dim))
-        # Pareto (type I, x_m = 1) activity weights: heavy-tailed profile sizes.
-        lam = 1.0 + rng.pareto(c.activity_shape, c.n_users)
         self._lam = lam
         self._activity_cdf = np.cumsum(lam) / lam.sum()
         # Guide table: one bucket per user (the mean gap of the cdf), so a lookup plus a
@@ -181,7 +192,9 @@ class World:
         self._user_w = (np.ones(c.n_users) if c.user_weights is None
                         else np.asarray(c.user_weights, dtype=np.float64))
         self._phi = self._time_profile()
-        self._rate = self._calibrate_rate(lam)
+        # A fitted activity is the expected number of events of each user over the horizon,
+        # so its sum is the rate; a drawn world calibrates the rate to `mean_profile_size`.
+        self._rate = float(lam.sum()) if c.fitted is not None else self._calibrate_rate(lam)
         self._campaign_plan = [self._plan_campaign(j, camp) for j, camp in enumerate(c.campaigns)]
         #: This world's own copies of the campaign policies (``None`` for item lists): they
         #: are fitted in place, so worlds sharing a config must not share them.

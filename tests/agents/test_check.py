@@ -20,6 +20,8 @@ RECOMMENDERS = [
     pytest.param(lambda: agents.UserCosineCF(method="naive"), id="user_cosine_cf_naive"),
     pytest.param(lambda: agents.NaiveCF(), id="naive_cf"),
     pytest.param(lambda: agents.NaiveCF(method="naive"), id="naive_cf_naive"),
+    pytest.param(lambda: agents.UserKNN(2), id="user_knn"),
+    pytest.param(lambda: agents.UserKNN(2, method="naive"), id="user_knn_naive"),
 ] + [
     pytest.param(lambda s=s: agents.KNNRating(s, 3), id=f"knn_{s}")
     for s in ("pearson", "adjusted_cosine", "cosine")

@@ -1,4 +1,6 @@
-"""Constant, Popularity, UserCosineCF, NaiveCF: exact LOO against refits, ties, bad input."""
+"""Constant, Popularity, UserCosineCF, NaiveCF, UserKNN: exact LOO against refits, ties, bad input."""
+
+import functools
 
 import numpy as np
 import pytest
@@ -7,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agents._recommenders as rec
-from agents import Constant, NaiveCF, Popularity, Recommender, UserCosineCF
+from agents import Constant, NaiveCF, Popularity, Recommender, UserCosineCF, UserKNN
 
 
 # --------------------------------------------------------------------------- strategies
@@ -34,13 +36,17 @@ def _without(graph, u, i):
     return sp.csr_array(dense)
 
 
-CF = [pytest.param(UserCosineCF, id="user_cosine_cf"), pytest.param(NaiveCF, id="naive_cf")]
+CF = [pytest.param(UserCosineCF, id="user_cosine_cf"), pytest.param(NaiveCF, id="naive_cf"),
+      pytest.param(UserKNN, id="user_knn"),
+      # fewer neighbours than users: the neighbour selection and its ties are exercised
+      pytest.param(functools.partial(UserKNN, 2), id="user_knn_2")]
 ALL = [
     pytest.param(lambda: Constant([2, 0, 1]), id="constant"),
     pytest.param(Popularity, id="popularity"),
     pytest.param(lambda: Popularity(exclude_seen=False), id="popularity_keep_seen"),
     pytest.param(UserCosineCF, id="user_cosine_cf"),
     pytest.param(NaiveCF, id="naive_cf"),
+    pytest.param(functools.partial(UserKNN, 2), id="user_knn_2"),
 ]
 
 
@@ -315,3 +321,18 @@ def test_bad_constructor_arguments():
         Constant.disagreeing([0.5, 0.5], [0, 0, 1], 1)
     with pytest.raises(TypeError, match="exclude_seen"):
         Popularity(exclude_seen="yes")
+
+
+def test_user_knn_rejects_a_bad_neighbourhood():
+    with pytest.raises(ValueError, match="`n_neighbors` must be an int >= 1; got 0"):
+        UserKNN(0)
+    with pytest.raises(TypeError, match="`n_neighbors` must be an int >= 1; got float"):
+        UserKNN(2.0)
+
+
+def test_user_knn_only_the_nearest_neighbours_vote():
+    # u0 = {0, 1}; u1 = {0, 2} (cos 1/2), u2 = {0, 1, 3} (cos 0.816), u3 = {4} (cos 0)
+    graph = sp.csr_array(np.array([[1, 1, 0, 0, 0], [1, 0, 1, 0, 0], [1, 1, 0, 1, 0],
+                                   [0, 0, 0, 0, 1]], dtype=float))
+    assert UserKNN(1).fit(graph).recommend([0], 1).tolist() == [[3]]  # u2 alone votes
+    assert UserKNN(2).fit(graph).recommend([0], 2).tolist() == [[3, 2]]

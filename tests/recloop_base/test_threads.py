@@ -65,3 +65,26 @@ def test_thread_map_raises_at_once_and_tells_long_calls_to_stop():
     with pytest.raises(KeyError, match="first"):
         thread_map(work, [0, 1], 2, stop=stop)
     assert stop.is_set() and time.monotonic() - t0 < 10
+
+
+def test_blas_threads_caps_and_restores_without_changing_results():
+    import numpy as np
+
+    from recloop_base import threads
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(300, 200)), rng.normal(size=(200, 100))
+    want = a @ b
+    setter = threads._blas_local_setter()
+    original = None
+    if setter is not None:  # the setter returns the previous count: read it, put it back
+        original = setter(2)
+        setter(original)
+    with threads.blas_threads(1):
+        got = a @ b
+        if setter is not None:
+            assert setter(1) == 1  # capped inside the block
+    # the same product, up to the last bits (BLAS sums in another order on other threads)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    if setter is not None:
+        assert setter(original) == original  # restored after it

@@ -1,0 +1,156 @@
+"""Speed and memory of simulator.calibrate (issue 15) on MovieLens-shaped synthetic logs.
+
+    python benchmarks/calibrate.py                 # 100K and 1M shapes
+    python benchmarks/calibrate.py --data ../shared/data/ml-100k/u.data   # and the real file
+
+Each calibration runs in a fresh child process that only loads the log (written by this
+script beforehand) and fits it, so that its peak memory is the calibration's: the child's
+``ru_maxrss`` from ``resource.getrusage`` (whole-process peak resident set, including the
+interpreter, numpy and scipy; not tracemalloc, which would miss BLAS buffers and slow the
+fit). Logs: ``recloop.experiments._loo_cf.synthetic_ratings`` (943 x 1,682 with 100,000
+ratings; 6,040 x 3,706 with 1,000,209), no timestamps, ``n_factors=8``.
+
+The reference beside the fit: one evaluation of the negative log-likelihood by the blocked
+path (dense part by blocks of 65,536 cells plus a sparse correction) against the cell-by-cell
+reference ``_nll_reference`` on the whole dense matrix (100K shape).
+
+Prints progress lines, then ONE JSON object on the last line: ``calibrate_100k_s``,
+``calibrate_1m_s`` (targets on 2 cores: <= 10 s and <= 60 s), ``peak_rss_100k_mb``,
+``peak_rss_1m_mb`` (target <= 2,048 MB), sweeps and log-likelihoods, the NLL timings and
+their ratio, and the 1-minute load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+# Sibling scripts (benchmarks/simulator.py) would shadow the packages of the same name when
+# this file is run as a script, which puts its own folder first on sys.path.
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+
+import numpy as np  # noqa: E402
+
+SHAPES = {"100k": (943, 1682, 100_000), "1m": (6040, 3706, 1_000_209)}
+
+
+def child(path: str, n_factors: int) -> None:
+    """Fit the log at ``path`` and print one JSON line (run in a fresh process)."""
+    import simulator
+
+    if path.endswith(".npz"):
+        with np.load(path) as d:
+            data = (d["users"], d["items"], d["ratings"])
+    else:
+        from evaluators import datasets
+
+        data = datasets.load_movielens_100k(path)
+    t0 = time.perf_counter()
+    cal = simulator.calibrate(data, n_factors=n_factors, rng=0)
+    seconds = time.perf_counter() - t0
+    print(json.dumps({"seconds": seconds, "n_iter": cal.info.n_iter,
+                      "converged": cal.info.converged,
+                      "log_likelihood": cal.info.log_likelihood,
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def generate(name: str, path: str) -> None:
+    """Write the synthetic log of shape ``name`` to ``path`` (run in a fresh process, so that
+    the generator's memory never inflates the parent, whose peak a forked child inherits in
+    ``ru_maxrss``)."""
+    from recloop.experiments._loo_cf import synthetic_ratings
+
+    u, i, r = synthetic_ratings(*SHAPES[name], rng=0)
+    np.savez(path, users=u, items=i, ratings=r)
+
+
+def run_child(path: str, n_factors: int) -> dict:
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path,
+                          "--n-factors", str(n_factors)], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def nll_timing() -> dict:
+    import scipy.sparse as sp
+
+    from recloop.experiments._loo_cf import synthetic_ratings
+    from simulator import _calibrate as C
+
+    u, i, _ = synthetic_ratings(*SHAPES["100k"], rng=0)
+    n_u, n_i = SHAPES["100k"][:2]
+    X = sp.csr_array((np.ones(u.size), (u, i)), shape=(n_u, n_i))
+    X.sort_indices()
+    rng = np.random.default_rng(0)
+    m = C._Model(X, k=8, exposure=1.0, ctr=0.3, reg=1.0, phi=np.full(100, 0.01), birth=None,
+                 ctr_halflife=None)
+    alpha, x = rng.normal(5, 1, n_u), rng.normal(0, 0.3, (n_u, 8))
+    a, f = rng.normal(-3, 1, n_i), rng.normal(0, 0.3, (n_i, 8))
+    o = m.offsets(a)
+    t = time.perf_counter()
+    rows, _, _ = m.nll(alpha, x, a, f, o)
+    fast = time.perf_counter() - t
+    t = time.perf_counter()
+    ref = C._nll_reference(X, alpha, x, a, f, o).sum(axis=1)
+    slow = time.perf_counter() - t
+    return {"nll_blocked_s": fast, "nll_reference_s": slow,
+            "nll_speedup": slow / fast, "nll_max_rel_diff": float(np.max(np.abs(rows - ref)
+                                                                        / np.abs(ref)))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", help="also time a real MovieLens 100K u.data")
+    ap.add_argument("--n-factors", type=int, default=8)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--generate", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, args.n_factors)
+        return
+    if args.generate:
+        generate(*args.generate)
+        return
+    load_before = os.getloadavg()[0]
+    out: dict = {"n_factors": args.n_factors, "blas_threads": "1 (pinned by calibrate)",
+                 "memory_measure": "child ru_maxrss (whole process)"}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, shape in SHAPES.items():
+            print(f"[calibrate] generating the {name} shape {shape} ...", flush=True)
+            path = os.path.join(tmp, f"{name}.npz")
+            subprocess.run([sys.executable, os.path.abspath(__file__), "--generate", name,
+                            path], check=True)
+            print(f"[calibrate] fitting the {name} shape in a child process ...", flush=True)
+            res = run_child(path, args.n_factors)
+            print(f"[calibrate]   {res['seconds']:.2f} s, {res['n_iter']} sweeps, peak RSS "
+                  f"{res['peak_rss_mb']:.0f} MB", flush=True)
+            out[f"calibrate_{name}_s"] = round(res["seconds"], 3)
+            out[f"peak_rss_{name}_mb"] = round(res["peak_rss_mb"], 1)
+            out[f"sweeps_{name}"] = res["n_iter"]
+            out[f"converged_{name}"] = res["converged"]
+            out[f"log_likelihood_per_cell_{name}"] = round(res["log_likelihood"], 6)
+    if args.data:
+        print(f"[calibrate] fitting {args.data} ...", flush=True)
+        res = run_child(args.data, args.n_factors)
+        out["calibrate_ml100k_s"] = round(res["seconds"], 3)
+        out["peak_rss_ml100k_mb"] = round(res["peak_rss_mb"], 1)
+        out["sweeps_ml100k"] = res["n_iter"]
+    print("[calibrate] likelihood: blocked path vs the cell-by-cell reference ...", flush=True)
+    out.update({k: (round(v, 4) if isinstance(v, float) else v)
+                for k, v in nll_timing().items()})
+    out["targets_met"] = bool(out["calibrate_100k_s"] <= 10 and out["calibrate_1m_s"] <= 60
+                              and out["peak_rss_1m_mb"] <= 2048)
+    out["loadavg_1min_before"] = round(load_before, 2)
+    out["loadavg_1min_after"] = round(os.getloadavg()[0], 2)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""recloop.calibration: the ranking check, the full report and `recloop calibrate`'s logic."""
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import simulator
+from recloop.calibration import (RANKING_RECOMMENDERS, calibrate_command, fidelity_report,
+                                 load_interactions, ranking_check)
+
+
+def _known_log(n_users=200, n_items=40, seed=0):
+    config = simulator.WorldConfig(n_users=n_users, n_items=n_items, n_ticks=30, dim=3,
+                                   mean_profile_size=8.0, n_universal=0, appeal_mean=-2.0,
+                                   taste_scale=2.0)
+    return simulator.World(config, seed=seed)
+
+
+def _write_ratings(path, n_users=120, n_items=30, seed=0, sep="\t"):
+    world = _known_log(n_users, n_items, seed)
+    world.simulate(29)
+    e = world.edges
+    rng = np.random.default_rng(seed)
+    lines = [sep.join(map(str, (u + 1, i + 1, int(rng.integers(1, 6)), 880_000_000 + 86400 * t)))
+             for u, i, t in zip(e.user, e.item, e.tick)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def ml_file(tmp_path_factory):
+    return _write_ratings(tmp_path_factory.mktemp("data") / "u.data")
+
+
+def test_identical_logs_rank_identically():
+    world = _known_log()
+    m = world.profiles(29)
+    check = ranking_check(m, m, k=5, n_bootstrap=50, rng=0)
+    assert check.recommenders == RANKING_RECOMMENDERS
+    assert check.tau == pytest.approx(1.0)
+    assert check.tau_ci_low == pytest.approx(1.0)
+    assert check.faithful
+    for r, s in zip(check.real, check.simulated):
+        assert r.value == s.value and r.n == check.n_users
+
+
+def test_a_log_without_structure_ranks_differently():
+    """CF beats popularity on a log with tastes; on a log with random profiles of the same
+    sizes popularity is as good as CF: the ranking changes."""
+    world = _known_log()
+    m = world.profiles(29)
+    rng = np.random.default_rng(0)
+    dense = m.toarray()
+    shuffled = sp.csr_array(np.array([rng.permutation(row) for row in dense]))
+    check = ranking_check(m, shuffled, k=5, n_bootstrap=100, rng=0)
+    assert check.tau < 2 / 3
+    assert not check.faithful
+
+
+def test_ranking_check_bad_input():
+    m = np.eye(4)
+    with pytest.raises(ValueError, match=r"`simulated` must be the real log's shape \(4, 4\)"):
+        ranking_check(m, np.eye(5))
+    with pytest.raises(ValueError, match=r"`k` must be an int in \[1, 4\]"):
+        ranking_check(m, m, k=5)
+
+
+def test_the_report_of_a_calibrated_world_states_its_verdict():
+    world = _known_log()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", simulator.CalibrationWarning)
+        cal = simulator.calibrate(world.profiles(29), n_factors=3, n_ticks=30, rng=0)
+    rep = fidelity_report(cal, seed=1, k=5, n_bootstrap=50, rng=0)
+    text, md = rep.to_text(), rep.to_markdown()
+    assert "VERDICT:" in text and "Kendall tau" in text and cal.sha256 in text
+    assert "| user_knn |" in md
+    # no timestamps: activity is not measured; the others are not poor (40 items: KS moves
+    # by steps of 1/40)
+    assert rep.distributions["user_activity"].verdict == "not measured"
+    assert rep.distributions["item_popularity"].verdict in ("close", "fair")
+    assert rep.distributions["profile_size"].verdict in ("close", "fair")
+    assert rep.faithful == (not rep.problems)
+    if not rep.faithful:
+        assert "NOT FAITHFUL" in text
+
+
+def test_calibrate_command_fits_prints_and_saves(ml_file, tmp_path):
+    out, err = io.StringIO(), io.StringIO()
+    target = tmp_path / "sub" / "world.npz"
+    rc = calibrate_command(ml_file, format="movielens", out=target, n_factors=3,
+                           stdout=out, stderr=err)
+    assert rc == 0, err.getvalue()
+    text = out.getvalue()
+    assert "Distributions" in text and "VERDICT" in text
+    back = simulator.CalibratedWorld.load(target)
+    assert back.sha256 in text
+    # timestamps: the activity of users is measured
+    assert "user_activity" in text
+    # same file, same default rng: the same world
+    target2 = tmp_path / "again.npz"
+    assert calibrate_command(ml_file, format="movielens", out=target2, n_factors=3,
+                             stdout=io.StringIO(), stderr=io.StringIO()) == 0
+    assert simulator.CalibratedWorld.load(target2).sha256 == back.sha256
+
+
+def _bad(tmp_path, path, **kw):
+    out, err = io.StringIO(), io.StringIO()
+    target = tmp_path / "w.npz"
+    rc = calibrate_command(path, out=target, stdout=out, stderr=err, **kw)
+    lines = err.getvalue().strip().splitlines()
+    assert rc == 2
+    assert len(lines) == 1 and lines[0].startswith("recloop calibrate: error: ")
+    assert not target.exists() and out.getvalue() == ""
+    return lines[0]
+
+
+def test_calibrate_command_bad_input_exits_2_and_writes_nothing(ml_file, tmp_path):
+    # a file that is not of the declared format
+    jester = tmp_path / "j.csv"
+    jester.write_text("userId,jokeId,rating\n1,1,3.5\n1,2,-2\n2,1,9\n")
+    msg = _bad(tmp_path, jester, format="movielens")
+    assert f"{jester}:1:" in msg and "is it a movielens file?" in msg
+    msg = _bad(tmp_path, ml_file, format="jester")
+    assert f"{ml_file}:1:" in msg
+    # no such file
+    assert "no such file" in _bad(tmp_path, tmp_path / "missing.data", format="movielens")
+    # an empty log
+    empty = tmp_path / "empty.data"
+    empty.write_text("")
+    assert "no ratings found" in _bad(tmp_path, empty, format="movielens")
+    # ratings outside the declared scale (CSV: file and line)
+    csv = tmp_path / "r.csv"
+    csv.write_text("u,i,r\n1,1,4\n1,2,9\n2,1,3\n")
+    msg = _bad(tmp_path, csv, format="csv", columns="u,i,r", rating_scale=(1, 5))
+    assert f"{csv}:3: rating must be in [1, 5]; got 9" in msg
+    # columns that are not in the header
+    assert "`user` = 'user' is not a column" in _bad(tmp_path, csv, format="csv")
+    # n_factors beyond what the matrix allows
+    msg = _bad(tmp_path, csv, format="csv", columns="u,i,r", n_factors=5)
+    assert "`n_factors` must be an int in [0, 1]" in msg
+    # nothing left after filtering
+    msg = _bad(tmp_path, csv, format="csv", columns="u,i,r", min_rating=10)
+    assert "none left after filtering" in msg
+    # an output that is not .npz
+    out, err = io.StringIO(), io.StringIO()
+    assert calibrate_command(ml_file, format="movielens", out=tmp_path / "w.txt",
+                             stdout=out, stderr=err) == 2
+    assert "`--out` must be a path ending in .npz" in err.getvalue()
+    assert not (tmp_path / "w.txt").exists()
+    # an unknown format
+    assert "`format` must be one of 'movielens', 'jester', 'csv'" in _bad(
+        tmp_path, ml_file, format="parquet")
+
+
+def test_dropped_users_are_reported_as_a_note(tmp_path):
+    csv = tmp_path / "r.csv"
+    rows = ["u,i,r"] + [f"{u},{i},{5 if u != 9 else 1}" for u in range(10) for i in range(6)
+                        if (u + i) % 2 == 0]
+    csv.write_text("\n".join(rows) + "\n")
+    out, err = io.StringIO(), io.StringIO()
+    rc = calibrate_command(csv, format="csv", columns=["u", "i", "r"], min_rating=3,
+                           n_factors=1, stdout=out, stderr=err)
+    assert rc == 0, err.getvalue()
+    assert "note: calibrate: dropped 1 user(s) (9)" in err.getvalue()
+
+
+def test_load_interactions_formats(ml_file, tmp_path):
+    d = load_interactions(ml_file, format="movielens")
+    assert d.timestamps is not None and d.n_ratings > 0
+    one_m = tmp_path / "ratings.dat"
+    one_m.write_text("1::10::5::978300760\n1::11::3::978302109\n2::10::4::978301968\n")
+    assert load_interactions(one_m, format="movielens").n_ratings == 3
+    with pytest.raises(ValueError, match="`columns` must be None for format 'movielens'"):
+        load_interactions(ml_file, format="movielens", columns="a,b,c")
