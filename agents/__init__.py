@@ -9,6 +9,7 @@ from agents._batched import (BatchedEpsilonGreedy, BatchedLinUCB, BatchedThompso
                              BatchedUCB1, BatchedUniformRandom)
 from agents._check import AgentCheckError, check_agent
 from agents._knn import KNNRating
+from agents._plackett_luce import PlackettLuce
 from agents._recommenders import Constant, NaiveCF, Popularity, UserCosineCF
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "UserCosineCF",
     "NaiveCF",
     "KNNRating",
+    "PlackettLuce",
     "check_agent",
     "AgentCheckError",
 ]
