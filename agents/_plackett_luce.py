@@ -64,7 +64,6 @@ ENUMERATION_LIMIT = 20_000
 _METHODS = ("auto", "enumerate", "integral")
 _LOW_MARGIN = 21.0          # (W t)^2 / 2 < 1e-18 below the first node
 _HIGH_MARGIN = 42.0         # e^-42 < 1e-18 beyond the last node
-_MEMORY = 1 << 23           # float64 cells per block of the marginal integral (64 MiB)
 
 
 # -- weights ----------------------------------------------------------------------------------
@@ -85,24 +84,27 @@ def _unique_rows(a: np.ndarray):
     return a[first], inverse.ravel().astype(np.int64)
 
 
-def _denominators(w: np.ndarray, slates: np.ndarray) -> np.ndarray:
+def _denominators(wu: np.ndarray, inv: np.ndarray, slates: np.ndarray) -> np.ndarray:
     """``R_j``, the weight of the items not among ``s_0 .. s_{j-1}``, for ``j < k``: (n, k).
 
+    ``wu`` (u, m) are the distinct rows of weights, ``inv`` (n,) the row of each slate.
     ``R_j = tail_j + sum_{r < j, rank r not shown} w_(r) - sum_{l < j, rank(s_l) >= j} w_{s_l}``
     with ``w_(r)`` the weights sorted decreasingly and ``tail_j = sum_{r >= j} w_(r)``
     (summed from the lightest): every term is within a factor ``n`` of ``R_j``, so the
     relative error stays ``O(n eps)`` however much weight the shown items hold.
     """
-    n, m = w.shape
+    u, m = wu.shape
     k = slates.shape[1]
-    order = np.argsort(-w, axis=1, kind="stable")
-    ws = np.take_along_axis(w, order, axis=1)
-    tail = np.cumsum(ws[:, ::-1], axis=1)[:, ::-1]
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(m)[None, :].repeat(n, axis=0), axis=1)
-    R = np.take_along_axis(rank, slates, axis=1)
-    wsl = np.take_along_axis(w, slates, axis=1)
-    out = np.empty((n, k))
+    order = np.argsort(-wu, axis=1, kind="stable")
+    ws_u = np.take_along_axis(wu, order, axis=1)
+    tail_u = np.cumsum(ws_u[:, ::-1], axis=1)[:, ::-1]
+    rank_u = np.empty_like(order)
+    np.put_along_axis(rank_u, order, np.broadcast_to(np.arange(m), (u, m)), axis=1)
+    R = rank_u[inv[:, None], slates]
+    ws = ws_u[inv, :k]
+    tail = tail_u[inv, :k]
+    wsl = wu[inv[:, None], slates]
+    out = np.empty(slates.shape)
     for j in range(k):
         shown = R[:, :j]
         top_free = (ws[:, :j] * ~(shown[:, None, :] == np.arange(j)[None, :, None]).any(axis=2)
@@ -132,9 +134,9 @@ def pl_prefix_probabilities(logits, slates) -> np.ndarray:
     logits = np.asarray(logits, dtype=np.float64)
     slates = np.asarray(slates, dtype=np.int64)
     uniq, inv = _unique_rows(logits)
-    w = _weights(uniq)[inv]
-    den = _denominators(w, slates)
-    num = np.take_along_axis(w, slates, axis=1)
+    wu = _weights(uniq)
+    den = _denominators(wu, inv, slates)
+    num = wu[inv[:, None], slates]
     with np.errstate(invalid="ignore", divide="ignore"):
         cond = np.where(num > 0, num / den, 0.0)
     return np.cumprod(cond, axis=1)
@@ -146,9 +148,9 @@ def pl_conditional_probabilities(logits, slates) -> np.ndarray:
     slates = np.asarray(slates, dtype=np.int64)
     n, k = slates.shape
     uniq, inv = _unique_rows(logits)
-    w = _weights(uniq)[inv]
-    den = _denominators(w, slates)
-    out = w[:, None, :] / den[:, :, None]
+    wu = _weights(uniq)
+    den = _denominators(wu, inv, slates)
+    out = wu[inv][:, None, :] / den[:, :, None]
     rows = np.arange(n)
     for j in range(1, k):  # items already shown cannot be shown again
         out[rows[:, None], j:, slates[:, j - 1:j]] = 0.0
@@ -227,74 +229,23 @@ def _grid(w: np.ndarray, k: int):
 
 
 def _marginals_integral(w: np.ndarray, k: int) -> np.ndarray:
-    """Position marginals of rows of weights ``w`` (B, m) by the exponential-race integral:
-    (B, m, k)."""
-    B, m = w.shape
-    out = np.empty((B, m, k))
-    t_all, dt_all, N = _grid(w, k)
-    per_row = 3 * m * N * k
-    step = max(1, _MEMORY // max(per_row, 1))
-    for lo in range(0, B, step):
-        hi = min(lo + step, B)
-        wb, t, dt = w[lo:hi], t_all[lo:hi], dt_all[lo:hi]
-        wt = wb.T[:, :, None] * t[None, :, :]              # (m, b, N)
-        E = np.exp(-wt)                                    # not yet arrived
-        A = -np.expm1(-wt)                                 # arrived
-        shape = (m, hi - lo, N, k)
-        P = np.empty(shape)
-        S = np.empty(shape)
-        cur = np.zeros(shape[1:])
-        cur[..., 0] = 1.0
-        for l in range(m):                                 # prefix products (items < l)
-            P[l] = cur
-            nxt = cur * E[l][..., None]
-            nxt[..., 1:] += cur[..., :-1] * A[l][..., None]
-            cur = nxt
-        cur = np.zeros(shape[1:])
-        cur[..., 0] = 1.0
-        for l in range(m - 1, -1, -1):                     # suffix products (items > l)
-            S[l] = cur
-            nxt = cur * E[l][..., None]
-            nxt[..., 1:] += cur[..., :-1] * A[l][..., None]
-            cur = nxt
-        G = np.zeros(shape)                                # [z^j] prod_{l' != l}
-        for r in range(k):
-            G[..., r:] += P[..., r:r + 1] * S[..., :k - r]
-        del P, S
-        coef = wb.T[:, :, None] * E * dt[None, :, :]       # w_l e^{-w_l t} h t
-        out[lo:hi] = np.einsum("lbn,lbnj->blj", coef, G)
+    """Position marginals of rows of weights ``w`` (B, m) by the exponential-race integral
+    (compiled kernel :func:`agents._pl_kernels.marginals`): (B, m, k)."""
+    from agents import _pl_kernels
+
+    t, dt, _ = _grid(w, k)
+    out = _pl_kernels.marginals(w, t, dt, k)
     out[:, :, 0] = w / w.sum(axis=1, keepdims=True)  # position 0 in closed form
     return out
 
 
 def _expectations_integral(w, gain, carry, k) -> np.ndarray:
-    """``E[g(s_j) prod_{l<j} d(s_l)]`` for rows of weights ``w`` (B, m): (B, k).
+    """``E[g(s_j) prod_{l<j} d(s_l)]`` for rows of weights ``w`` (B, m): (B, k)
+    (compiled kernel :func:`agents._pl_kernels.expectations`)."""
+    from agents import _pl_kernels
 
-    ``[y^1 z^{j}] prod_l (e_l + a_l d_l z + y w_l e_l g_l)`` integrated over ``t``: the
-    coefficient of ``y`` picks the item arriving at ``t`` (density ``w e^{-w t}``), that of
-    ``z^j`` the ``j`` earlier arrivals, each carrying its factor ``d``.
-    """
-    B, m = w.shape
-    out = np.empty((B, k))
-    t_all, dt_all, N = _grid(w, k)
-    step = max(1, _MEMORY // max(4 * N * k, 1))
-    for lo in range(0, B, step):
-        hi = min(lo + step, B)
-        t, dt = t_all[lo:hi], dt_all[lo:hi]
-        Y0 = np.zeros((hi - lo, N, k))
-        Y0[..., 0] = 1.0
-        Y1 = np.zeros((hi - lo, N, k))
-        for l in range(m):
-            wl = w[lo:hi, l][:, None]
-            e = np.exp(-wl * t)[..., None]
-            a = (-np.expm1(-wl * t) * carry[lo:hi, l][:, None])[..., None]
-            pick = wl[..., None] * e * gain[lo:hi, l][:, None, None]
-            Y1n = Y1 * e + Y0 * pick
-            Y1n[..., 1:] += Y1[..., :-1] * a
-            Y0n = Y0 * e
-            Y0n[..., 1:] += Y0[..., :-1] * a
-            Y0, Y1 = Y0n, Y1n
-        out[lo:hi] = np.einsum("bn,bnj->bj", dt, Y1)
+    t, dt, _ = _grid(w, k)
+    out = _pl_kernels.expectations(w, gain, carry, t, dt, k)
     out[:, 0] = (w * gain).sum(axis=1) / w.sum(axis=1)  # position 0 in closed form
     return out
 

@@ -88,8 +88,8 @@ def _probs(arr, name: str, shape: tuple) -> np.ndarray:
         else:
             raise ArgumentValueError(name, f"of shape {shape} (or OBP's flat "
                                      f"({math.prod(shape)},))", f"shape {np.shape(arr)}")
-    bad = np.flatnonzero(~(np.isfinite(a) & (a >= 0) & (a <= 1)).ravel())
-    if bad.size:
+    if a.size and not (a.min() >= 0.0 and a.max() <= 1.0):  # nan fails both (no temporaries)
+        bad = np.flatnonzero(~(np.isfinite(a) & (a >= 0) & (a <= 1)).ravel())
         raise ArgumentValueError(name, "probabilities in [0, 1]",
                                  f"{a.ravel()[bad[0]]} at flat index {bad[0]}")
     return a
@@ -308,28 +308,56 @@ def pseudoinverse(log, target_item_marginals, *, ci: float = 0.95) -> OPEEstimat
 # -- Cascade doubly robust ----------------------------------------------------------------
 
 _MODELS = ("mean",)
+_CHUNK_CELLS = 1 << 22  # rows x len_list x n_items per chunk of the action distribution
 
 
-def _check_action_dist(log, target_action_dist, target_pscore_cascade) -> np.ndarray:
-    n, k = log.action.shape
-    D = _probs(target_action_dist, "target_action_dist", (n, k, log.n_items))
-    s = D.sum(axis=2)
-    bad = np.flatnonzero(np.abs(s - 1.0).max(axis=1) > 1e-6)
-    if bad.size:
-        raise ArgumentValueError("target_action_dist", "distributions over the items (rows "
-                                 "summing to 1)", f"sums {s[bad[0]].tolist()} at record "
-                                 f"{bad[0]}")
-    implied = np.cumprod(np.take_along_axis(D, log.action[:, :, None], axis=2)[:, :, 0],
-                         axis=1)
-    bad = np.flatnonzero(~np.isclose(implied, target_pscore_cascade, rtol=1e-6,
-                                     atol=1e-12).all(axis=1))
-    if bad.size:
-        raise ArgumentValueError(
-            "target_action_dist", "consistent with `target_pscore_cascade` (the product of "
-            "its probabilities of the logged items is the prefix probability)",
-            f"{implied[bad[0]].tolist()} against {target_pscore_cascade[bad[0]].tolist()} at "
-            f"record {bad[0]}")
-    return D
+class _Dist:
+    """The target's action distribution ``pi(a | x_i, s_i0 .. s_i,j-1)``, row chunk by row
+    chunk: from an array (n, k, n_items) or from a slate policy's
+    ``conditional_probabilities(observations, slates)``; every chunk is checked (rows sum
+    to 1, consistent with ``target_pscore_cascade``)."""
+
+    def __init__(self, log, source, cascade):
+        self.log, self.cascade = log, cascade
+        n, k = log.action.shape
+        self.shape = (n, k, log.n_items)
+        self.policy = source if callable(getattr(source, "conditional_probabilities", None)) \
+            else None
+        if self.policy is None:
+            self.full = _probs(source, "target_action_dist", self.shape)
+        self.step = max(1, _CHUNK_CELLS // (k * log.n_items))
+
+    def chunks(self, rows=None):
+        """``(rows, D[rows])`` for consecutive chunks of ``rows`` (all rows by default)."""
+        rows = np.arange(self.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
+        for lo in range(0, rows.size, self.step):
+            r = rows[lo:lo + self.step]
+            if self.policy is None:
+                D = self.full[r]
+            else:
+                D = _probs(self.policy.conditional_probabilities(self.log.observations(r),
+                                                                 self.log.action[r]),
+                           "target_action_dist", (r.size,) + self.shape[1:])
+            self._check(r, D)
+            yield r, D
+
+    def _check(self, r, D):
+        s = D.sum(axis=2)
+        bad = np.flatnonzero(np.abs(s - 1.0).max(axis=1) > 1e-6)
+        if bad.size:
+            raise ArgumentValueError("target_action_dist", "distributions over the items "
+                                     "(rows summing to 1)",
+                                     f"sums {s[bad[0]].tolist()} at record {r[bad[0]]}")
+        implied = np.cumprod(np.take_along_axis(D, self.log.action[r][:, :, None],
+                                                axis=2)[:, :, 0], axis=1)
+        ok = np.isclose(implied, self.cascade[r], rtol=1e-6, atol=1e-12).all(axis=1)
+        bad = np.flatnonzero(~ok)
+        if bad.size:
+            raise ArgumentValueError(
+                "target_action_dist", "consistent with `target_pscore_cascade` (the product "
+                "of its probabilities of the logged items is the prefix probability)",
+                f"{implied[bad[0]].tolist()} against {self.cascade[r[bad[0]]].tolist()} at "
+                f"record {r[bad[0]]}")
 
 
 def _folds(n: int, n_folds: int, rng) -> np.ndarray:
@@ -338,28 +366,61 @@ def _folds(n: int, n_folds: int, rng) -> np.ndarray:
     return fold
 
 
-def _q_mean(log, D, fold, n_folds):
-    """Cross-fitted per-(position, item) mean of the recursive target (see cascade_dr)."""
+def _group_sum(keys: np.ndarray, X: np.ndarray, m: int) -> np.ndarray:
+    """``out[a] = sum of the rows of X whose key is a``: (m, X.shape[1])."""
+    out = np.zeros((m, X.shape[1]))
+    order = np.argsort(keys, kind="stable")
+    ks = keys[order]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+    out[ks[starts]] = np.add.reduceat(X[order], starts, axis=0)
+    return out
+
+
+def _q_mean(log, dist, fold, n_folds):
+    """Cross-fitted per-(position, item) means of the recursive target.
+
+    ``T_j(a) = mean_{i: s_ij = a} [r_ij + pi(.|x_i, s_i0..s_ij) . T_{j+1}]
+    = Rbar_j(a) + C_j(a, .) . T_{j+1}`` with ``C_j(a, .)`` the mean of the next position's
+    distribution over the training records showing ``a`` at ``j``: two passes over the
+    action distribution (the sums of each fold, then ``sum_a pi(a|...) T_j(a)``), memory
+    ``O(n_folds k n_items^2)``. Items never shown at ``j`` in training get the position's
+    mean target.
+    """
     n, k = log.action.shape
     m = log.n_items
-    q_logged = np.empty((n, k))
-    q_expect = np.empty((n, k))
-    for f in range(n_folds):
-        train = fold != f if n_folds > 1 else np.ones(n, bool)
-        test = fold == f if n_folds > 1 else np.ones(n, bool)
-        if not train.any():
-            train = np.ones(n, bool)
-        T = np.zeros((k, m))
-        y = log.reward[train, k - 1].copy()
+    K = n_folds
+    cnt = np.zeros((K, k, m))
+    rsum = np.zeros((K, k, m))
+    csum = np.zeros((K, k, m, m))
+    for f in range(K):
+        sel = fold == f
+        for j in range(k):
+            a = log.action[sel, j]
+            cnt[f, j] = np.bincount(a, minlength=m)
+            rsum[f, j] = np.bincount(a, weights=log.reward[sel, j], minlength=m)
+    for rows, D in dist.chunks():
+        for f in range(K):
+            sel = np.flatnonzero(fold[rows] == f)
+            if not sel.size:
+                continue
+            for j in range(k - 1):
+                csum[f, j] += _group_sum(log.action[rows[sel], j], D[sel, j + 1], m)
+    tables = np.zeros((K, k, m))
+    for f in range(K):
+        if K > 1 and (fold != f).any():
+            c, r, cs = (cnt.sum(0) - cnt[f], rsum.sum(0) - rsum[f], csum.sum(0) - csum[f])
+        else:
+            c, r, cs = cnt.sum(0), rsum.sum(0), csum.sum(0)
+        T = tables[f]
         for j in range(k - 1, -1, -1):
-            if j < k - 1:
-                y = log.reward[train, j] + D[train, j + 1] @ T[j + 1]
-            a = log.action[train, j]
-            cnt = np.bincount(a, minlength=m)
-            tot = np.bincount(a, weights=y, minlength=m)
-            T[j] = np.where(cnt > 0, tot / np.maximum(cnt, 1), y.mean())
-        q_logged[test] = T[np.arange(k)[None, :], log.action[test]]
-        q_expect[test] = np.einsum("ijm,jm->ij", D[test], T)
+            tot = r[j] + (cs[j] @ T[j + 1] if j < k - 1 else 0.0)
+            seen = c[j] > 0
+            fill = tot.sum() / c[j].sum()
+            T[j] = np.where(seen, tot / np.maximum(c[j], 1), fill)
+    q_logged = tables[fold[:, None], np.arange(k)[None, :], log.action]
+    q_expect = np.empty((n, k))
+    for rows, D in dist.chunks():
+        q_expect[rows] = np.einsum("ijm,ijm->ij", D, tables[fold[rows]])
     return q_logged, q_expect
 
 
@@ -370,8 +431,8 @@ def _features(context, items, m: int) -> np.ndarray:
     return X
 
 
-def _q_regressor(log, D, fold, n_folds, regressor):
-    """Cross-fitted Q models, one copy of ``regressor`` per (fold, position)."""
+def _q_regressor(log, dist, fold, n_folds, regressor):
+    """Cross-fitted Q models, one deep copy of ``regressor`` per (fold, position)."""
     n, k = log.action.shape
     m = log.n_items
     q_logged = np.empty((n, k))
@@ -379,12 +440,11 @@ def _q_regressor(log, D, fold, n_folds, regressor):
     items = np.arange(m)
 
     def predict_all(model, rows):
-        ctx = np.repeat(log.context[rows], m, axis=0)
-        X = _features(ctx, np.tile(items, rows.size), m)
+        X = _features(np.repeat(log.context[rows], m, axis=0), np.tile(items, rows.size), m)
         out = np.asarray(model.predict(X), dtype=np.float64)
         if out.shape != (rows.size * m,):
             raise ArgumentValueError("reward_model", "a regressor whose predict(X) returns "
-                                     "one value per row", f"shape {out.shape}")
+                                     "one value per row of X", f"shape {out.shape}")
         return out.reshape(rows.size, m)
 
     for f in range(n_folds):
@@ -394,14 +454,19 @@ def _q_regressor(log, D, fold, n_folds, regressor):
             train = np.arange(n)
         nxt = None
         for j in range(k - 1, -1, -1):
-            y = log.reward[train, j].copy()
-            if nxt is not None:
-                y += (D[train, j + 1] * predict_all(nxt, train)).sum(axis=1)
+            y = np.empty(train.size)
+            pos = 0
+            for rows, D in dist.chunks(train):
+                y[pos:pos + rows.size] = log.reward[rows, j]
+                if nxt is not None:
+                    y[pos:pos + rows.size] += (D[:, j + 1] * predict_all(nxt, rows)).sum(axis=1)
+                pos += rows.size
             model = copy.deepcopy(regressor)
             model.fit(_features(log.context[train], log.action[train, j], m), y)
-            Q = predict_all(model, test)
-            q_logged[test, j] = Q[np.arange(test.size), log.action[test, j]]
-            q_expect[test, j] = (D[test, j] * Q).sum(axis=1)
+            for rows, D in dist.chunks(test):
+                Q = predict_all(model, rows)
+                q_logged[rows, j] = Q[np.arange(rows.size), log.action[rows, j]]
+                q_expect[rows, j] = (D[:, j] * Q).sum(axis=1)
             nxt = model
     return q_logged, q_expect
 
@@ -416,9 +481,12 @@ def cascade_dr(log, target_pscore_cascade, target_action_dist, *, reward_model="
         With ``reward_type="clicks"``.
     target_pscore_cascade : array (n_rounds, len_list)
         ``pi(s_i0 .. s_ij | x_i)``.
-    target_action_dist : array (n_rounds, len_list, n_items)
+    target_action_dist : array (n_rounds, len_list, n_items) or slate policy
         ``pi(a | x_i, s_i0 .. s_i,j-1)``: the target's distribution at position ``j`` given
         the logged items above (rows sum to 1; consistent with ``target_pscore_cascade``).
+        Or the target policy itself, with ``conditional_probabilities(observations,
+        slates)`` (``agents.PlackettLuce``), called on chunks of ``log.observations()`` so
+        that the (n_rounds, len_list, n_items) array never exists whole.
     reward_model : "mean", array (n_rounds, len_list, n_items), or regressor
         ``Q_j(x_i, s_i0 .. s_i,j-1, a)``, the expected reward from position ``j`` to the end
         when ``a`` is at ``j`` after the logged items and ``pi`` fills the rest:
@@ -467,7 +535,7 @@ def cascade_dr(log, target_pscore_cascade, target_action_dist, *, reward_model="
     level = check_level(ci)
     n, k = log.action.shape
     Wc = _probs(target_pscore_cascade, "target_pscore_cascade", (n, k))
-    D = _check_action_dist(log, target_action_dist, Wc)
+    dist = _Dist(log, target_action_dist, Wc)
     n_folds = check_int(n_folds, "n_folds", low=1)
     if isinstance(reward_model, str):
         if reward_model not in _MODELS:
@@ -475,11 +543,11 @@ def cascade_dr(log, target_pscore_cascade, target_action_dist, *, reward_model="
                                      "n_items) or a regressor with fit/predict",
                                      repr(reward_model))
         fold = _folds(n, n_folds, as_generator(rng))
-        q_logged, q_expect = _q_mean(log, D, fold, n_folds)
+        q_logged, q_expect = _q_mean(log, dist, fold, n_folds)
     elif callable(getattr(reward_model, "fit", None)) and callable(
             getattr(reward_model, "predict", None)):
         fold = _folds(n, n_folds, as_generator(rng))
-        q_logged, q_expect = _q_regressor(log, D, fold, n_folds, reward_model)
+        q_logged, q_expect = _q_regressor(log, dist, fold, n_folds, reward_model)
     else:
         q = np.asarray(reward_model)
         if not (np.issubdtype(q.dtype, np.floating) or np.issubdtype(q.dtype, np.integer)):
@@ -496,7 +564,9 @@ def cascade_dr(log, target_pscore_cascade, target_action_dist, *, reward_model="
         if not np.all(np.isfinite(q)):
             raise ArgumentValueError("reward_model", "finite", "nan or inf")
         q_logged = np.take_along_axis(q, log.action[:, :, None], axis=2)[:, :, 0]
-        q_expect = np.einsum("ijm,ijm->ij", D, q)
+        q_expect = np.empty((n, k))
+        for rows, D in dist.chunks():
+            q_expect[rows] = np.einsum("ijm,ijm->ij", D, q[rows])
     W = Wc / log.pscore_cascade
     Wprev = np.ones((n, k))
     Wprev[:, 1:] = W[:, :-1]
