@@ -71,9 +71,11 @@ class RecommendationConfig:
         ``theta_j = 1 / (j + 1)^eta``.
     eta : float >= 0, optional
         ``"pbm"`` only, when ``theta`` is not given: the examination decay (default 1.0).
-    dcm_lambda : float or sequence of k floats in [0, 1], optional
-        ``"dcm"`` only: probability that the user goes on scanning after a click at position
-        ``j`` (default 0.5 at every position; the last position's value is never used).
+    dcm_lambda : float in [0, 1], optional
+        ``"dcm"`` only: probability that the user goes on scanning after a click, the same
+        at every position (default 0.5). Position-dependent values are not supported: the
+        best slate would be a combinatorial search (it may mix the best and the worst
+        items), and the value of a slate policy would have no exact form.
     reward : {"clicks", "any_click"}, default "clicks"
         The reward of a step: the number of clicks or whether any click happened.
     """
@@ -87,7 +89,7 @@ class RecommendationConfig:
     click_model: str = "independent"
     theta: tuple | None = None
     eta: float | None = None
-    dcm_lambda: float | tuple | None = None
+    dcm_lambda: float | None = None
     reward: str = "clicks"
 
     def __post_init__(self):
@@ -129,13 +131,12 @@ class RecommendationConfig:
         if self.theta is not None:
             set_("theta", _unit_tuple(self.theta, "theta", self.k))
         if self.dcm_lambda is not None:
-            lam = self.dcm_lambda
-            if isinstance(lam, (int, float, np.integer, np.floating)) and not isinstance(
-                    lam, (bool, np.bool_)):
-                lam = check_float(lam, "dcm_lambda", low=0.0, high=1.0)
-            else:
-                lam = _unit_tuple(lam, "dcm_lambda", self.k)
-            set_("dcm_lambda", lam)
+            if isinstance(self.dcm_lambda, (tuple, list, np.ndarray)):
+                raise TypeError("`dcm_lambda` must be one float in [0, 1], the same at every "
+                                "position (with position-dependent values the best slate is "
+                                "a combinatorial search and the policy values have no exact "
+                                f"form here); got {self.dcm_lambda!r}.")
+            set_("dcm_lambda", check_float(self.dcm_lambda, "dcm_lambda", low=0.0, high=1.0))
 
     @property
     def examination(self) -> np.ndarray:
@@ -152,8 +153,7 @@ class RecommendationConfig:
         never stop -- for the other models, where it is unused)."""
         if self.click_model != "dcm":
             return np.ones(self.k)
-        lam = 0.5 if self.dcm_lambda is None else self.dcm_lambda
-        return np.broadcast_to(np.asarray(lam, dtype=np.float64), (self.k,)).copy()
+        return np.full(self.k, 0.5 if self.dcm_lambda is None else self.dcm_lambda)
 
     @property
     def n_steps(self) -> int:
@@ -449,8 +449,7 @@ class RecommendationEnv(gym.Env):
     true click (attraction) probabilities ``p(u, i, t)`` of the shown items, ``item_ctr``
     (n_items,) those of every item (0 for dead items), ``expected_reward`` (the slate's
     expected reward under the click model: the sum of ``ctr`` for independent clicks),
-    ``best_expected_reward`` (the best slate's; ``nan`` for the DCM with continuation
-    probabilities varying over positions), ``clicks`` (k,) bool, the clicks per position,
+    ``best_expected_reward`` (the best slate's), ``clicks`` (k,) bool, the clicks per position,
     ``user`` and ``tick`` of the visit just played.
 
     Parameters

@@ -79,10 +79,7 @@ def _exact_factors(config, theta, lam):
         return np.asarray(theta, dtype=np.float64), None
     if model == "cascade":
         return ones, lambda p: 1.0 - p
-    if not _cm._constant_continuation(lam):
-        return None, ("the DCM's continuation probabilities vary over positions (the value "
-                      "then depends on the order, not only on the set, of the items above)")
-    c = 1.0 - float(lam[0])
+    c = 1.0 - float(lam[0])  # the config's continuation is the same at every position
     return ones, lambda p: 1.0 - c * p
 
 
@@ -103,9 +100,9 @@ def slate_policy_value(config, policy, *, tick=None, method: str = "auto",
         Default ``config.start_tick``.
     method : {"auto", "exact", "enumerate", "monte_carlo"}
         ``"exact"``: ``sum_j w_j E[p(s_j) prod_{l<j} d(s_l)]`` per user through the policy's
-        ``position_expectations``; available for the independent, position-based and
-        cascade models and the DCM with a constant continuation probability (reward
-        ``"clicks"``), and for ``"any_click"`` except under the PBM. ``"enumerate"``: every
+        ``position_expectations``; available for every click model with reward
+        ``"clicks"``, and for ``"any_click"`` except under the PBM (whose ``P(any click)``
+        depends on the order of the whole slate). ``"enumerate"``: every
         ordered slate of every user (at most ``ENUMERATION_LIMIT`` per user).
         ``"monte_carlo"``: ``n_samples`` draws of a user (by ``P(u)``) and a slate, each
         scored by its closed-form expected reward (the clicks are integrated out), with the

@@ -5,6 +5,7 @@ from recloop.experiments._campaign_bias import (RECOMMENDER_KINDS, campaign_bias
 from recloop.experiments._bandit_eval import (TruthComparison, bred_vs_replay,
                                               compare_to_truth, dynamic_news,
                                               plot_bred_vs_replay)
+from recloop.experiments._slate_ope import SLATE_OPE_PARAMS, plot_slate_ope, slate_ope
 
 __all__: list[str] = [
     "RECOMMENDER_KINDS",
@@ -15,4 +16,7 @@ __all__: list[str] = [
     "compare_to_truth",
     "dynamic_news",
     "plot_bred_vs_replay",
+    "SLATE_OPE_PARAMS",
+    "slate_ope",
+    "plot_slate_ope",
 ]
