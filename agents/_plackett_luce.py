@@ -138,7 +138,8 @@ def pl_prefix_probabilities(logits, slates) -> np.ndarray:
     den = _denominators(wu, inv, slates)
     num = wu[inv[:, None], slates]
     with np.errstate(invalid="ignore", divide="ignore"):
-        cond = np.where(num > 0, num / den, 0.0)
+        # the last item left has num == den up to rounding: a probability stays <= 1
+        cond = np.where(num > 0, np.minimum(num / den, 1.0), 0.0)
     return np.cumprod(cond, axis=1)
 
 
@@ -150,7 +151,7 @@ def pl_conditional_probabilities(logits, slates) -> np.ndarray:
     uniq, inv = _unique_rows(logits)
     wu = _weights(uniq)
     den = _denominators(wu, inv, slates)
-    out = wu[inv][:, None, :] / den[:, :, None]
+    out = np.minimum(wu[inv][:, None, :] / den[:, :, None], 1.0)
     rows = np.arange(n)
     for j in range(1, k):  # items already shown cannot be shown again
         out[rows[:, None], j:, slates[:, j - 1:j]] = 0.0

@@ -55,6 +55,7 @@ SLATE_ESTIMATORS = ("slate_ips", "independent_ips", "reward_interaction_ips", "p
                     "cascade_dr")
 _NO_WEIGHT = "every importance weight is 0 (the target never shows a logged slate or prefix)"
 _UNIFORM_RTOL = 1e-9
+_ONE = 1.0 + 1e-12  # probabilities up to this are round-off of 1
 
 
 # -- input checks ---------------------------------------------------------------------------
@@ -89,9 +90,11 @@ def _probs(arr, name: str, shape: tuple) -> np.ndarray:
             raise ArgumentValueError(name, f"of shape {shape} (or OBP's flat "
                                      f"({math.prod(shape)},))", f"shape {np.shape(arr)}")
     if a.size and not (a.min() >= 0.0 and a.max() <= 1.0):  # nan fails both (no temporaries)
-        bad = np.flatnonzero(~(np.isfinite(a) & (a >= 0) & (a <= 1)).ravel())
-        raise ArgumentValueError(name, "probabilities in [0, 1]",
-                                 f"{a.ravel()[bad[0]]} at flat index {bad[0]}")
+        bad = np.flatnonzero(~(np.isfinite(a) & (a >= 0) & (a <= _ONE)).ravel())
+        if bad.size:
+            raise ArgumentValueError(name, "probabilities in [0, 1]",
+                                     f"{a.ravel()[bad[0]]} at flat index {bad[0]}")
+        a = np.minimum(a, 1.0)  # 1 + a few ulps of round-off is 1
     return a
 
 
