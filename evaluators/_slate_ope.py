@@ -312,6 +312,7 @@ def pseudoinverse(log, target_item_marginals, *, ci: float = 0.95) -> OPEEstimat
 
 _MODELS = ("mean",)
 _CHUNK_CELLS = 1 << 22  # rows x len_list x n_items per chunk of the action distribution
+_WHOLE_CELLS = 1 << 25  # a policy's action distribution up to this size is computed once
 
 
 class _Dist:
@@ -326,23 +327,42 @@ class _Dist:
         self.shape = (n, k, log.n_items)
         self.policy = source if callable(getattr(source, "conditional_probabilities", None)) \
             else None
+        self.step = max(1, _CHUNK_CELLS // (k * log.n_items))
+        self.full = None
         if self.policy is None:
             self.full = _probs(source, "target_action_dist", self.shape)
-        self.step = max(1, _CHUNK_CELLS // (k * log.n_items))
+        elif math.prod(self.shape) <= _WHOLE_CELLS:  # small: compute it once, keep it
+            parts = [D for _, D in self._policy_chunks(np.arange(n))]  # checked there
+            self.full = np.concatenate(parts) if parts else np.zeros(self.shape)
+        self.checked = self.policy is not None
 
-    def chunks(self, rows=None):
-        """``(rows, D[rows])`` for consecutive chunks of ``rows`` (all rows by default)."""
-        rows = np.arange(self.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
+    def _policy_chunks(self, rows):
         for lo in range(0, rows.size, self.step):
             r = rows[lo:lo + self.step]
-            if self.policy is None:
-                D = self.full[r]
-            else:
-                D = _probs(self.policy.conditional_probabilities(self.log.observations(r),
-                                                                 self.log.action[r]),
-                           "target_action_dist", (r.size,) + self.shape[1:])
+            D = _probs(self.policy.conditional_probabilities(self.log.observations(r),
+                                                             self.log.action[r]),
+                       "target_action_dist", (r.size,) + self.shape[1:])
             self._check(r, D)
             yield r, D
+
+    def chunks(self, rows=None):
+        """``(rows, D[rows])`` for consecutive chunks of ``rows`` (all by default): views of
+        the array when there is one and all rows are asked for; the policy's answers,
+        checked as they come, otherwise."""
+        if self.full is None:
+            rows = np.arange(self.shape[0]) if rows is None else rows
+            yield from self._policy_chunks(np.asarray(rows, dtype=np.int64))
+            return
+        every = rows is None
+        rows = np.arange(self.shape[0]) if every else np.asarray(rows, dtype=np.int64)
+        for lo in range(0, rows.size, self.step):
+            r = rows[lo:lo + self.step]
+            D = self.full[lo:lo + r.size] if every else self.full[r]
+            if not self.checked:
+                self._check(r, D)
+            yield r, D
+        if every:
+            self.checked = True
 
     def _check(self, r, D):
         s = D.sum(axis=2)
@@ -369,61 +389,54 @@ def _folds(n: int, n_folds: int, rng) -> np.ndarray:
     return fold
 
 
-def _group_sum(keys: np.ndarray, X: np.ndarray, m: int) -> np.ndarray:
-    """``out[a] = sum of the rows of X whose key is a``: (m, X.shape[1])."""
-    out = np.zeros((m, X.shape[1]))
-    order = np.argsort(keys, kind="stable")
-    ks = keys[order]
-    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
-    out[ks[starts]] = np.add.reduceat(X[order], starts, axis=0)
-    return out
-
-
 def _q_mean(log, dist, fold, n_folds):
     """Cross-fitted per-(position, item) means of the recursive target.
 
     ``T_j(a) = mean_{i: s_ij = a} [r_ij + pi(.|x_i, s_i0..s_ij) . T_{j+1}]
     = Rbar_j(a) + C_j(a, .) . T_{j+1}`` with ``C_j(a, .)`` the mean of the next position's
     distribution over the training records showing ``a`` at ``j``: two passes over the
-    action distribution (the sums of each fold, then ``sum_a pi(a|...) T_j(a)``), memory
+    action distribution (each fold's sums, then ``sum_a pi(a|...) T_j(a)``), memory
     ``O(n_folds k n_items^2)``. Items never shown at ``j`` in training get the position's
     mean target.
     """
+    import scipy.sparse as sp
+
     n, k = log.action.shape
     m = log.n_items
     K = n_folds
     cnt = np.zeros((K, k, m))
     rsum = np.zeros((K, k, m))
-    csum = np.zeros((K, k, m, m))
-    for f in range(K):
-        sel = fold == f
-        for j in range(k):
-            a = log.action[sel, j]
-            cnt[f, j] = np.bincount(a, minlength=m)
-            rsum[f, j] = np.bincount(a, weights=log.reward[sel, j], minlength=m)
+    csum = np.zeros((k, K * m, m))
+    for j in range(k):
+        key = fold * m + log.action[:, j]
+        cnt[:, j] = np.bincount(key, minlength=K * m).reshape(K, m)
+        rsum[:, j] = np.bincount(key, weights=log.reward[:, j], minlength=K * m).reshape(K, m)
     for rows, D in dist.chunks():
-        for f in range(K):
-            sel = np.flatnonzero(fold[rows] == f)
-            if not sel.size:
-                continue
-            for j in range(k - 1):
-                csum[f, j] += _group_sum(log.action[rows[sel], j], D[sel, j + 1], m)
+        for j in range(k - 1):  # sums of D[i, j+1] over the records of each (fold, item at j)
+            onehot = sp.csr_matrix((np.ones(rows.size), (fold[rows] * m + log.action[rows, j],
+                                                         np.arange(rows.size))),
+                                   shape=(K * m, rows.size))
+            csum[j] += onehot @ D[:, j + 1]
+    csum = csum.reshape(k, K, m, m)
     tables = np.zeros((K, k, m))
     for f in range(K):
         if K > 1 and (fold != f).any():
-            c, r, cs = (cnt.sum(0) - cnt[f], rsum.sum(0) - rsum[f], csum.sum(0) - csum[f])
+            c, r = cnt.sum(0) - cnt[f], rsum.sum(0) - rsum[f]
+            cs = csum.sum(axis=1) - csum[:, f]
         else:
-            c, r, cs = cnt.sum(0), rsum.sum(0), csum.sum(0)
+            c, r, cs = cnt.sum(0), rsum.sum(0), csum.sum(axis=1)
         T = tables[f]
         for j in range(k - 1, -1, -1):
             tot = r[j] + (cs[j] @ T[j + 1] if j < k - 1 else 0.0)
-            seen = c[j] > 0
-            fill = tot.sum() / c[j].sum()
-            T[j] = np.where(seen, tot / np.maximum(c[j], 1), fill)
+            T[j] = np.where(c[j] > 0, tot / np.maximum(c[j], 1), tot.sum() / c[j].sum())
     q_logged = tables[fold[:, None], np.arange(k)[None, :], log.action]
     q_expect = np.empty((n, k))
     for rows, D in dist.chunks():
-        q_expect[rows] = np.einsum("ijm,ijm->ij", D, tables[fold[rows]])
+        fr = fold[rows]
+        for f in range(K):
+            sel = np.flatnonzero(fr == f)
+            if sel.size:
+                q_expect[rows[sel]] = np.einsum("ijm,jm->ij", D[sel], tables[f])
     return q_logged, q_expect
 
 
