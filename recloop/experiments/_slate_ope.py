@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from recloop._results import Measurement
-from recloop.experiments._common import child_rng, child_seed, name_key, seed_sequence
+from recloop.experiments._common import child_rng, name_key, seed_sequence
 
 __all__ = ["SLATE_OPE_PARAMS", "SLATE_ESTIMATORS", "slate_ope", "plot_slate_ope"]
 
@@ -35,6 +35,7 @@ SLATE_ESTIMATORS = ("slate_ips", "independent_ips", "reward_interaction_ips", "p
 _CLICK_MODELS = ("independent", "pbm", "cascade", "dcm")
 _Z = 1.959963984540054
 _WHOLE_DIST = 1 << 24  # cells of cascade_dr's action distribution computed in one piece
+_NOISE = 0x5C0E  # spawn key of the score noise under the world's seed
 
 #: ``(name, default, one-line doc)`` of every keyword parameter of :func:`slate_ope`, for the
 #: harness to declare the scenario kind from (``rng``, ``progress``, ``evaluation`` are the
@@ -46,8 +47,9 @@ SLATE_OPE_PARAMS = (
     ("n_rounds", 10_000, "Visits (slates) per logged dataset, all at `tick`."),
     ("n_logs", 50, "Independent logs per cell (each scored by every estimator)."),
     ("logging_temperature", 2.0,
-     "Temperature of the logging Plackett-Luce policy (> 0; inf: the uniform ranking "
-     "policy, the only logging policy for which `pseudoinverse` is computed)."),
+     "Temperature of the logging Plackett-Luce policy (> 0), or \"uniform\" (inf): the "
+     "uniform ranking policy, the only logging policy for which `pseudoinverse` is "
+     "computed."),
     ("target_temperature", 0.5, "Temperature of the target Plackett-Luce policy (> 0)."),
     ("score_noise", 1.0,
      "Standard deviation of the Gaussian noise added to the world's true logits to make "
@@ -55,6 +57,8 @@ SLATE_OPE_PARAMS = (
     ("eta", 1.0, "PBM only: examination theta_j = 1 / (j + 1)^eta."),
     ("dcm_lambda", 0.5, "DCM only: probability of going on after a click (every position)."),
     ("tick", 0, "Tick of the visits and of the truth."),
+    ("world_seed", 0, "Seed of the world and of the score noise: the same world, policies and "
+     "truth in every cell of a sweep (the logs come from the cell's seed)."),
     ("estimators", list(SLATE_ESTIMATORS), "Slate estimators compared (the variant column)."),
     ("n_folds", 2, "Cross-fitting folds of cascade_dr's reward model (per-position item "
      "means of the recursive target)."),
@@ -73,8 +77,9 @@ def _pos_int(name, value, low=1, high=None) -> int:
 def _temperature(name, value, allow_inf: bool) -> float:
     from recloop_base.validation import check_float
 
-    v = check_float(value, name, low=0.0, low_open=True, finite=not allow_inf)
-    return v
+    if allow_inf and value == "uniform":  # TOML-friendly spelling of inf
+        return math.inf
+    return check_float(value, name, low=0.0, low_open=True, finite=not allow_inf)
 
 
 def _world(config):
@@ -85,9 +90,9 @@ def _world(config):
     if isinstance(config, str):
         config = simulator.preset(config)
     if isinstance(config, simulator.RecommendationConfig):
-        return config.world, config.world_seed
+        return config.world
     if isinstance(config, simulator.WorldConfig):
-        return config, None
+        return config
     if dataclasses.is_dataclass(config):
         raise TypeError(f"`config` must be a recommendation world (WorldConfig, "
                         f"RecommendationConfig or a preset name such as 'viadeo_like'); got "
@@ -184,7 +189,7 @@ def _summary(values, stderrs, lows, highs, truth, *, evaluation, agent, variant,
 def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds: int = 10_000,
               n_logs: int = 50, logging_temperature: float = 2.0,
               target_temperature: float = 0.5, score_noise: float = 1.0, eta: float = 1.0,
-              dcm_lambda: float = 0.5, tick: int = 0,
+              dcm_lambda: float = 0.5, tick: int = 0, world_seed: int = 0,
               estimators: Sequence[str] = SLATE_ESTIMATORS, n_folds: int = 2, rng=None,
               progress: bool = False, evaluation: str = EVALUATION) -> list[Measurement]:
     """One cell of the slate OPE experiment: every estimator against the exact truth.
@@ -192,9 +197,8 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
     Parameters
     ----------
     config : WorldConfig, RecommendationConfig or preset name
-        The world (of a ``RecommendationConfig`` only ``world`` and ``world_seed`` are used:
-        the slate settings are this cell's parameters; otherwise the world's seed is drawn
-        from ``rng``).
+        The world (of a ``RecommendationConfig`` only ``world`` is used: the slate settings
+        and the world's seed are this function's parameters).
     click_model : {"independent", "pbm", "cascade", "dcm"}
     k : int
         Slate length, in [1, 10] and at most the items alive at ``tick``.
@@ -203,8 +207,8 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
     n_logs : int
         Independent logs, >= 2.
     logging_temperature, target_temperature : float > 0
-        Temperatures of the logging and target Plackett-Luce policies; ``inf`` (logging
-        only) is the uniform ranking policy.
+        Temperatures of the logging and target Plackett-Luce policies; ``inf`` or
+        ``"uniform"`` (logging only) is the uniform ranking policy.
     score_noise : float >= 0
         The policies' scores are ``logit p(u, i, tick) + N(0, score_noise^2)`` (one draw per
         user and item and cell, shared by both policies).
@@ -215,6 +219,10 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
         exact); ignored by the other models.
     tick : int
         Tick of the visits and of the truth.
+    world_seed : int >= 0
+        Seed of the world (users, items) and of the score noise: every cell of a sweep that
+        shares it has the same world, the same policies and -- for the same click model and
+        ``k`` -- the same truth.
     estimators : sequence of names
         Among ``slate_ips``, ``independent_ips``, ``reward_interaction_ips``,
         ``pseudoinverse``, ``cascade_dr``. ``pseudoinverse`` needs the uniform logging
@@ -222,8 +230,8 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
     n_folds : int
         Cross-fitting folds of ``cascade_dr``'s built-in reward model (``"mean"``).
     rng : None, int, SeedSequence or Generator
-        Root of every draw, keyed by identity: the world's seed (key 0), the score noise
-        (1), log ``i`` (2, i), the folds of ``cascade_dr`` on log ``i`` (3, i).
+        Root of the logs' draws, keyed by identity: log ``i`` (key (2, i)), the folds of
+        ``cascade_dr`` on log ``i`` (3, i, estimator).
     progress : bool
         A progress bar over the logs.
     evaluation : str
@@ -279,7 +287,8 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
     import evaluators
     from recloop_base.validation import check_choice, check_float
 
-    world, world_seed = _world(config)
+    world = _world(config)
+    world_seed = _pos_int("world_seed", world_seed, 0)
     click_model = check_choice(click_model, "click_model", _CLICK_MODELS)
     k = _pos_int("k", k, 1, 10)
     n_rounds = _pos_int("n_rounds", n_rounds, 1)
@@ -302,8 +311,6 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
         names = tuple(n for n in names if n != "pseudoinverse")
 
     root = seed_sequence(rng)
-    if world_seed is None:
-        world_seed = int(child_seed(root, 0).generate_state(1, np.uint32)[0])
     model_kw = {"pbm": {"eta": eta}, "dcm": {"dcm_lambda": dcm_lambda}}.get(click_model, {})
     span = world.n_ticks - tick
     per_tick = -(-n_rounds // span)
@@ -322,8 +329,9 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
     p = sim_world.true_ctr(users[:, None], np.arange(world.n_items)[None, :], tick)
     q = np.clip(p, 1e-12, 1 - 1e-12)
     scores = np.log(q) - np.log1p(-q)
-    if score_noise > 0:
-        scores = scores + child_rng(root, 1).normal(0.0, score_noise, scores.shape)
+    if score_noise > 0:  # part of the setting, not of a log: keyed by the world's seed
+        noise = np.random.default_rng(np.random.SeedSequence(world_seed, spawn_key=(_NOISE,)))
+        scores = scores + noise.normal(0.0, score_noise, scores.shape)
     logging = agents.PlackettLuce(scores, k=k, temperature=log_t)
     target = agents.PlackettLuce(scores, k=k, temperature=tgt_t)
     truth = simulator.slate_policy_value(cfg, target, method="exact")
@@ -365,7 +373,7 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
 
     params = {"click_model": click_model, "k": k, "n_rounds": n_rounds, "n_logs": n_logs,
               "logging_temperature": log_t, "target_temperature": tgt_t,
-              "score_noise": score_noise, "tick": tick}
+              "score_noise": score_noise, "tick": tick, "world_seed": world_seed}
     if click_model == "pbm":
         params["eta"] = eta
     if click_model == "dcm":

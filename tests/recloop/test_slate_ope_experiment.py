@@ -45,23 +45,19 @@ def test_rows(cascade_rows):
     params = got["pl_T0.5", "slate_ips", "value"].params
     assert params == {"click_model": "cascade", "k": 3, "n_rounds": 300, "n_logs": 4,
                       "logging_temperature": 2.0, "target_temperature": 0.5,
-                      "score_noise": 1.0, "tick": 0}
+                      "score_noise": 1.0, "tick": 0, "world_seed": 0}
 
 
 def test_truth_is_the_exact_value(cascade_rows):
     """The experiment's truth equals an independent enumeration of the same cell's target."""
-    from recloop.experiments._common import child_seed, seed_sequence
     from agents import PlackettLuce
+    from recloop.experiments._slate_ope import _NOISE
 
-    root = seed_sequence(3)
-    world_seed = int(child_seed(root, 0).generate_state(1, np.uint32)[0])
-    world = simulator.World(WORLD, seed=world_seed)
+    world = simulator.World(WORLD, seed=0)
     p = world.true_ctr(np.arange(50)[:, None], np.arange(10)[None, :], 0)
-    from recloop.experiments._common import child_rng
-
-    scores = np.log(p / (1 - p)) + child_rng(root, 1).normal(0.0, 1.0, p.shape)
-    cfg = simulator.RecommendationConfig(world=WORLD, world_seed=world_seed, k=3,
-                                         click_model="cascade")
+    noise = np.random.default_rng(np.random.SeedSequence(0, spawn_key=(_NOISE,)))
+    scores = np.log(p / (1 - p)) + noise.normal(0.0, 1.0, p.shape)
+    cfg = simulator.RecommendationConfig(world=WORLD, world_seed=0, k=3, click_model="cascade")
     ref = simulator.slate_policy_value(cfg, PlackettLuce(scores, k=3, temperature=0.5),
                                        method="enumerate")
     truth = by_key(cascade_rows)["pl_T0.5", "slate_ips", "value"].truth
@@ -73,6 +69,14 @@ def test_same_rng_same_rows(cascade_rows):
     assert repr(again) == repr(cascade_rows)
     other = slate_ope(WORLD, click_model="cascade", rng=4, **SMALL)
     assert repr(other) != repr(cascade_rows)
+    # the world, the policies and the truth belong to the setting, not to the cell's seed
+    truth = {r.truth for r in cascade_rows if r.metric == "value" and r.variant != "on_policy"}
+    assert truth == {r.truth for r in other if r.metric == "value" and r.variant != "on_policy"}
+    longer = slate_ope(WORLD, click_model="cascade", rng=5, k=3, n_rounds=600, n_logs=2,
+                       estimators=["slate_ips"])
+    assert {r.truth for r in longer if r.metric == "value" and r.variant == "slate_ips"} == truth
+    elsewhere = slate_ope(WORLD, click_model="cascade", rng=3, world_seed=1, **SMALL)
+    assert {r.truth for r in elsewhere if r.metric == "value"} != truth
 
 
 def test_adding_an_estimator_leaves_the_others_unchanged(cascade_rows):
