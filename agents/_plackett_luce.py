@@ -55,7 +55,7 @@ import math
 import numpy as np
 
 from recloop_base.validation import (ArgumentTypeError, ArgumentValueError, as_generator,
-                                     check_callable, check_choice, check_float, check_int)
+                                     check_choice, check_float, check_int)
 
 __all__ = ["PlackettLuce", "pl_prefix_probabilities", "pl_marginals",
            "pl_position_expectations", "pl_enumerate"]

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from recloop_base.validation import as_generator, check_choice, check_int
-from simulator import _click_models as _cm
 from simulator._envs import RecModel
 from simulator._slate_logging import _config
 from simulator._world import World

@@ -4,7 +4,6 @@ against the exact truth (slow)."""
 
 import itertools
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -95,10 +94,7 @@ def general_pi_weights(log, marg):
     G_pinv = np.linalg.pinv(X.T @ X / len(slates))
     w = np.empty(n)
     for i in range(n):
-        q = np.zeros(k * m)  # pi's marginals: only the logged items' rows are known here
-        w[i] = np.nan
-        q_full = marg[i]
-        q[:] = q_full.T.ravel()
+        q = marg[i].T.ravel()  # pi's marginals (n_items, k) as the (position, item) vector
         s = np.zeros(k * m)
         s[np.arange(k) * m + log.action[i]] = 1.0
         w[i] = s @ G_pinv @ q
