@@ -9,6 +9,7 @@ from agents._batched import (BatchedEpsilonGreedy, BatchedLinUCB, BatchedThompso
                              BatchedUCB1, BatchedUniformRandom)
 from agents._check import AgentCheckError, check_agent
 from agents._knn import KNNRating
+from agents._plackett_luce import PlackettLuce
 from agents._recommenders import Constant, NaiveCF, Popularity, UserCosineCF, UserKNN
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "NaiveCF",
     "UserKNN",
     "KNNRating",
+    "PlackettLuce",
     "check_agent",
     "AgentCheckError",
 ]

@@ -10,6 +10,8 @@ from evaluators._bred import JITTER_C, BredEstimate, bred
 from evaluators._ope import (NoSupportWarning, OPEEstimate, direct_method, doubly_robust, ips,
                              snips)
 from evaluators._replay import NoMatchWarning, ReplayEstimate, replay
+from evaluators._slate_ope import (SLATE_ESTIMATORS, cascade_dr, independent_ips,
+                                   pseudoinverse, reward_interaction_ips, slate_ips)
 from evaluators import datasets, metrics, splits  # public submodules
 from evaluators._loo_knn import LooKnnWarning, LooResult, kfold_loo_knn, loo_knn
 from evaluators._offline import EmptyProfilesWarning, LooQuality, loo_quality, offline_score
@@ -35,6 +37,12 @@ __all__ = [
     "doubly_robust",
     "OPEEstimate",
     "NoSupportWarning",
+    "SLATE_ESTIMATORS",
+    "slate_ips",
+    "independent_ips",
+    "reward_interaction_ips",
+    "pseudoinverse",
+    "cascade_dr",
     "datasets",
     "metrics",
     "splits",

@@ -10,6 +10,10 @@ from simulator._envs import RecommendationConfig, RecommendationEnv
 from simulator._logging import LogTruth, collect_log
 from simulator._truth import (OnlineValue, context_atoms, online_value, oracle_value,
                               static_policy_value)
+from simulator._click_models import SLATE_CLICK_MODELS, SLATE_REWARDS
+from simulator._slate_log import SlateLog
+from simulator._slate_logging import SlateLogTruth, collect_slate_log
+from simulator._slate_truth import SlateValue, slate_policy_value
 from simulator._registration import register_envs
 from simulator._calibrate import CalibratedWorld, CalibrationWarning, FitInfo, calibrate
 from simulator._fidelity import DISTRIBUTIONS, Distance, FidelityReport, fidelity
@@ -50,6 +54,13 @@ __all__ = [
     "online_value",
     "oracle_value",
     "static_policy_value",
+    "SLATE_CLICK_MODELS",
+    "SLATE_REWARDS",
+    "SlateLog",
+    "SlateLogTruth",
+    "SlateValue",
+    "collect_slate_log",
+    "slate_policy_value",
 ]
 
 register_envs()

@@ -3,14 +3,18 @@
 Each step a user visits (drawn with probability proportional to the world's user weights
 ``P(u)``); the agent sees the user's id, a context vector (the user's taste at the current
 tick: a fully observed contextual setting) and the mask of items alive; it shows a slate of
-``k`` distinct alive items; each shown item is clicked independently with the world's true
-probability ``p(u, i, t)``; the reward is the number of clicks. ``visits_per_tick`` visits
-make a tick; the episode ends (truncation) at the world's horizon ``n_ticks``.
+``k`` distinct alive items; a click model (:mod:`simulator._click_models`) turns the world's
+true probabilities ``p(u, i, t)`` of the shown items into clicks at positions -- by default
+each shown item is clicked independently with probability ``p(u, i, t)``, else the
+position-based, cascade or dependent click model; the reward is the number of clicks (or
+whether any click happened). ``visits_per_tick`` visits make a tick; the episode ends
+(truncation) at the world's horizon ``n_ticks``.
 
 Common random numbers: the visiting user of step ``n`` and the click coin of
 ``(user, item, tick)`` are counter-based hashes of the episode key (see
 :mod:`simulator._bandit`), so two agents run on the same seed meet the same users and the same
-coin for the same ``(user, item, tick)``.
+coin for the same ``(user, item, tick)`` (the DCM's continuation coin comes from another
+stream, keyed the same way).
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from recloop_base.validation import check_choice, check_float
 from simulator import _bandit as _b
+from simulator import _click_models as _cm
 from simulator._config import WorldConfig
 from simulator._world import World
 
@@ -30,6 +36,7 @@ __all__ = ["RecommendationConfig", "RecommendationEnv"]
 
 _STREAM_VISIT = 11
 _STREAM_REC_CLICK = 12
+_STREAM_REC_CONTINUE = 13  # the DCM's continuation coins
 _BLOCK = 512
 _MAX_TABLE = 1 << 23  # cells of the cached user x item CTR table (64 MiB of float64)
 
@@ -54,6 +61,23 @@ class RecommendationConfig:
     add_clicks : bool, default False
         Whether clicked items enter the user's profile (edges with source ``recommended``;
         the world then simulates organic adoption up to the clicks' tick).
+    click_model : {"independent", "pbm", "cascade", "dcm"}, default "independent"
+        How the shown items' ``p(u, i, t)`` become clicks at positions (see
+        :mod:`simulator._click_models`); ``"independent"`` is recloop's historical behaviour,
+        unchanged bit for bit. Not to be confused with ``WorldConfig.click_model``, the
+        link function of ``p`` itself.
+    theta : sequence of k floats in [0, 1], optional
+        ``"pbm"`` only: examination probability of each position. Default
+        ``theta_j = 1 / (j + 1)^eta``.
+    eta : float >= 0, optional
+        ``"pbm"`` only, when ``theta`` is not given: the examination decay (default 1.0).
+    dcm_lambda : float in [0, 1], optional
+        ``"dcm"`` only: probability that the user goes on scanning after a click, the same
+        at every position (default 0.5). Position-dependent values are not supported: the
+        best slate would be a combinatorial search (it may mix the best and the worst
+        items), and the value of a slate policy would have no exact form.
+    reward : {"clicks", "any_click"}, default "clicks"
+        The reward of a step: the number of clicks or whether any click happened.
     """
 
     world: WorldConfig | str = "viadeo_like"
@@ -62,6 +86,11 @@ class RecommendationConfig:
     visits_per_tick: int = 100
     start_tick: int = 0
     add_clicks: bool = False
+    click_model: str = "independent"
+    theta: tuple | None = None
+    eta: float | None = None
+    dcm_lambda: float | None = None
+    reward: str = "clicks"
 
     def __post_init__(self):
         w = self.world
@@ -84,11 +113,63 @@ class RecommendationConfig:
         if self.k > fewest:
             raise ValueError(f"`k` must be <= the number of items alive at every tick of the "
                              f"episode ({fewest}); got {self.k}.")
+        self._check_click_model()
+
+    def _check_click_model(self):
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        model = check_choice(self.click_model, "click_model", _cm.SLATE_CLICK_MODELS)
+        check_choice(self.reward, "reward", _cm.SLATE_REWARDS)
+        for name, owner in (("theta", "pbm"), ("eta", "pbm"), ("dcm_lambda", "dcm")):
+            if getattr(self, name) is not None and model != owner:
+                raise ValueError(f"`{name}` is only used by click_model {owner!r}; got "
+                                 f"{name}={getattr(self, name)!r} with click_model {model!r}.")
+        if self.theta is not None and self.eta is not None:
+            raise ValueError("`theta` and `eta` must not both be given (eta only sets the "
+                             f"default theta); got theta={self.theta!r}, eta={self.eta!r}.")
+        if self.eta is not None:
+            set_("eta", check_float(self.eta, "eta", low=0.0))
+        if self.theta is not None:
+            set_("theta", _unit_tuple(self.theta, "theta", self.k))
+        if self.dcm_lambda is not None:
+            if isinstance(self.dcm_lambda, (tuple, list, np.ndarray)):
+                raise TypeError("`dcm_lambda` must be one float in [0, 1], the same at every "
+                                "position (with position-dependent values the best slate is "
+                                "a combinatorial search and the policy values have no exact "
+                                f"form here); got {self.dcm_lambda!r}.")
+            set_("dcm_lambda", check_float(self.dcm_lambda, "dcm_lambda", low=0.0, high=1.0))
+
+    @property
+    def examination(self) -> np.ndarray:
+        """Examination probability of each position, (k,) (ones unless ``"pbm"``)."""
+        if self.click_model != "pbm":
+            return np.ones(self.k)
+        if self.theta is not None:
+            return np.array(self.theta, dtype=np.float64)
+        return _cm.default_examination(self.k, 1.0 if self.eta is None else self.eta)
+
+    @property
+    def continuation(self) -> np.ndarray:
+        """Probability of going on after a click at each position, (k,) (``"dcm"``; ones --
+        never stop -- for the other models, where it is unused)."""
+        if self.click_model != "dcm":
+            return np.ones(self.k)
+        return np.full(self.k, 0.5 if self.dcm_lambda is None else self.dcm_lambda)
 
     @property
     def n_steps(self) -> int:
         """Length of an episode in steps (visits)."""
         return (self.world.n_ticks - self.start_tick) * self.visits_per_tick
+
+
+def _unit_tuple(value, name: str, k: int) -> tuple:
+    """A sequence of ``k`` probabilities as a tuple of floats (TOML lists accepted)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        raise TypeError(f"`{name}` must be a sequence of {k} floats in [0, 1]; got "
+                        f"{type(value).__name__} {value!r}.")
+    if len(value) != k:
+        raise ValueError(f"`{name}` must have k = {k} entries (one per position); got "
+                         f"{len(value)}.")
+    return tuple(check_float(v, f"{name}[{j}]", low=0.0, high=1.0) for j, v in enumerate(value))
 
 
 def resolve_config(config) -> RecommendationConfig:
@@ -125,6 +206,63 @@ class RecModel:
         self._static_taste = None
         self._table = False  # not computed yet
         self._best = None
+        self._top = None
+        self.click_model = config.click_model
+        self.theta = config.examination
+        self.lam = config.continuation
+
+    def best_of_top(self, top: np.ndarray) -> np.ndarray:
+        """Expected reward of the best slate from the sorted top-``k`` probabilities (n, k)."""
+        c = self.config
+        return _cm.best_reward(top, c.click_model, c.reward, theta=self.theta, lam=self.lam)
+
+    def expected(self, p: np.ndarray) -> np.ndarray:
+        """Expected reward of shown slates with probabilities ``p`` (n, k)."""
+        c = self.config
+        return _cm.expected_reward(p, c.click_model, c.reward, theta=self.theta, lam=self.lam)
+
+    def true_slate_value(self, user, slate, tick):
+        """Closed-form expected reward of slates (see ``RecommendationEnv.true_slate_value``)."""
+        c, w = self.config, self.config.world
+        batched = np.ndim(user) > 0 or np.ndim(tick) > 0 or np.ndim(slate) > 1
+        users = np.atleast_1d(self.world._check_ids(user, "user", w.n_users))
+        ticks = np.atleast_1d(self.world._check_ids(tick, "tick", w.n_ticks))
+        s = self.world._check_ids(slate, "slate", w.n_items)
+        if s.ndim == 1:
+            s = s[None, :]
+        n = max(users.size, ticks.size, s.shape[0])
+        if s.ndim != 2 or s.shape[1] != c.k or s.shape[0] not in (1, n) or users.ndim != 1 \
+                or ticks.ndim != 1 or users.size not in (1, n) or ticks.size not in (1, n):
+            raise ValueError(f"`slate` must have shape (k,) or (n, k) with k = {c.k}, and "
+                             f"`user`, `tick` be ints or arrays (n,); got shapes "
+                             f"{np.shape(slate)}, {np.shape(user)}, {np.shape(tick)}.")
+        users, ticks = np.broadcast_to(users, (n,)), np.broadcast_to(ticks, (n,))
+        s = np.broadcast_to(s, (n, c.k))
+        srt = np.sort(s, axis=1)
+        bad = np.flatnonzero(np.any(srt[:, 1:] == srt[:, :-1], axis=1))
+        if bad.size:
+            raise ValueError(f"`slate` must hold {c.k} distinct items; got {s[bad[0]].tolist()}"
+                             f" at row {bad[0]}.")
+        alive = (self.birth[s] <= ticks[:, None]) & (ticks[:, None] < self.death[s])
+        bad = np.flatnonzero(~alive.all(axis=1))
+        if bad.size:
+            j = int(bad[0])
+            raise ValueError(f"`slate` items must be alive at `tick`; got {s[j].tolist()} at "
+                             f"tick {ticks[j]} (row {j}).")
+        p = self.world.true_ctr(users[:, None], s, ticks[:, None])
+        value = self.expected(p)
+        return value if batched else float(value[0])
+
+    def shown_and_top(self, users, ticks, slate, A):
+        """``(p (n, k) of the shown items, the k largest available p sorted decreasingly)``."""
+        full = self._static_table()
+        if full is not None:
+            if self._top is None:
+                self._top = top_k_sorted(self._table, np.ones(self._table.shape, bool),
+                                         self.config.k)
+            return full[users[:, None], slate], self._top[users]
+        P = self.ctr(users, ticks)[0]
+        return P[np.arange(users.size)[:, None], slate], top_k_sorted(P, A, self.config.k)
 
     def ticks(self, steps) -> np.ndarray:
         return self.config.start_tick + np.asarray(steps, np.int64) // self.config.visits_per_tick
@@ -258,6 +396,13 @@ def top_k_sum(P: np.ndarray, A: np.ndarray, k: int) -> np.ndarray:
     return part.sum(axis=1)
 
 
+def top_k_sorted(P: np.ndarray, A: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` largest probabilities among available items per row, largest first."""
+    Q = np.where(A, P, -np.inf)
+    part = np.partition(Q, Q.shape[1] - k, axis=1)[:, -k:]
+    return -np.sort(-part, axis=1)
+
+
 def check_slate(action, k: int, n_items: int, available: np.ndarray, tick: int) -> np.ndarray:
     """Validate one slate; returns it as an int64 array (k,)."""
     if k == 1:
@@ -299,10 +444,13 @@ class RecommendationEnv(gym.Env):
     Observation: ``{"user": () int64, "context": (dim,) float64 (the user's taste at the
     tick), "available": (n_items,) bool, "tick": () int64}``. Action: an item
     (``Discrete(n_items)``) when ``k == 1``, else ``MultiDiscrete([n_items] * k)`` of distinct
-    available items. Reward: the number of clicks. ``info``: ``ctr`` (k,) the true click
-    probabilities of the shown items, ``item_ctr`` (n_items,) those of every item (0 for dead
-    items), ``expected_reward`` (sum of ``ctr``), ``best_expected_reward`` (the best slate's),
-    ``clicks`` (k,) bool, ``user`` and ``tick`` of the visit just played.
+    available items. Reward: the number of clicks (or 1.0 if any click happened, with
+    ``reward="any_click"``), under the config's ``click_model``. ``info``: ``ctr`` (k,) the
+    true click (attraction) probabilities ``p(u, i, t)`` of the shown items, ``item_ctr``
+    (n_items,) those of every item (0 for dead items), ``expected_reward`` (the slate's
+    expected reward under the click model: the sum of ``ctr`` for independent clicks),
+    ``best_expected_reward`` (the best slate's), ``clicks`` (k,) bool, the clicks per position,
+    ``user`` and ``tick`` of the visit just played.
 
     Parameters
     ----------
@@ -341,10 +489,36 @@ class RecommendationEnv(gym.Env):
         })
         self._key = None
         self._n_steps = c.n_steps
+        # independent clicks counted: the historical path, kept bit for bit
+        self._legacy = c.click_model == "independent" and c.reward == "clicks"
+        self._theta_l = self.model.theta.tolist()
+        self._lam_l = self.model.lam.tolist()
 
     @property
     def key(self):
         return self._key
+
+    def true_slate_value(self, user, slate, tick):
+        """Expected reward of showing ``slate`` to ``user`` at ``tick``, in closed form.
+
+        Parameters
+        ----------
+        user : int or array (n,) of int
+        slate : array (k,) or (n, k) of distinct item ids alive at ``tick``
+        tick : int or array (n,) of int
+
+        Returns
+        -------
+        float, or array (n,) when any argument is batched.
+
+        Notes
+        -----
+        ``sum_j P(click at j)`` (reward ``"clicks"``) or ``P(any click)`` under the config's
+        click model, with the world's true ``p(u, s_j, t)`` (see
+        :func:`simulator._click_models.expected_reward`). The tests check it against the
+        mean reward of many episodes.
+        """
+        return self.model.true_slate_value(user, slate, tick)
 
     def _current_mask(self):
         if self._key is None:
@@ -363,7 +537,10 @@ class RecommendationEnv(gym.Env):
         # (Gymnasium's checker asks for that)
         for arr in (self._X, self._A, self._P, self._U, self._T):
             arr.setflags(write=False)
-        self._best = top_k_sum(self._P, self._A, self.config.k)
+        if self._legacy:
+            self._best = top_k_sum(self._P, self._A, self.config.k)
+        else:
+            self._best = m.best_of_top(top_k_sorted(self._P, self._A, self.config.k))
         self._C = np.zeros(steps.size, dtype=bool)  # clicks of the k == 1 steps
         # Python lists for the per-step scalars (indexing numpy arrays costs more)
         self._Tl, self._Ul, self._bestl = self._T.tolist(), self._U.tolist(), self._best.tolist()
@@ -381,6 +558,8 @@ class RecommendationEnv(gym.Env):
             self.model._tick_cache.clear()
         self._key = _b.episode_key(self.np_random)
         self._click_skey = _b._stream_key(self._key, _STREAM_REC_CLICK)
+        self._cont_skey = _b._stream_key(self._key, _STREAM_REC_CONTINUE)
+        self._hc_tick = -1
         self._n = 0
         self._h1_tick = -1
         self._fill_block(0)
@@ -397,6 +576,8 @@ class RecommendationEnv(gym.Env):
         if t != self._h1_tick:  # the first half of the click hash depends on the tick only
             self._h1_tick, self._h1 = t, _b._mix_int(self._click_skey ^ ((t * _b._G) & _b._M64))
         h1 = self._h1
+        if not self._legacy:
+            return self._step_model(action, i, t, user, row, h1)
         if c.k == 1:  # the common case, without slate arrays
             a = _b.check_action(action, n_items, self._A[i], t)
             q = float(row[a])
@@ -431,3 +612,68 @@ class RecommendationEnv(gym.Env):
                 self._fill_block(self._n)
             obs = self._obs()
         return obs, float(n_clicks), False, truncated, info
+
+    def _step_model(self, action, i: int, t: int, user: int, row, h1: int):
+        """``step`` under a position-aware click model or the ``any_click`` reward."""
+        c = self.config
+        n_items = self.model.n_items
+        if c.k == 1:
+            slate = np.array([_b.check_action(action, n_items, self._A[i], t)], np.int64)
+        else:
+            slate = check_slate(action, c.k, n_items, self._A[i], t)
+        p = row[slate]
+        base = user * n_items
+        items, ps = slate.tolist(), p.tolist()
+        # one scalar hash per shown item (as the independent path does)
+        coins = [_b._second_half(h1, base + s) for s in items]
+        model = c.click_model
+        if model in ("independent", "pbm"):
+            hits = [u < th * q for u, th, q in zip(coins, self._theta_l, ps)]
+        else:  # cascade, dcm: scan top-down
+            hits = [False] * c.k
+            if model == "dcm" and t != self._hc_tick:
+                self._hc_tick = t
+                self._hc = _b._mix_int(self._cont_skey ^ ((t * _b._G) & _b._M64))
+            for j, (u, q) in enumerate(zip(coins, ps)):
+                if u < q:
+                    hits[j] = True
+                    if model == "cascade" or not (
+                            _b._second_half(self._hc, base + items[j]) < self._lam_l[j]):
+                        break
+        n_clicks = sum(hits)
+        clicks = np.array(hits)
+        if c.add_clicks and n_clicks:
+            self.world.add_edges(np.full(n_clicks, user), slate[clicks], t, "recommended")
+        reward = float(n_clicks) if c.reward == "clicks" else float(n_clicks > 0)
+        info = {"ctr": p, "item_ctr": row, "expected_reward": _expected_scalar(
+                    ps, model, c.reward, self._theta_l, self._lam_l),
+                "best_expected_reward": self._bestl[i], "clicks": clicks, "user": user,
+                "tick": t}
+        self._n += 1
+        truncated = self._n >= self._n_steps
+        if truncated:
+            obs = self._obs(i)
+        else:
+            if self._n - self._n0 >= self._T.size:
+                self._fill_block(self._n)
+            obs = self._obs()
+        return obs, reward, False, truncated, info
+
+
+def _expected_scalar(ps, model: str, reward: str, theta, lam) -> float:
+    """:func:`simulator._click_models.expected_reward` of one slate on Python floats (a numpy
+    call per step would cost more than the step); equal to it within rounding."""
+    if reward == "any_click":
+        miss = 1.0
+        for j, q in enumerate(ps):
+            miss *= 1.0 - (theta[j] * q if model == "pbm" else q)
+        return 1.0 - miss
+    if model == "independent":
+        return float(sum(ps))
+    if model == "pbm":
+        return float(sum(th * q for th, q in zip(theta, ps)))
+    total, reach = 0.0, 1.0
+    for j, q in enumerate(ps):
+        total += reach * q
+        reach *= 1.0 - q if model == "cascade" else 1.0 - (1.0 - lam[j]) * q
+    return total

@@ -20,6 +20,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from simulator import _bandit as _b
+from simulator import _click_models as _cm
 
 __all__ = ["LinearBanditVectorEnv", "RecommendationVectorEnv"]
 
@@ -233,8 +234,10 @@ class RecommendationVectorEnv(VectorEnv):
     -----
     Batched observations: ``user`` (N,), ``context`` (N, dim), ``available`` (N, n_items),
     ``tick`` (N,). Actions: (N,) items when ``k == 1``, else (N, k) slates. ``info``:
-    ``ctr`` (N, k), ``clicks`` (N, k), ``expected_reward``, ``best_expected_reward``,
-    ``user``, ``tick`` (N,) of the visits just played. Unlike the single environment it
+    ``ctr`` (N, k), ``clicks`` (N, k) (per position, under the config's click model),
+    ``expected_reward``, ``best_expected_reward``, ``user``, ``tick`` (N,) of the visits
+    just played. Sub-environment ``i`` gives the clicks the single environment reset with
+    the same seed gives, under every click model. Unlike the single environment it
     carries no ``item_ctr`` (N x n_items per step would dominate the cost); the model's
     ``env.model.ctr(users, ticks)`` gives it.
     """
@@ -266,11 +269,16 @@ class RecommendationVectorEnv(VectorEnv):
             self.action_space = _envs.MaskedSlate(np.full((N, k), n_items), source)
         self.observation_space = batch_space(self.single_observation_space, N)
         self._keys = None
-        self._keys_version = self._skeys_of = None
+        self._keys_version = self._skeys_of = self._cont_of = None
         self._envs = _envs
 
     def _current_mask(self):
         return None if self._keys is None else self._A
+
+    def true_slate_value(self, user, slate, tick):
+        """Closed-form expected reward of showing ``slate`` to ``user`` at ``tick`` (as
+        :meth:`simulator.RecommendationEnv.true_slate_value`)."""
+        return self.model.true_slate_value(user, slate, tick)
 
     def _observe(self) -> dict:
         m = self.model
@@ -329,13 +337,32 @@ class RecommendationVectorEnv(VectorEnv):
         N, k, n_items = self.num_envs, self.config.k, self.model.n_items
         skip = self._autoreset
         slate = self._check(actions, skip)
-        p, best = self.model.shown_and_best(self._U, self._T, slate, self._A)
+        c = self.config
         skey = self._click_skeys[:, None]
-        u = _b._uniform2(skey, self._T[:, None], self._U[:, None] * n_items + slate)
-        clicks = (u < p) & ~skip[:, None]
-        reward = clicks.sum(axis=1).astype(np.float64)
+        counter = self._U[:, None] * n_items + slate
+        if c.click_model == "independent" and c.reward == "clicks":  # historical path
+            p, best = self.model.shown_and_best(self._U, self._T, slate, self._A)
+            u = _b._uniform2(skey, self._T[:, None], counter)
+            clicks = (u < p) & ~skip[:, None]
+            reward = clicks.sum(axis=1).astype(np.float64)
+            expected = p.sum(axis=1)
+        else:
+            m = self.model
+            p, top = m.shown_and_top(self._U, self._T, slate, self._A)
+            u = _b._uniform2(skey, self._T[:, None], counter)
+            v = None
+            if c.click_model == "dcm":
+                if self._cont_of is not self._keys_version:
+                    self._cont_skeys = _b._stream_keys(self._keys, self._envs._STREAM_REC_CONTINUE)
+                    self._cont_of = self._keys_version
+                v = _b._uniform2(self._cont_skeys[:, None], self._T[:, None], counter)
+            clicks = _cm.simulate_clicks(p, u, c.click_model, theta=m.theta, lam=m.lam, v=v)
+            clicks &= ~skip[:, None]
+            n_clicks = clicks.sum(axis=1)
+            reward = (n_clicks if c.reward == "clicks" else n_clicks > 0).astype(np.float64)
+            expected, best = m.expected(p), m.best_of_top(top)
         info = {"ctr": p, "clicks": clicks,
-                "expected_reward": np.where(skip, 0.0, p.sum(axis=1)),
+                "expected_reward": np.where(skip, 0.0, expected),
                 "best_expected_reward": np.where(skip, 0.0, best),
                 "user": self._U.copy(), "tick": self._T.copy()}
         self._steps += 1

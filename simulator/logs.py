@@ -376,3 +376,5 @@ class InteractionLog:
             kw = {k: data[k] for k in ("user", "item", "tick", "source")}
         return cls(n_users=header["n_users"], n_items=header["n_items"],
                    metadata=header.get("metadata", {}), **kw)
+
+from simulator._slate_log import SlateLog  # noqa: E402,F401  (slates: simulator/_slate_log.py)

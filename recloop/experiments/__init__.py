@@ -10,6 +10,7 @@ from recloop.experiments._bandit_eval import (TruthComparison, bred_vs_replay,
                                               plot_bred_vs_replay)
 from recloop.experiments._campaign_bias import (RECOMMENDER_KINDS, campaign_bias,
                                                 plot_campaign_bias)
+from recloop.experiments._slate_ope import SLATE_OPE_PARAMS, plot_slate_ope, slate_ope
 
 #: Every built-in evaluation kind, in the order ``recloop/scenarios/README.md`` lists them.
 KINDS = (_campaign_bias.KIND, *_bandit_eval.KINDS, _loo_cf.KIND, _offline_vs_online.KIND,
@@ -25,4 +26,7 @@ __all__: list[str] = [
     "compare_to_truth",
     "dynamic_news",
     "plot_bred_vs_replay",
+    "SLATE_OPE_PARAMS",
+    "slate_ope",
+    "plot_slate_ope",
 ]
