@@ -26,7 +26,7 @@ import numpy as np
 from recloop._results import Measurement
 from recloop.experiments._common import child_rng, name_key, seed_sequence
 
-__all__ = ["SLATE_OPE_PARAMS", "SLATE_ESTIMATORS", "slate_ope", "plot_slate_ope"]
+__all__ = ["KIND", "SLATE_OPE_PARAMS", "SLATE_ESTIMATORS", "slate_ope", "plot_slate_ope"]
 
 EVALUATION = "slate_ope"
 #: The estimators the experiment knows, in the order of its rows and figures.
@@ -479,3 +479,85 @@ def plot_slate_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
             plt.close(fig)
             paths.append(path)
     return paths
+
+
+# -- the scenario kind ------------------------------------------------------------------------
+
+def _check_kind(params, agents, world):
+    """Cross-key rules: a recommendation world; ``k`` at most the items alive at ``tick``;
+    ``tick`` inside the world."""
+    from recloop._scenario import world_config
+
+    if not world:
+        return
+    config = world_config(world)
+    if not hasattr(config, "birth_array"):
+        yield "kind", (f"expected a [world] with a recommendation preset (users, items) for "
+                       f"slate_ope, got preset {world['preset']!r}")
+        return
+    tick = params["tick"]
+    if tick >= config.n_ticks:
+        yield "tick", f"expected a tick < n_ticks = {config.n_ticks} of the world, got {tick}"
+        return
+    alive = int(((config.birth_array() <= tick) & (tick < config.death_array())).sum())
+    if params["k"] > alive:
+        yield "k", (f"expected k <= the {alive} items alive at tick {tick} of the world, got "
+                    f"{params['k']}")
+
+
+def _run_kind(cell):
+    from recloop._scenario import world_config
+
+    return slate_ope(world_config(cell.world), **cell.params, rng=cell.seed_sequence,
+                     progress=cell.progress, evaluation=cell.evaluation)
+
+
+def _figures_kind(measurements, out_dir, world):
+    prefix = measurements[0].evaluation if measurements else EVALUATION
+    return plot_slate_ope(measurements, out_dir, prefix=prefix)
+
+
+def _kind():
+    from recloop._registry import EvaluationKind
+    from recloop._schema import Float, Int, ListOf, OneOf, Param, Str
+
+    doc = {name: text for name, _, text in SLATE_OPE_PARAMS}
+    default = {name: value for name, value, _ in SLATE_OPE_PARAMS}
+    types = {
+        "click_model": Str(choices=_CLICK_MODELS),
+        "k": Int(low=1, high=10),
+        "n_rounds": Int(low=1, high=10**7),
+        "n_logs": Int(low=2, high=100_000),
+        "logging_temperature": OneOf((Float(low=0.0, low_open=True),
+                                      Str(choices=("uniform",)))),
+        "target_temperature": Float(low=0.0, low_open=True),
+        "score_noise": Float(low=0.0),
+        "eta": Float(low=0.0),
+        "dcm_lambda": Float(low=0.0, high=1.0),
+        "tick": Int(low=0),
+        "world_seed": Int(low=0, high=2**63 - 1),
+        "estimators": ListOf(Str(choices=SLATE_ESTIMATORS), unique=True),
+        "n_folds": Int(low=2, high=100),
+    }
+    return EvaluationKind(
+        name="slate_ope",
+        summary="Slate off-policy estimators -- standard IPS, independent IPS (Li et al. "
+                "2018), reward-interaction IPS (McInerney et al. 2020), the pseudo-inverse "
+                "(Swaminathan et al. 2017) and Cascade-DR (Kiyohara et al. 2022) -- on logs "
+                "of a Plackett-Luce ranker, against the exact value of another one, under a "
+                "click model (independent, position-based, cascade, dependent): per "
+                "estimator value, bias, rmse, relative_rmse, sd, coverage, width, nan_rate.",
+        run=_run_kind,
+        params=tuple(Param(name, types[name], default[name], doc[name],
+                           sweepable=name != "estimators") for name in types),
+        per_agent=False,
+        agent_family="",
+        needs_world=True,
+        min_agents=0,
+        check=_check_kind,
+        figures=_figures_kind,
+        function=slate_ope,
+    )
+
+
+KIND = _kind()
