@@ -264,8 +264,35 @@ def _campaign_bias_rules(params, agents, world) -> Iterator[tuple[str, str]]:
                         f"recommends the k most pushed), got {k}")
 
 
+def _ab_test_rules(params, agents, world) -> Iterator[tuple[str, str]]:
+    """The A/B test's traffic: 0 or at least 2 users, within the world's horizon, and no
+    estimator of the same name."""
+    from recloop._plugins import entry_name
+
+    ab = params.get("ab_users") or 0
+    if ab == 1:
+        yield "ab_users", "expected 0 (no A/B test) or at least 2 users, got 1"
+    c = _world_config(world)
+    horizon = getattr(c, "horizon", None) if c is not None else None
+    if ab and horizon is not None and ab > horizon:
+        yield "ab_users", (f"expected at most the world's horizon {horizon} (one user per "
+                           f"tick), got {ab}")
+    if ab:
+        for j, entry in enumerate(params.get("estimators") or ()):
+            try:
+                name = entry_name(entry)
+            except Exception:  # a malformed entry is reported by the estimators' own check
+                continue
+            if name == "ab_test":
+                yield f"estimators[{j}]", ("expected no estimator named 'ab_test' when "
+                                           "ab_users runs the A/B test of that name, got one")
+
+
 #: Extra ``check(params, agents, world)`` rules of built-in kinds, run after the kind's own.
-BUILTIN_CHECKS: dict[str, Callable] = {"campaign_bias": _campaign_bias_rules}
+BUILTIN_CHECKS: dict[str, Callable] = {
+    "campaign_bias": _campaign_bias_rules, "bred_vs_replay": _ab_test_rules,
+    "offline_vs_online": _ab_test_rules, "ope": _ab_test_rules,
+}
 
 
 def checks_of(kind) -> list[Callable]:

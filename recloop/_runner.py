@@ -610,7 +610,8 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
     Raises
     ------
     ValueError
-        Unknown ``executor`` or ``workers`` < 1.
+        Unknown ``executor``, ``workers`` < 1, or an environment variable
+        ``RECLOOP_THREADS`` that is not a positive integer.
     CellError
         A cell raised (its traceback is also written to ``errors.log``).
     ExecutorError
@@ -627,6 +628,9 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
         raise ValueError(f"`executor` must be 'local' or 'dask'; got {executor!r}.")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"`workers` must be an integer >= 1; got {workers!r}.")
+    from recloop_base.threads import n_threads
+
+    n_threads()  # a RECLOOP_THREADS that is not a positive integer: refused before anything
     data = scenario.data
     cells = plan_cells(data)
     # connect before anything is written: an unreachable scheduler leaves no run directory

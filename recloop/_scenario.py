@@ -879,6 +879,12 @@ def validate_world(problems: _Problems, raw: dict, horizon: int = 0) -> dict:
     except (ValueError, TypeError, OverflowError, MemoryError) as exc:
         _config_problem(problems, "world.", exc)
         return resolved
+    if hasattr(config, "mean_profile_size") and config.mean_profile_size >= config.n_items:
+        # the world's rate calibration would refuse it when the run builds the world
+        problems.add("world.mean_profile_size", f"expected less than n_items = "
+                     f"{config.n_items} (a user adopts each item once), got "
+                     f"{config.mean_profile_size!r}")
+        return resolved
     out = {"preset": name}
     for p in _config_fields(config):
         value = getattr(config, p.name)

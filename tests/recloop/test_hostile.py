@@ -114,6 +114,52 @@ def test_rules_of_keys_without_default_apply(tmp_path, capsys):
     assert code == 2 and "evaluations[0].targets[0].policy: expected one of" in err
 
 
+BANDIT = """
+[run]
+name = "b"
+[world]
+preset = "{preset}"
+[[agents]]
+name = "u"
+kind = "uniform_random"
+[[agents]]
+name = "e"
+kind = "epsilon_greedy"
+[[evaluations]]
+kind = "{kind}"
+T = 50
+{params}
+"""
+
+
+@pytest.mark.parametrize("preset, kind, params, key, message", [
+    pytest.param("bred_linear", "bred_vs_replay", "ab_users = 1", "ab_users",
+                 "expected 0 (no A/B test) or at least 2 users, got 1", id="bvr-one-user"),
+    pytest.param("dynamic_news", "bred_vs_replay", "ab_users = 9000", "ab_users",
+                 "expected at most the world's horizon 7520", id="bvr-beyond-horizon"),
+    pytest.param("bred_linear", "bred_vs_replay",
+                 'ab_users = 10\nestimators = ["replay", '
+                 '{ name = "ab_test", factory = "replay" }]', "estimators[1]",
+                 "expected no estimator named 'ab_test'", id="bvr-name-clash"),
+    pytest.param("bred_linear", "offline_vs_online", "ab_users = 1", "ab_users",
+                 "expected 0 (no A/B test) or at least 2 users, got 1", id="ovo-one-user"),
+])
+def test_ab_test_rules_are_checked_before_the_run(tmp_path, capsys, preset, kind, params, key,
+                                                   message):
+    path = write(tmp_path, BANDIT.format(preset=preset, kind=kind, params=params))
+    code, err = validate(path, capsys)
+    assert code == 2 and f"evaluations[0].{key}: {message}" in err
+
+
+def test_a_world_whose_profiles_cannot_be_that_large(tmp_path, capsys):
+    path = write(tmp_path, CAMPAIGNS.format(agent="pop", kind="popularity", extra="",
+                                            params="").replace(
+        "n_items = 20", "n_items = 5\nmean_profile_size = 6.0").replace(
+        "items = [1, 2, 3], k = 3", "items = [1, 2], k = 2"))
+    code, err = validate(path, capsys)
+    assert code == 2 and "world.mean_profile_size: expected less than n_items = 5" in err
+
+
 def test_horizon_cannot_bypass_the_tick_cap(tmp_path, capsys):
     path = write(tmp_path, CAMPAIGNS.format(agent="pop", kind="popularity", extra="",
                                             params="").replace('name = "cb"',
@@ -429,3 +475,13 @@ def test_ctrl_c_during_validation_is_one_line(tmp_path, capsys, monkeypatch):
     assert main(["validate", str(write(tmp_path, SELFCHECK))]) == 130
     err = capsys.readouterr().err
     assert "interrupted" in err and "Traceback" not in err
+
+
+def test_run_scenario_refuses_a_bad_recloop_threads_before_writing(tmp_path, monkeypatch):
+    from recloop._runner import run_scenario
+    from recloop._scenario import loads_scenario
+
+    monkeypatch.setenv("RECLOOP_THREADS", "many")
+    with pytest.raises(ValueError, match="RECLOOP_THREADS must be a positive integer"):
+        run_scenario(loads_scenario(SELFCHECK), out=tmp_path / "o", quiet=True)
+    assert not (tmp_path / "o").exists()
