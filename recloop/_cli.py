@@ -366,7 +366,8 @@ def _on_signal(signum, frame):
 class _StopSignals:
     """SIGTERM (``kill``, ``timeout``, a job scheduler) and SIGHUP (a lost terminal) raise
     :class:`_Stopped` in the main thread while the block runs, like Ctrl-C; the previous
-    handlers come back afterwards."""
+    handlers come back afterwards. A signal the process inherited as ignored (``nohup``)
+    stays ignored."""
 
     def __enter__(self):
         import signal
@@ -377,11 +378,13 @@ class _StopSignals:
             return self
         for name in ("SIGTERM", "SIGHUP"):
             sig = getattr(signal, name, None)
-            if sig is not None:
-                try:
-                    self.saved[sig] = signal.signal(sig, _on_signal)
-                except (ValueError, OSError):  # pragma: no cover
-                    pass
+            # an ignored signal stays ignored: `nohup recloop run ...` must survive its terminal
+            if sig is None or signal.getsignal(sig) is signal.SIG_IGN:
+                continue
+            try:
+                self.saved[sig] = signal.signal(sig, _on_signal)
+            except (ValueError, OSError):  # pragma: no cover
+                pass
         return self
 
     def __exit__(self, *exc):

@@ -164,7 +164,7 @@ def new_run_dir(out: Path, name: str, *, resume: bool) -> tuple[Path, bool]:
             except FileExistsError:
                 n += 1
                 path = out / f"{name}-{n}"
-    elif not path.is_dir() or path.is_symlink():
+    elif not path.is_dir():
         raise RunDirError(f"run directory {path} is not a directory")
     (path / "cells").mkdir(exist_ok=True)
     return path, resuming
@@ -190,6 +190,8 @@ CELL_FORMAT = 1
 _CELL_KEYS = {"format": int, "cell": str, "seed": int, "scenario": str, "seconds": (int, float),
               "rows": list, "checksum": str}
 QUARANTINE = "quarantine"
+#: Largest cell file read (the largest built-in cells are below a MiB).
+MAX_CELL_BYTES = 2**30
 
 
 def cell_path(run_dir: Path, filename: str) -> Path:
@@ -234,6 +236,8 @@ def check_cell(path: Path, *, cell_id: str, seed: int, scenario: str) -> tuple[d
         return None, "not a regular file"
     if st.st_size == 0:
         return None, "empty"
+    if st.st_size > MAX_CELL_BYTES:
+        return None, f"too large to be a cell file ({st.st_size} bytes)"
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:

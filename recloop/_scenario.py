@@ -932,7 +932,14 @@ numbers).
 **Validation.** Every problem is reported at once as `FILE: key.path: expected ..., got ...`
 (unknown keys get the closest valid key suggested); `recloop` exits with code 2 and creates
 nothing. A parameter may be set in the evaluation table or swept in its `sweep` table, not
-both.
+both. A scenario file is a regular UTF-8 file of at most 4 MiB (a FIFO, a device or a larger
+file is refused unread). Rules that involve several keys (`k` at most the world's items, a
+synthetic rating set that fits its shape, ...) are checked here too, not by the run.
+
+**Memory.** `recloop run` estimates the peak memory of each evaluation's largest cell from
+the sizes that drive it (e.g. `world.n_items x world.dim` item features) and refuses a run
+whose cells need more than the machine has available, naming those keys; `--force` runs it
+anyway, `recloop run --dry-run` prints the estimates.
 
 The tables below list every key the loader accepts, with its type, range and default
 (*required* when there is none). This file is checked against the loader by

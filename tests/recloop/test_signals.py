@@ -146,3 +146,17 @@ def test_worker_initializer_ignores_ctrl_c_and_watches_its_parent(monkeypatch):
     before = {t.name for t in threading.enumerate()}
     assert _die_with_parent(os.getppid()) == "poll"
     assert "recloop-parent-watch" in {t.name for t in threading.enumerate()} - before
+
+
+def test_an_ignored_hangup_stays_ignored(monkeypatch):
+    """``nohup recloop run ...`` must survive its terminal."""
+    from recloop._cli import _StopSignals
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with _StopSignals():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
