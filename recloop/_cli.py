@@ -227,7 +227,8 @@ def _memory(sc, workers: int, executor: str, scheduler) -> tuple[list[str], list
     """``(lines for --dry-run, problems)``: each evaluation's largest cell against the
     memory this machine has available (not checked for a remote Dask scheduler: its
     workers run elsewhere)."""
-    from recloop._limits import available_memory, drivers, evaluation_bytes, format_bytes
+    from recloop._limits import (PROCESS_BYTES, available_memory, drivers, evaluation_bytes,
+                                 format_bytes)
     from recloop._registry import registry
     from recloop._runner import plan_cells
 
@@ -241,25 +242,30 @@ def _memory(sc, workers: int, executor: str, scheduler) -> tuple[list[str], list
         kind = registry().evaluations[ev["kind"]]
         found = evaluation_bytes(kind, ev, sc.data.get("world"))
         n = per_ev.get(ev["name"], 0)
+        cells_text = f"{n} cell{'' if n == 1 else 's'}"
         if found is None:
-            lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {n} cells, memory not "
+            lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {cells_text}, memory not "
                          "estimated (the kind declares no estimate)")
             continue
         est, breakdown = found
         why = drivers(breakdown)
-        lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {n} cells, each up to about "
-                     f"{format_bytes(est)}" + (f" ({why})" if why else ""))
+        lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {cells_text}, each up to "
+                     f"about {format_bytes(est)}" + (f" ({why})" if why else ""))
         parallel = max(1, min(workers, n))
-        if avail is not None and est * parallel > avail:
+        # each worker process: its cell's arrays and the process itself
+        if avail is not None and (est + PROCESS_BYTES) * parallel > avail:
             times = f" x {parallel} workers at once" if parallel > 1 else ""
             problems.append(
                 f"{sc.path}: evaluations[{j}]: expected cells that fit in the "
                 f"{format_bytes(avail)} of memory available, got about {format_bytes(est)} "
-                f"per cell{times}" + (f" ({why})" if why else "") + "; lower those keys"
+                f"per cell{times}" + (f" ({why})" if why else "") + ", plus about "
+                f"{format_bytes(PROCESS_BYTES)} per process; lower those keys"
                 + (" or --workers" if parallel > 1 else "") + ", or pass --force to run "
                 "anyway")
     if avail is not None:
-        lines.append(f"  memory available: {format_bytes(avail)}")
+        lines.append(f"  memory available: {format_bytes(avail)} (each process also needs "
+                     f"about {format_bytes(PROCESS_BYTES)} for Python and the compiled "
+                     "kernels)")
     return lines, problems
 
 

@@ -201,7 +201,7 @@ def test_a_scenario_that_asks_for_more_memory_than_there_is(tmp_path, capsys):
     assert not out.exists()
     assert main(["run", str(path), "--dry-run", "--out", str(out)]) == 2
     captured = capsys.readouterr()
-    assert "evaluation campaign_bias (campaign_bias): 1 cells, each up to about" in captured.out
+    assert "evaluation campaign_bias (campaign_bias): 1 cell, each up to about" in captured.out
     assert "memory available:" in captured.out and not out.exists()
 
 
