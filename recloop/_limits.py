@@ -229,7 +229,10 @@ def evaluation_bytes(kind, ev: dict, world: Mapping | None) -> tuple[int, dict[s
     base = {p.name: ev[p.name] for p in kind.params if p.name in ev}
     best: tuple[int, dict] | None = None
     for combo in sweep_values(ev):
-        parts = func({**base, **combo}, world)
+        try:
+            parts = func({**base, **combo}, world)
+        except Exception:  # an estimate that fails must not stop a run: no estimate
+            return None
         breakdown = dict(parts) if isinstance(parts, Mapping) else {"": int(parts)}
         total = _total(parts)
         if best is None or total > best[0]:
