@@ -742,6 +742,11 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
                              "and command are lost)"))
             env = _fresh_env(scenario, cells, **fresh)
             env["repaired"] = _now()
+        if (run_dir / "results.jsonl").exists() or (run_dir / "results.jsonl").is_symlink():
+            problem = _rundir.check_results(run_dir)  # missing is normal: written at the end
+            if problem is not None:
+                on_damage(Damage(str(run_dir / "results.jsonl"), problem, "rebuilt from the "
+                                 "cell files at the end of the run"))
         if not isinstance(env.get("resumed"), list):
             env["resumed"] = []
         env["resumed"].append({"time": _now(), "command": argv or sys.argv})

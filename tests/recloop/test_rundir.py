@@ -205,6 +205,17 @@ def test_resume_with_a_damaged_scenario_toml(run, capsys, content, problem):
     assert "quarantine" not in err  # the cells carry the scenario's hash: all kept
 
 
+def test_resume_says_when_results_jsonl_is_damaged(run, capsys):
+    scenario, run_dir = run
+    before = (run_dir / "results.jsonl").read_bytes()
+    (run_dir / "results.jsonl").write_bytes(before[:-40])
+    code, err = resume(scenario, run_dir, capsys)
+    assert code == 2 and "results.jsonl: line" in err and "rebuilt" in err
+    assert (run_dir / "results.jsonl").read_bytes() == before
+    (run_dir / "results.jsonl").unlink()  # missing: the normal state of an interrupted run
+    assert resume(scenario, run_dir, capsys) == (0, "")
+
+
 def test_resume_refuses_a_damaged_scenario_toml_over_another_scenarios_cells(run, capsys):
     scenario, run_dir = run
     (run_dir / "scenario.toml").write_text("[run")
