@@ -1,17 +1,28 @@
 """The ``recloop`` command line: run, validate, list and report scenarios.
 
-Exit codes: 0 success; 1 a cell raised (its traceback is in the run directory's
-``errors.log``); 2 bad input (scenario problems, usage errors) -- nothing is created then;
-130 interrupted (continue with ``--resume``).
+Exit codes: 0 success; 1 the run failed (a cell raised -- its traceback is in the run
+directory's ``errors.log`` --, a worker died, the Dask scheduler went away: finished cells are
+kept, ``--resume`` continues); 2 bad input (scenario problems, usage errors, a run that would
+not fit in memory -- nothing is created then --, or a damaged run directory, repaired as far
+as possible); 130 interrupted by Ctrl-C, 143 by SIGTERM, 129 by SIGHUP (finished cells are
+kept, continue with ``--resume``).
+
+Every failure the user can cause or meet is one line on standard error; tracebacks go to
+``errors.log`` only (of the run directory, or a file in the temporary folder named in that
+line when there is none).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 __all__ = ["main"]
+
+#: Exit codes.
+OK, FAILED, USAGE = 0, 1, 2
 
 
 def _cpus() -> int:
@@ -46,7 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true",
                      help="continue the newest run directory of the scenario")
     run.add_argument("--dry-run", action="store_true",
-                     help="validate and list the cells without running anything")
+                     help="validate, print each evaluation's memory estimate and list the "
+                          "cells, without running anything")
+    run.add_argument("--force", action="store_true",
+                     help="run even when a cell's memory estimate exceeds the memory "
+                          "available")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     _path_option(run)
 
@@ -160,89 +175,280 @@ def _cmd_list(args, out, err) -> int:
 def _cmd_report(args, out, err) -> int:
     from pathlib import Path
 
-    from recloop._report import write_report
+    from recloop._report import rebuild_report
+    from recloop._rundir import RunDirError
 
     run_dir = Path(args.run_dir)
-    missing = [f for f in ("scenario.toml", "results.jsonl") if not (run_dir / f).is_file()]
-    if missing:
-        print(f"{run_dir}: expected a finished run directory, got no {', '.join(missing)}",
-              file=err)
-        return 2
-    print(write_report(run_dir), file=out)
-    return 0
+    known = ("scenario.toml", "results.jsonl", "environment.json", "cells")
+    if not run_dir.is_dir() or not any((run_dir / f).exists() for f in known):
+        got = "no such folder" if not run_dir.exists() else (
+            "not a folder" if not run_dir.is_dir() else f"a folder without {', '.join(known)}")
+        print(f"recloop report: expected a run directory, got {run_dir} ({got})", file=err)
+        return USAGE
+    damages = []
+    try:
+        path = rebuild_report(run_dir, on_damage=damages.append)
+    except RunDirError as exc:
+        print(f"recloop report: {exc}", file=err)
+        return USAGE
+    for d in damages:
+        print(f"recloop report: {d}", file=err)
+    if path is None:
+        return USAGE
+    print(f"{run_dir.name}: {path}", file=out)
+    return USAGE if any(d.kind == "file" for d in damages) else OK
+
+
+#: A Dask scheduler address: [scheme://]host:port (a name, IPv4 or [IPv6] host).
+_ADDRESS = re.compile(r"((tcp|tls|ws|wss|ucx)://)?([A-Za-z0-9]([A-Za-z0-9.-]{0,252})?"
+                      r"|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})/?")
+
+
+def _scheduler_problem(address: str) -> str | None:
+    m = _ADDRESS.fullmatch(address)
+    if m is None or not 1 <= int(m.group(5)) <= 65535:
+        return (f"--scheduler: expected a Dask scheduler address like tcp://HOST:8786, got "
+                f"{address!r}")
+    return None
+
+
+def _threads_problem() -> str | None:
+    from recloop_base.threads import THREADS_ENV, n_threads
+
+    try:
+        n_threads()
+    except ValueError:
+        return (f"environment variable {THREADS_ENV}: expected a positive integer, got "
+                f"{os.environ.get(THREADS_ENV)!r}")
+    return None
+
+
+def _memory(sc, workers: int, executor: str, scheduler) -> tuple[list[str], list[str]]:
+    """``(lines for --dry-run, problems)``: each evaluation's largest cell against the
+    memory this machine has available (not checked for a remote Dask scheduler: its
+    workers run elsewhere)."""
+    from recloop._limits import (PROCESS_BYTES, available_memory, drivers, evaluation_bytes,
+                                 format_bytes)
+    from recloop._registry import registry
+    from recloop._runner import plan_cells
+
+    avail = None if (executor == "dask" and scheduler) else available_memory()
+    lines, problems = [], []
+    cells = plan_cells(sc.data)
+    per_ev: dict[str, int] = {}
+    for c in cells:
+        per_ev[c.evaluation] = per_ev.get(c.evaluation, 0) + 1
+    for j, ev in enumerate(sc.data["evaluations"]):
+        kind = registry().evaluations[ev["kind"]]
+        found = evaluation_bytes(kind, ev, sc.data.get("world"))
+        n = per_ev.get(ev["name"], 0)
+        cells_text = f"{n} cell{'' if n == 1 else 's'}"
+        if found is None:
+            lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {cells_text}, memory not "
+                         "estimated (the kind declares no estimate)")
+            continue
+        est, breakdown = found
+        why = drivers(breakdown)
+        lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {cells_text}, each up to "
+                     f"about {format_bytes(est)}" + (f" ({why})" if why else ""))
+        parallel = max(1, min(workers, n))
+        # each worker process: its cell's arrays and the process itself
+        if avail is not None and (est + PROCESS_BYTES) * parallel > avail:
+            times = f" x {parallel} workers at once" if parallel > 1 else ""
+            problems.append(
+                f"{sc.path}: evaluations[{j}]: expected cells that fit in the "
+                f"{format_bytes(avail)} of memory available, got about {format_bytes(est)} "
+                f"per cell{times}" + (f" ({why})" if why else "") + ", plus about "
+                f"{format_bytes(PROCESS_BYTES)} per process; lower those keys"
+                + (" or --workers" if parallel > 1 else "") + ", or pass --force to run "
+                "anyway")
+    if avail is not None:
+        lines.append(f"  memory available: {format_bytes(avail)} (each process also needs "
+                     f"about {format_bytes(PROCESS_BYTES)} for Python and the compiled "
+                     "kernels)")
+    return lines, problems
 
 
 def _cmd_run(args, out, err, argv) -> int:
     from concurrent.futures.process import BrokenProcessPool
 
-    from recloop._runner import CellError, _UsageError, plan_cells, run_scenario
+    from recloop._rundir import RunDirError
+    from recloop._runner import CellError, ExecutorError, _UsageError, plan_cells, run_scenario
 
     problems = []
     if args.workers is not None and args.workers < 1:
         problems.append(f"--workers: expected an integer >= 1, got {args.workers}")
     if args.seed is not None and not 0 <= args.seed <= 2**62:
         problems.append(f"--seed: expected an integer in [0, {2**62}], got {args.seed}")
-    if args.scheduler and args.executor != "dask":
+    if args.scheduler is not None and args.executor != "dask":
         problems.append("--scheduler: expected --executor dask with it, got --executor local")
+    elif args.scheduler is not None:
+        problems += [p for p in [_scheduler_problem(args.scheduler)] if p]
+    problems += [p for p in [_threads_problem()] if p]
     if not _use_paths(args, err) or _registry_problems(err):
-        return 2
+        return USAGE
     scenarios = _load_all(args.files, err)
     for p in problems:
         print(f"recloop run: {p}", file=err)
     if scenarios is None or problems:
-        return 2
+        return USAGE
     if args.seed is not None:
         scenarios = [sc.with_seed(args.seed) for sc in scenarios]
+    workers = args.workers or _cpus()
+    too_big = False
+    estimates = {}
+    for sc in scenarios:
+        estimates[sc.path], found = _memory(sc, workers, args.executor, args.scheduler)
+        if found and not args.force:
+            too_big = True
+            for line in found:
+                print(line, file=err)
     if args.dry_run:
         for sc in scenarios:
             cells = plan_cells(sc.data)
             print(f"{sc.path}: {len(cells)} cells", file=out)
+            for line in estimates[sc.path]:
+                print(line, file=out)
             for cell in cells:
                 print(f"  {cell.id}", file=out)
-        return 0
-    workers = args.workers or _cpus()
+    if too_big or args.dry_run:
+        return USAGE if too_big else OK
+    damaged = False
     for sc in scenarios:
+        damages = []
+
+        def on_damage(d, damages=damages):
+            damages.append(d)
+            print(f"recloop run: {d}", file=err)
+
         try:
             run_dir = run_scenario(sc, out=args.out, workers=workers, executor=args.executor,
                                    scheduler=args.scheduler, resume=args.resume,
                                    quiet=args.quiet, argv=["recloop"] + list(argv),
-                                   paths=args.path, echo=lambda s: print(s, file=out))
-        except _UsageError as exc:
+                                   paths=args.path, echo=lambda s: print(s, file=out),
+                                   on_damage=on_damage)
+        except (_UsageError, RunDirError) as exc:
             print(f"recloop run: {exc}", file=err)
-            return 2
+            return USAGE
         except CellError as exc:
-            print(f"recloop run: {exc} (traceback in errors.log of the run directory; fix it "
-                  "and continue with --resume)", file=err)
-            return 1
-        except (BrokenProcessPool, OSError, TimeoutError) as exc:
-            # a worker died (killed, out of memory) or the Dask scheduler is unreachable
-            print(f"recloop run: {type(exc).__name__}: {exc} (finished cells, if any, are "
-                  "kept: continue with --resume)", file=err)
-            return 1
-        except KeyboardInterrupt:
-            print("recloop run: interrupted; finished cells are kept, continue with --resume",
-                  file=err)
-            return 130
+            print(f"recloop run: {_first_line(str(exc))} (traceback in errors.log of the run "
+                  "directory; fix it and continue with --resume)", file=err)
+            return FAILED
+        except ExecutorError as exc:
+            print(f"recloop run: {exc} (finished cells, if any, are kept: continue with "
+                  "--resume)", file=err)
+            return FAILED
+        except (BrokenProcessPool, OSError, TimeoutError, MemoryError) as exc:
+            # a worker died (killed, out of memory), a full or read-only disk
+            print(f"recloop run: {type(exc).__name__}: {_first_line(str(exc))} (finished "
+                  "cells, if any, are kept: continue with --resume)", file=err)
+            return FAILED
+        damaged |= any(d.kind == "file" for d in damages)
         if not args.quiet:
             from recloop._report import summary_lines
 
             print("", *summary_lines(run_dir), "", sep="\n", file=out)
         print(f"{sc.name}: {run_dir / 'report.md'}", file=out)
-    return 0
+    return USAGE if damaged else OK
+
+
+def _first_line(text: str, limit: int = 400) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, turned into the same clean stop as Ctrl-C."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum, frame):
+    raise _Stopped(signum)
+
+
+class _StopSignals:
+    """SIGTERM (``kill``, ``timeout``, a job scheduler) and SIGHUP (a lost terminal) raise
+    :class:`_Stopped` in the main thread while the block runs, like Ctrl-C; the previous
+    handlers come back afterwards. A signal the process inherited as ignored (``nohup``)
+    stays ignored."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.saved = {}
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for name in ("SIGTERM", "SIGHUP"):
+            sig = getattr(signal, name, None)
+            # an ignored signal stays ignored: `nohup recloop run ...` must survive its terminal
+            if sig is None or signal.getsignal(sig) is signal.SIG_IGN:
+                continue
+            try:
+                self.saved[sig] = signal.signal(sig, _on_signal)
+            except (ValueError, OSError):  # pragma: no cover
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        return False
+
+
+def _internal_error(exc: BaseException, err) -> int:
+    """A failure no message was written for: one line, the traceback in a file."""
+    import tempfile
+    import traceback
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    where = os.path.join(tempfile.gettempdir(), f"recloop-errors-{os.getpid()}.log")
+    try:
+        with open(where, "a", encoding="utf-8") as f:
+            f.write(text)
+        note = f"traceback in {where}"
+    except OSError:
+        note = "no traceback could be written"
+    print(f"recloop: {type(exc).__name__}: {_first_line(str(exc), 300)} ({note})", file=err)
+    return FAILED
 
 
 def main(argv=None) -> int:
     """Entry point of ``recloop`` and ``python -m recloop``; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     out, err = sys.stdout, sys.stderr
+    with _StopSignals():
+        try:
+            return _main(argv, out, err)
+        except _Stopped as exc:
+            import signal
+
+            name = signal.Signals(exc.signum).name
+            print(f"recloop: stopped by {name}; finished cells are kept, continue with "
+                  "--resume", file=err)
+            return 128 + exc.signum
+        except KeyboardInterrupt:
+            print("recloop: interrupted; finished cells are kept, continue with --resume",
+                  file=err)
+            return 130
+        except Exception as exc:  # the user's situation gets a line, not a traceback
+            return _internal_error(exc, err)
+
+
+def _main(argv, out, err) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors
-        return int(exc.code or 0)
+        return int(exc.code or 0) if not isinstance(exc.code, str) else USAGE
     if args.command is None:
         parser.print_help(out)
-        return 2
+        return USAGE
     if args.command == "run":
         return _cmd_run(args, out, err, argv)
     return {"validate": _cmd_validate, "list": _cmd_list, "report": _cmd_report}[

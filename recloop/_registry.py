@@ -114,7 +114,13 @@ class EvaluationKind:
     resolved scenario). ``function`` is the
     Python function behind it and ``python_kwargs(params)`` turns scenario values into its
     keyword arguments (identity when ``None``): the tests check that the function's defaults
-    are the parameters' defaults.
+    are the parameters' defaults. ``resources(params, world)`` estimates the peak memory of
+    one cell's largest arrays from the sizes that drive it (``params``: one sweep
+    combination): bytes, or a mapping ``"keys: what" -> bytes`` naming the keys behind each
+    part (see :mod:`recloop._limits`); ``recloop run`` refuses a scenario whose cells need
+    more than the machine has (``--force`` runs it anyway). ``headline``: the metric(s) the
+    summaries of the report and of the CLI show first (a name, or a name followed by
+    ``@k``: ``loo_hit`` matches ``loo_hit@5``).
     """
 
     name: str
@@ -132,6 +138,8 @@ class EvaluationKind:
     function: Callable | None = None
     python_kwargs: Callable[[dict], dict] | None = None
     origin: str = "built-in"
+    resources: Callable | None = None
+    headline: tuple[str, ...] = ()
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)

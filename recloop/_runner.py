@@ -19,6 +19,7 @@ import os
 import platform
 import sys
 import time
+import tomllib
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -33,7 +34,8 @@ from recloop._registry import registry
 from recloop._scenario import Scenario, sweep_values
 
 __all__ = [
-    "Cell", "CellContext", "CellError", "execute_cell", "iter_rows", "plan_cells", "run_scenario",
+    "Cell", "CellContext", "CellError", "Damage", "ExecutorError", "execute_cell", "iter_rows",
+    "plan_cells", "run_scenario",
 ]
 
 #: Spawn key (under the cell's seed sequence) of the streams :meth:`CellContext.agent_rng`
@@ -160,8 +162,11 @@ class CellError(Exception):
     """A cell raised; carries the cell id and the formatted traceback."""
 
     def __init__(self, cell_id: str, message: str, tb: str):
-        self.cell_id, self.tb = cell_id, tb
+        self.cell_id, self.message, self.tb = cell_id, message, tb
         super().__init__(f"cell {cell_id} failed: {message}")
+
+    def __reduce__(self):  # raised in worker processes: must cross back whole
+        return type(self), (self.cell_id, self.message, self.tb)
 
 
 def _context(data: dict, cell: Cell, progress: bool) -> CellContext:
@@ -207,7 +212,8 @@ def execute_cell(data: dict, cell: Cell, progress: bool = False, paths=()) -> tu
         ctx = _context(data, cell, progress)
         measurements = registry().evaluations[ctx.kind].run(ctx)
         rows = [_row(m, scenario=ctx.scenario, cell=cell) for m in measurements]
-    except Exception as exc:  # reported by the parent with the cell's id
+    except (Exception, SystemExit) as exc:  # reported by the parent with the cell's id
+        # (SystemExit too: a user's sys.exit() fails its cell, not the run's process)
         raise CellError(cell.id, f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
     return rows, time.perf_counter() - start, [f"{cell.id}: {e}" for e in ctx.errors]
 
@@ -243,6 +249,70 @@ def _environ(extra: dict):
             os.environ.pop(k, None)
 
 
+#: Seconds between two looks of a worker's watcher thread at its parent (where the kernel
+#: cannot signal a parent's death, see :func:`_die_with_parent`).
+PARENT_POLL_SECONDS = 1.0
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _worker_init(parent_pid: int) -> None:
+    """Initializer of the local pool's workers: Ctrl-C is the parent's business (it stops
+    the workers itself), and a worker dies with its parent (:func:`_die_with_parent`)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent_pid)
+
+
+def _die_with_parent(parent_pid: int) -> str:
+    """Make this process end when ``parent_pid`` (its parent) does; returns the mechanism.
+
+    On Linux the kernel sends SIGKILL the moment the parent dies
+    (``prctl(PR_SET_PDEATHSIG)``): immediate, and it works while the worker is inside a
+    compiled kernel that holds the GIL, where a Python thread could not run. Elsewhere a
+    daemon thread compares ``os.getppid()`` with the parent's id every
+    :data:`PARENT_POLL_SECONDS` and exits the process when it changed. Either way the
+    worker writes no file of its own (only the parent writes cell files), so dying
+    abruptly loses nothing but the cell in flight.
+    """
+    import threading
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0:
+                if os.getppid() != parent_pid:  # the parent died before the prctl
+                    os._exit(1)
+                return "pdeathsig"
+        except (OSError, AttributeError):
+            pass
+
+    def watch():
+        while True:
+            time.sleep(PARENT_POLL_SECONDS)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="recloop-parent-watch", daemon=True).start()
+    return "poll"
+
+
+def _stop_workers(pool) -> None:
+    """Terminate the pool's worker processes now (a cell in flight is abandoned: without it,
+    interpreter exit would wait for every worker to finish its cell)."""
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            proc.terminate()
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+
+
 def _run_pool(data, todo, workers, on_done, paths=()):
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -253,7 +323,8 @@ def _run_pool(data, todo, workers, on_done, paths=()):
     pending: dict = {}
     it = iter(todo)
     with _environ(_worker_env(workers)), \
-            ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                                initargs=(os.getpid(),)) as pool:
         try:
             while True:
                 while len(pending) < 2 * workers:  # bounded: thousands of cells stay lazy
@@ -267,12 +338,69 @@ def _run_pool(data, todo, workers, on_done, paths=()):
                 for fut in done:
                     on_done(pending.pop(fut), *fut.result())
         except BaseException:
+            _stop_workers(pool)
             pool.shutdown(wait=False, cancel_futures=True)
             raise
 
 
+class _UsageError(Exception):
+    """A problem with the command line or the run directory (exit code 2)."""
+
+
+class ExecutorError(Exception):
+    """The executor failed under the run (the Dask scheduler went away, a worker process
+    died): finished cells are kept, ``--resume`` continues (exit code 1)."""
+
+
+def _dask_problem(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200] if text else ''}".rstrip(": ")
+
+
+class _DaskLog:
+    """Dask's own log records while recloop's client runs: kept (the last 200) for
+    ``errors.log`` instead of printed -- its tracebacks would bury recloop's one line."""
+
+    def __init__(self):
+        import logging
+        from collections import deque
+
+        self.records: deque = deque(maxlen=200)
+        outer = self
+
+        class Keep(logging.Handler):
+            def emit(self, record):
+                outer.records.append(self.format(record))
+
+        self.handler = Keep()
+        self.handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s "
+                                                    "%(message)s"))
+        # Dask gives several of its loggers their own stream handler (propagate off)
+        names = ["distributed"] + [n for n in list(logging.root.manager.loggerDict)
+                                   if n.startswith("distributed.")]
+        self.saved = {}
+        for name in names:
+            logger = logging.getLogger(name)
+            if name == "distributed" or logger.handlers:
+                self.saved[name] = (list(logger.handlers), logger.propagate)
+                logger.handlers = [self.handler]
+                logger.propagate = False
+
+    def text(self) -> str:
+        return "\n".join(self.records)
+
+    def close(self) -> None:
+        import logging
+
+        for name, (handlers, propagate) in self.saved.items():
+            logger = logging.getLogger(name)
+            logger.handlers, logger.propagate = handlers, propagate
+        self.saved = {}
+
+
 class _Dask:
-    """A Dask client: on ``scheduler`` when given, else on a LocalCluster of ``workers``."""
+    """A Dask client: on ``scheduler`` when given, else on a LocalCluster of ``workers``.
+    Dask's own log records go to :class:`_DaskLog` while it runs."""
 
     def __init__(self, workers: int, scheduler: str | None):
         try:
@@ -280,17 +408,56 @@ class _Dask:
         except ImportError:
             raise _UsageError("the dask executor needs the dask extra: pip install "
                               "'recloop[dask]'") from None
-        self.cluster = None
-        if scheduler:
-            self.client = Client(scheduler)
-        else:
-            self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
-                                        processes=True, dashboard_address=None,
-                                        env=_worker_env(workers))
-            self.client = Client(self.cluster)
-        self.window = 2 * max(workers, len(self.client.scheduler_info().get("workers", {})), 1)
+        self.cluster = self.client = None
+        self.log = _DaskLog()
+        try:
+            if scheduler:
+                self.client = self._connect(Client, scheduler)
+            else:
+                self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
+                                            processes=True, dashboard_address=None,
+                                            env=_worker_env(workers))
+                self.client = Client(self.cluster)
+            try:
+                n = len(self.client.scheduler_info().get("workers", {}))
+            except Exception as exc:
+                raise ExecutorError(f"the Dask scheduler {scheduler} does not answer: "
+                                    f"{_dask_problem(exc)}") from None
+        except BaseException:
+            self.close()
+            raise
+        self.window = 2 * max(workers, n, 1)
+
+    @staticmethod
+    def _connect(Client, scheduler: str):
+        try:
+            return Client(scheduler)
+        except (ValueError, TypeError) as exc:
+            raise _UsageError(f"--scheduler: expected a Dask scheduler address like "
+                              f"tcp://HOST:8786, got {scheduler!r} ({exc})") from None
+        except (OSError, TimeoutError) as exc:
+            raise ExecutorError(f"cannot reach the Dask scheduler at {scheduler}: "
+                                f"{_dask_problem(exc)}") from None
+        except Exception as exc:  # e.g. "Unable to allocate 3 EiB": not Dask's protocol
+            raise _UsageError(f"--scheduler: expected a Dask scheduler at {scheduler}, got "
+                              f"a service that does not answer like one "
+                              f"({_dask_problem(exc)})") from None
 
     def run(self, data, todo, on_done, paths=()):
+        try:
+            self._run(data, todo, on_done, paths)
+        except (CellError, KeyboardInterrupt, _rundir.RunDirError, _UsageError):
+            raise
+        except OSError as exc:
+            if isinstance(exc, (ConnectionError, TimeoutError)) or exc.errno is None:
+                raise ExecutorError(f"the Dask scheduler or its workers went away: "
+                                    f"{_dask_problem(exc)}") from None
+            raise  # the run directory's disk (full, read-only): the caller reports it
+        except Exception as exc:  # CancelledError, CommClosedError, a lost worker, ...
+            raise ExecutorError(f"the Dask scheduler or its workers went away: "
+                                f"{_dask_problem(exc)}") from None
+
+    def _run(self, data, todo, on_done, paths=()):
         from dask.distributed import as_completed
 
         it = iter(todo)
@@ -311,13 +478,13 @@ class _Dask:
                 queue.add(f)
 
     def close(self):
-        self.client.close()
+        with contextlib.suppress(Exception):
+            if getattr(self, "client", None) is not None:
+                self.client.close(timeout=5)
         if self.cluster is not None:
-            self.cluster.close()
-
-
-class _UsageError(Exception):
-    """A problem with the command line or the run directory (exit code 2)."""
+            with contextlib.suppress(Exception):
+                self.cluster.close(timeout=10)
+        self.log.close()
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -337,24 +504,76 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+Damage = _rundir.Damage
+
+
+def _print_damage(damage: Damage) -> None:
+    print(f"recloop: {damage}", file=sys.stderr)
+
+
 def iter_rows(run_dir: Path, cells: list[Cell], timing: dict | None = None,
-              errors: list | None = None) -> Iterator[dict]:
-    """Rows of the finished cells in cell order, one cell file at a time (bounded memory);
-    adds each evaluation's cell seconds to ``timing`` and the errors of users' code the
-    cells survived to ``errors``."""
+              errors: list | None = None, *, scenario: str) -> Iterator[dict]:
+    """Rows of the finished cells in cell order, one cell file at a time (bounded memory),
+    each file verified against its cell and the scenario hash ``scenario``
+    (:class:`recloop._rundir.RunDirError` otherwise); adds each evaluation's cell seconds
+    to ``timing`` and the errors of users' code the cells survived to ``errors``."""
     for cell in cells:
-        stored = _rundir.read_cell(run_dir, cell.filename)
+        stored = _rundir.read_cell(run_dir, cell.filename, cell_id=cell.id, seed=cell.seed,
+                                   scenario=scenario)
         if timing is not None:
             timing[cell.evaluation] = timing.get(cell.evaluation, 0.0) + stored["seconds"]
         if errors is not None:
-            errors.extend(stored.get("errors", ()))
+            errors.extend(str(e) for e in stored.get("errors", ()))
         yield from stored["rows"]
+
+
+class _Progress:
+    """Cells done: a tqdm bar on a terminal; elsewhere (a log file, a pipe, CI) plain lines
+    without escape codes, at most one every :attr:`every` seconds, and the last."""
+
+    every = 10.0
+
+    def __init__(self, total: int, initial: int, *, name: str, quiet: bool, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        self.total, self.done, self.name = total, initial, name
+        self.quiet = quiet
+        self.tty = _isatty(self.stream)
+        self.bar = None
+        self.last = time.monotonic()
+        if not quiet and self.tty:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, initial=initial, unit="cell", desc=name,
+                            file=self.stream)
+
+    def update(self) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(1)
+        elif not self.quiet:
+            now = time.monotonic()
+            if now - self.last >= self.every or self.done == self.total:
+                self.last = now
+                print(f"{self.name}: {self.done}/{self.total} cells", file=self.stream,
+                      flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "local",
                  scheduler: str | None = None, resume: bool = False, quiet: bool = False,
                  argv: list[str] | None = None, report: bool = True, paths=(),
-                 echo: Callable[[str], None] = print) -> Path:
+                 echo: Callable[[str], None] = print,
+                 on_damage: Callable[[Damage], None] | None = None) -> Path:
     """Run (or resume) ``scenario`` into a run directory under ``out``; returns its path.
 
     Parameters
@@ -369,7 +588,9 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
     executor : {"local", "dask"}
         Local process pool or Dask (``scheduler`` address, or a LocalCluster).
     resume : bool
-        Continue the newest run directory of this scenario: only missing cells run.
+        Continue the newest run directory of this scenario: every cell file found is
+        verified (damaged ones are moved to ``cells/quarantine/``), then only missing cells
+        run.
     quiet : bool
         No progress bars or messages.
     argv : list of str, optional
@@ -382,18 +603,34 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
         same path, or the plugin package installed.
     echo : callable
         Receives the progress messages (default ``print``).
+    on_damage : callable, optional
+        Receives a :class:`Damage` for each problem found in the run directory and what was
+        done about it (default: one line on standard error, even when ``quiet``).
 
     Raises
     ------
     ValueError
-        Unknown ``executor`` or ``workers`` < 1.
+        Unknown ``executor``, ``workers`` < 1, or an environment variable
+        ``RECLOOP_THREADS`` that is not a positive integer.
     CellError
         A cell raised (its traceback is also written to ``errors.log``).
+    ExecutorError
+        The Dask scheduler could not be reached or went away during the run (finished
+        cells are kept).
+
+    Notes
+    -----
+    One process at a time may use a run directory: a second one (e.g. a second
+    ``--resume``) gets an error naming the first one's process id; the lock of a process
+    that died is taken over.
     """
     if executor not in ("local", "dask"):
         raise ValueError(f"`executor` must be 'local' or 'dask'; got {executor!r}.")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"`workers` must be an integer >= 1; got {workers!r}.")
+    from recloop_base.threads import n_threads
+
+    n_threads()  # a RECLOOP_THREADS that is not a positive integer: refused before anything
     data = scenario.data
     cells = plan_cells(data)
     # connect before anything is written: an unreachable scheduler leaves no run directory
@@ -401,69 +638,166 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
     try:
         return _run(scenario, cells, dask, out=out, workers=workers, executor=executor,
                     scheduler=scheduler, resume=resume, quiet=quiet, argv=argv, report=report,
-                    paths=[str(Path(p).resolve()) for p in paths], echo=echo)
+                    paths=[str(Path(p).resolve()) for p in paths], echo=echo,
+                    on_damage=on_damage or _print_damage)
     finally:
         if dask is not None:
             dask.close()
 
 
 def _run(scenario, cells, dask, *, out, workers, executor, scheduler, resume, quiet, argv,
-         report, paths, echo) -> Path:
-    from tqdm.auto import tqdm
-
-    data = scenario.data
+         report, paths, echo, on_damage) -> Path:
     try:
         run_dir, resuming = _rundir.new_run_dir(Path(out), scenario.name, resume=resume)
+        lock = _rundir.RunLock(run_dir).acquire()
     except (_rundir.RunDirError, OSError) as exc:
-        raise _UsageError(str(exc)) from None
+        raise _UsageError(_os_message(exc)) from None
+    try:
+        if lock.stale is not None:
+            on_damage(Damage(str(lock.path), f"left by process {lock.stale}, which is no "
+                             "longer running", "taken over", "note"))
+        return _run_locked(scenario, cells, dask, run_dir, resuming, out=out, workers=workers,
+                           executor=executor, scheduler=scheduler, quiet=quiet, argv=argv,
+                           report=report, paths=paths, echo=echo, on_damage=on_damage)
+    finally:
+        lock.release()
+
+
+def _os_message(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc)
+
+
+def _check_scenario_file(run_dir: Path, text: str, digest: str, on_damage) -> None:
+    """On resume: the directory's ``scenario.toml`` must be this scenario. A damaged or
+    missing one is rewritten if the cell files (which carry the scenario's hash) agree; a
+    different scenario is refused."""
+    path = run_dir / "scenario.toml"
+    old, problem = _rundir.read_small_text(path)
+    if old == text:
+        return
+    if problem is None:
+        try:
+            tomllib.loads(old)
+        except (tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:
+            problem = f"not valid TOML ({str(exc)[:80]})"
+    ours, theirs = _cell_hashes(run_dir, digest)
+    if problem is None and not ours:
+        raise _UsageError(f"{run_dir} holds a different scenario (its scenario.toml differs "
+                          "from this one); run without --resume to start a new run")
+    if problem is None:
+        problem = "differs from the scenario its cell files were computed for"
+    elif theirs and not ours:
+        raise _UsageError(f"{path}: {problem}, and the cell files of {run_dir} belong to a "
+                          "different scenario; run without --resume to start a new run")
+    on_damage(Damage(str(path), problem, "rewritten from the scenario given"))
+
+
+def _cell_hashes(run_dir: Path, digest: str) -> tuple[bool, bool]:
+    """Whether some cell file carries the scenario hash ``digest``, and whether some
+    carries another (read until both are known)."""
+    ours = theirs = False
+    for p in sorted((run_dir / "cells").glob("*.json")):
+        value, _ = _rundir.check_json_object(p)
+        h = (value or {}).get("scenario")
+        if isinstance(h, str):
+            ours |= h == digest
+            theirs |= h != digest
+        if ours and theirs:
+            break
+    return ours, theirs
+
+
+def _fresh_env(scenario, cells, *, argv, executor, workers, scheduler, paths) -> dict:
+    return {"scenario": scenario.name, "scenario_file": str(scenario.path),
+            "seeds": scenario.data["run"]["seeds"],
+            "command": argv if argv is not None else sys.argv, "cwd": os.getcwd(),
+            "executor": executor, "workers": workers, "scheduler": scheduler, "paths": paths,
+            "platform": platform.platform(), "versions": _versions(), "cells": len(cells),
+            "start": _now(), "end": None}
+
+
+def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, executor,
+                scheduler, quiet, argv, report, paths, echo, on_damage) -> Path:
+    data = scenario.data
+    wrong = _rundir.layout_problems(run_dir)
+    if wrong:
+        raise _UsageError(f"{wrong[0]} (move it away; the run directory {run_dir} cannot be "
+                          "used as it is)")
+    removed = _rundir.remove_temporary(run_dir)
+    if removed:
+        on_damage(Damage(str(run_dir), f"{len(removed)} temporary file(s) of an interrupted "
+                         f"write (e.g. {removed[0].name})", "removed", "note"))
     text = scenario.to_toml()
+    digest = _rundir.scenario_hash(text)
     env_path = run_dir / "environment.json"
+    fresh = dict(argv=argv, executor=executor, workers=workers, scheduler=scheduler,
+                 paths=paths)
     if resuming:
-        old = (run_dir / "scenario.toml").read_text(encoding="utf-8") \
-            if (run_dir / "scenario.toml").exists() else None
-        if old is not None and old != text:
-            raise _UsageError(f"{run_dir} holds a different scenario (its scenario.toml differs "
-                              "from this one); run without --resume to start a new run")
-        env = json.loads(env_path.read_text(encoding="utf-8")) if env_path.exists() else {}
-        env.setdefault("resumed", []).append({"time": _now(), "command": argv or sys.argv})
+        _check_scenario_file(run_dir, text, digest, on_damage)
+        env, problem = _rundir.check_json_object(env_path)
+        if problem is not None:
+            on_damage(Damage(str(env_path), problem, "rewritten (the first run's start time "
+                             "and command are lost)"))
+            env = _fresh_env(scenario, cells, **fresh)
+            env["repaired"] = _now()
+        if (run_dir / "results.jsonl").exists() or (run_dir / "results.jsonl").is_symlink():
+            problem = _rundir.check_results(run_dir)  # missing is normal: written at the end
+            if problem is not None:
+                on_damage(Damage(str(run_dir / "results.jsonl"), problem, "rebuilt from the "
+                                 "cell files at the end of the run"))
+        if not isinstance(env.get("resumed"), list):
+            env["resumed"] = []
+        env["resumed"].append({"time": _now(), "command": argv or sys.argv})
     else:
-        env = {"scenario": scenario.name, "scenario_file": str(scenario.path),
-               "seeds": data["run"]["seeds"], "command": argv if argv is not None else sys.argv,
-               "cwd": os.getcwd(), "executor": executor, "workers": workers,
-               "scheduler": scheduler, "paths": paths, "platform": platform.platform(),
-               "versions": _versions(), "cells": len(cells), "start": _now(), "end": None}
+        env = _fresh_env(scenario, cells, **fresh)
     _rundir.atomic_write(run_dir / "scenario.toml", text)
     _rundir.atomic_write(env_path, _rundir.to_jsonable(env))
 
+    if resuming:
+        expected = {c.filename: (c.id, c.seed) for c in cells}
+        for path, problem, moved in _rundir.verify_cells(run_dir, expected, digest):
+            cell = expected.get(path.name, ("",))[0]
+            what = f"cell {cell}: " if cell else ""
+            on_damage(Damage(str(path), what + problem, f"moved to {moved.parent.name}/"
+                             + ("; recomputed" if cell else ""), "cell"))
     done = _rundir.done_cells(run_dir)
     todo = [c for c in cells if c.filename not in done]
     if not quiet:
         verb = "resuming" if resuming else "running"
         echo(f"{verb} {scenario.name}: {len(cells)} cells ({len(cells) - len(todo)} done) "
              f"-> {run_dir}")
-    bar = tqdm(total=len(cells), initial=len(cells) - len(todo), disable=quiet, unit="cell",
-               desc=scenario.name)
+    progress = _Progress(len(cells), len(cells) - len(todo), name=scenario.name, quiet=quiet)
+    # cells' own bars only on a terminal: in a log file they are escape codes
+    cell_progress = not quiet and progress.tty
 
     def on_done(cell: Cell, rows: list[dict], seconds: float, errors: list[str]) -> None:
-        _rundir.write_cell(run_dir, cell.filename, cell.id, rows, seconds, errors)
-        bar.update(1)
+        _rundir.write_cell(run_dir, cell.filename, cell.id, rows, seconds, errors,
+                           seed=cell.seed, scenario=digest)
+        progress.update()
 
     try:
         if dask is not None:
             dask.run(data, todo, on_done, paths)
         elif workers <= 1 or len(todo) <= 1:  # a pool would only add start-up time
-            _run_inline(data, todo, not quiet, on_done, paths)
+            _run_inline(data, todo, cell_progress, on_done, paths)
         else:
             _run_pool(data, todo, workers, on_done, paths)
     except CellError as exc:
-        (run_dir / "errors.log").write_text(f"{exc}\n{exc.tb}", encoding="utf-8")
+        _rundir.atomic_write(run_dir / "errors.log", f"{exc}\n{exc.tb}")
+        raise
+    except ExecutorError as exc:
+        log = dask.log.text() if dask is not None else ""
+        _rundir.atomic_write(run_dir / "errors.log", f"{exc}\n{log}\n")
         raise
     finally:
-        bar.close()
+        progress.close()
 
     timing: dict[str, float] = {}
     errors: list[str] = []
-    n_rows = _rundir.write_results(run_dir, iter_rows(run_dir, cells, timing, errors))
+    n_rows = _rundir.write_results(run_dir, iter_rows(run_dir, cells, timing, errors,
+                                                      scenario=digest))
     if errors:  # users' code that failed without failing its cell (e.g. one estimator)
         _rundir.atomic_write(run_dir / "errors.log", "\n".join(errors) + "\n")
         if not quiet:
@@ -479,4 +813,3 @@ def _run(scenario, cells, dask, *, out, workers, executor, scheduler, resume, qu
 
         write_report(run_dir)
     return run_dir
-

@@ -38,6 +38,9 @@ _NAME = Str(pattern=NAME_PATTERN,
 _IDENT = Str(pattern=r"[A-Za-z_][A-Za-z0-9_]{0,63}",
              pattern_text="an identifier (letters, digits, '_'; at most 64)")
 
+#: The most ticks a world may simulate (``world.n_ticks`` and ``run.horizon`` alike).
+MAX_TICKS = 10**6
+
 RUN_PARAMS: tuple[Param, ...] = (
     Param("name", _NAME, REQUIRED, "Name of the scenario; the run directory is `OUT/NAME` "
           "(`NAME-2`, `NAME-3`, ... when it exists)."),
@@ -48,7 +51,7 @@ RUN_PARAMS: tuple[Param, ...] = (
           "`seed + 1`, ..."),
     Param("seeds", ListOf(Int(low=0, high=2**63 - 1), unique=True), None,
           "Explicit replicate seeds (instead of `seed` and `replicates`)."),
-    Param("horizon", Int(low=0, high=10**9), 0, "Ticks the world is simulated: sets "
+    Param("horizon", Int(low=0, high=MAX_TICKS), 0, "Ticks the world is simulated: sets "
           "`world.n_ticks` for world presets that have it (0: the preset's value)."),
 )
 
@@ -460,23 +463,31 @@ def _validate_evaluations(problems, raw, agents: list[dict], world: dict | None,
 
 def _check_cross(problems, prefix, kind, ev, agents, out_world) -> None:
     """Constraints that involve several keys, declared by the kind (optional ``check``)."""
-    if not kind.check:
+    from recloop._limits import checks_of
+
+    funcs = checks_of(kind)
+    if not funcs:
         return
-    if not all(p.name in ev or p.name in (ev.get("sweep") or {}) for p in kind.params):
+    swept = ev.get("sweep") or {}
+    if any(p.name not in ev and p.name not in swept and (p.required or p.default is not None)
+           for p in kind.params):
         return  # a parameter is invalid (already reported): cross-key rules cannot apply
-    func = kind.check
+    # keys without a default (e.g. an optional data file) reach the rules as None
+    base = {p.name: ev.get(p.name) for p in kind.params if p.name not in swept}
+    chosen = [a for a in agents if a.get("name") in ev["agents"]]
+    before = len(problems.items)
     for combo in sweep_values(ev):
-        params = {**{p.name: ev[p.name] for p in kind.params if p.name in ev}, **combo}
-        chosen = [a for a in agents if a.get("name") in ev["agents"]]
-        try:
-            found = list(func(params, chosen, out_world))
-        except Exception as exc:  # a rule that cannot be evaluated is itself a problem
-            found = [("", f"expected parameters the kind's rules can check, got "
-                          f"{type(exc).__name__}: {exc}")]
-        for path, msg in found:
-            problems.add(f"{prefix}{path}".rstrip("."), msg)
-        if problems.items:
-            return
+        params = {**base, **combo}
+        for func in funcs:
+            try:
+                found = list(func(params, chosen, out_world))
+            except Exception as exc:  # a rule that cannot be evaluated is itself a problem
+                found = [("", f"expected parameters the kind's rules can check, got "
+                              f"{type(exc).__name__}: {exc}")]
+            for path, msg in found:
+                problems.add(f"{prefix}{path}".rstrip("."), msg)
+        if len(problems.items) > before:
+            return  # the same rule would fail again for the other sweep values
 
 
 def sweep_values(ev: dict) -> list[dict]:
@@ -531,20 +542,71 @@ def count_cells(data: dict) -> int:
     return total * len(data["run"]["seeds"])
 
 
-def load_scenario(path) -> Scenario:
-    """Read and validate a scenario file; raises :class:`ScenarioError` listing every problem."""
-    path = Path(path)
-    file = str(path)
+#: Largest scenario file read (a scenario is a few KiB; a sweep of thousands of values is
+#: still far below this): anything larger is refused before it is read.
+MAX_SCENARIO_BYTES = 4 * 2**20
+
+
+def _read_scenario_file(path: Path, file: str) -> str:
+    """The text of a scenario file, refusing at once what is not a regular file of at most
+    :data:`MAX_SCENARIO_BYTES` (a FIFO, ``/dev/zero``, a device, a huge file): opened
+    without blocking, checked with ``fstat``, read up to the limit."""
+    import os
+    import stat
+
+    def refuse(got: str):
+        return ScenarioError([f"{file}: expected a scenario file (a regular UTF-8 TOML file "
+                              f"of at most {MAX_SCENARIO_BYTES // 2**20} MiB), got {got}"])
+
     try:
-        text = path.read_bytes().decode("utf-8")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         known = ", ".join(builtin_scenarios()) or "none"
         raise ScenarioError([f"{file}: expected a scenario file or a built-in scenario name "
                              f"({known}), got no such file"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise refuse("a directory") from None
+    except OSError as exc:
+        raise refuse(f"{type(exc).__name__}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise refuse("a directory")
+        if not stat.S_ISREG(st.st_mode):
+            what = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket"
+                    if stat.S_ISSOCK(st.st_mode) else "a device"
+                    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                    else "not a regular file")
+            raise refuse(what)
+        if st.st_size > MAX_SCENARIO_BYTES:
+            raise refuse(f"a file of {st.st_size} bytes")
+        chunks, size = [], 0
+        while size <= MAX_SCENARIO_BYTES:  # st_size may lie (/proc): read at most the limit
+            chunk = os.read(fd, MAX_SCENARIO_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_SCENARIO_BYTES:
+            raise refuse(f"more than {MAX_SCENARIO_BYTES} bytes")
+    except OSError as exc:
+        raise refuse(f"{type(exc).__name__}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise ScenarioError([f"{file}: expected a readable UTF-8 TOML file, got "
-                             f"{type(exc).__name__}: {exc}"]) from None
-    return loads_scenario(text, file)
+                             f"UnicodeDecodeError: {exc}"]) from None
+
+
+def load_scenario(path) -> Scenario:
+    """Read and validate a scenario file; raises :class:`ScenarioError` listing every problem
+    (also when the path is not a regular file or is larger than
+    :data:`MAX_SCENARIO_BYTES`: refused before anything is read)."""
+    path = Path(path)
+    file = str(path)
+    return loads_scenario(_read_scenario_file(path, file), file)
 
 
 def loads_scenario(text: str, file: str = "<string>") -> Scenario:
@@ -553,6 +615,15 @@ def loads_scenario(text: str, file: str = "<string>") -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError([f"{file}: toml: expected valid TOML, got {exc}"]) from None
+    except ValueError as exc:  # e.g. an integer of thousands of digits (int() refuses it)
+        raise ScenarioError([f"{file}: toml: expected valid TOML, got a value the parser "
+                             f"cannot read ({str(exc)[:120]})"]) from None
+    except RecursionError:
+        raise ScenarioError([f"{file}: toml: expected valid TOML, got arrays or tables "
+                             "nested too deeply to read"]) from None
+    except MemoryError:
+        raise ScenarioError([f"{file}: toml: expected valid TOML, got a document too large "
+                             "to parse"]) from None
     return validate(data, file)
 
 
@@ -640,7 +711,7 @@ def _presets() -> dict:
 
 #: Upper bounds the harness puts on world sizes (the simulator has none): a scenario must not
 #: be able to ask validation itself for terabytes.
-_SIZE_LIMITS = {"n_users": 10**8, "n_items": 10**6, "n_ticks": 10**6, "dim": 10**4,
+_SIZE_LIMITS = {"n_users": 10**8, "n_items": 10**6, "n_ticks": MAX_TICKS, "dim": 10**4,
                 "n_arms": 10**6, "n_universal": 10**6, "n_nonzero": 10**4, "drift_terms": 10**4,
                 "n_alive": 10**6, "lifetime": 10**9}
 
@@ -764,6 +835,14 @@ def validate_world(problems: _Problems, raw: dict, horizon: int = 0) -> dict:
         if "preset" not in raw:
             problems.add("world.preset", f"expected one of {', '.join(map(repr, sorted(presets)))}"
                          ", got nothing (required key missing)")
+        close = (difflib.get_close_matches(name, list(presets), n=1)
+                 if isinstance(name, str) else [])
+        if close:  # report the other keys' problems too, as if the suggestion were taken
+            validate_world(problems, {**raw, "preset": close[0]}, horizon)
+        else:  # no guess: check the other keys against every preset's fields
+            _check_table(problems, "world.", {k: v for k, v in raw.items() if k != "preset"},
+                         tuple(Param(p.name, p.type, None) for p in world_params())
+                         + WORLD_KEYS[1:])
         return {}
     base = presets[name]()
     fields = _config_fields(base)
@@ -799,6 +878,12 @@ def validate_world(problems: _Problems, raw: dict, horizon: int = 0) -> dict:
         config = world_config(resolved)
     except (ValueError, TypeError, OverflowError, MemoryError) as exc:
         _config_problem(problems, "world.", exc)
+        return resolved
+    if hasattr(config, "mean_profile_size") and config.mean_profile_size >= config.n_items:
+        # the world's rate calibration would refuse it when the run builds the world
+        problems.add("world.mean_profile_size", f"expected less than n_items = "
+                     f"{config.n_items} (a user adopts each item once), got "
+                     f"{config.mean_profile_size!r}")
         return resolved
     out = {"preset": name}
     for p in _config_fields(config):
@@ -847,7 +932,14 @@ numbers).
 **Validation.** Every problem is reported at once as `FILE: key.path: expected ..., got ...`
 (unknown keys get the closest valid key suggested); `recloop` exits with code 2 and creates
 nothing. A parameter may be set in the evaluation table or swept in its `sweep` table, not
-both.
+both. A scenario file is a regular UTF-8 file of at most 4 MiB (a FIFO, a device or a larger
+file is refused unread). Rules that involve several keys (`k` at most the world's items, a
+synthetic rating set that fits its shape, ...) are checked here too, not by the run.
+
+**Memory.** `recloop run` estimates the peak memory of each evaluation's largest cell from
+the sizes that drive it (e.g. `world.n_items x world.dim` item features) and refuses a run
+whose cells need more than the machine has available, naming those keys; `--force` runs it
+anyway, `recloop run --dry-run` prints the estimates.
 
 The tables below list every key the loader accepts, with its type, range and default
 (*required* when there is none). This file is checked against the loader by

@@ -1,0 +1,215 @@
+"""The report and the CLI tell the truth plainly (issue 16, section 6)."""
+
+import io
+import math
+
+import pytest
+
+from recloop._cli import main
+from recloop._report import summary_lines, write_report
+from recloop._rundir import COLUMNS, atomic_savefig, to_jsonable, write_results
+from recloop._scenario import dumps_toml
+
+NAN = math.nan
+
+
+def row(evaluation, agent, metric, estimate, *, truth=NAN, lo=NAN, hi=NAN, stderr=NAN,
+        variant="", tick=None, seed=0):
+    r = dict.fromkeys(COLUMNS)
+    r.update(scenario="s", cell=f"{evaluation}/*/seed={seed}", seed=seed, evaluation=evaluation,
+             agent=agent, tick=tick, variant=variant, metric=metric, estimate=estimate,
+             stderr=stderr, ci_low=lo, ci_high=hi, truth=truth, error=estimate - truth, n=1,
+             params={})
+    return r
+
+
+def make_run(tmp_path, rows, evaluations=(("ev", "selfcheck"),), seeds=(0,)):
+    scenario = {"run": {"name": "s", "description": "", "seed": seeds[0],
+                        "replicates": len(seeds), "seeds": list(seeds), "horizon": 0},
+                "agents": [{"name": "a", "kind": "fixed_arm", "arm": 0}],
+                "evaluations": [{"kind": kind, "name": name, "agents": ["a"]}
+                                for name, kind in evaluations]}
+    (tmp_path / "scenario.toml").write_text(dumps_toml(scenario))
+    (tmp_path / "environment.json").write_text(to_jsonable({"command": ["recloop"]}))
+    write_results(tmp_path, rows)
+    return tmp_path
+
+
+def summary_table(report: str) -> list[str]:
+    part = report.split("## Summary", 1)[1].split("\n## ", 1)[0]
+    return [ln for ln in part.splitlines() if ln.startswith("| ")]
+
+
+def test_coverage_is_blank_for_exact_estimates(tmp_path):
+    """Exhaustive LOO: zero-width intervals beside a small bias showed "coverage 0.2"."""
+    rows = [row("ev", "g1", "loo_hit@5", 0.35 + 0.001, truth=0.35, lo=0.351, hi=0.351,
+                stderr=0.0, tick=t) for t in range(5)]
+    rows += [row("ev", "g1", "loo_hit@5_sampled", 0.36, truth=0.35, lo=0.30, hi=0.40 if t else
+                 0.34, tick=t) for t in range(5)]
+    report = write_report(make_run(tmp_path, rows, (("ev", "campaign_bias"),))).read_text()
+    lines = {ln.split("|")[4].strip(): ln.split("|") for ln in summary_table(report)[1:]}
+    assert lines["loo_hit@5"][10].strip() == ""  # exact: no coverage
+    assert lines["loo_hit@5_sampled"][10].strip() == "0.8"  # 4 of 5 intervals cover
+    assert "zero width" in report
+
+
+def test_errors_are_not_compared_with_a_truth_of_zero(tmp_path):
+    rows = [row("ev", "a", "value", 0.3, truth=0.32, lo=0.25, hi=0.35, variant="replay"),
+            row("ev", "a", "bias", -0.02, truth=0.0, lo=-0.05, hi=0.01, variant="replay"),
+            row("ev", "a", "rmse", 0.03, variant="replay"),
+            row("ev", "a", "coverage_at_matches", 0.9, truth=0.0, variant="replay")]
+    report = write_report(make_run(tmp_path, rows, (("ev", "bred_vs_replay"),))).read_text()
+    metrics = [ln.split("|")[4].strip() for ln in summary_table(report)[1:]]
+    assert metrics == ["value"]
+    errors = report.split("## Error summaries", 1)[1].split("\n## ", 1)[0]
+    for m in ("| bias |", "| rmse |", "| coverage_at_matches |"):
+        assert m in errors
+    estimates = report.split("## Estimates against the truth", 1)[1].split("\n## ", 1)[0]
+    assert "| bias |" not in estimates
+    text = "\n".join(summary_lines(tmp_path))
+    assert "bias " not in text.split("\n", 1)[1] and "value" in text
+
+
+def test_world_rows_are_the_campaigns_effect(tmp_path):
+    rows = [row("ev", "world", "item_marginal", 0.09, truth=0.07, variant="item0", tick=1)]
+    report = write_report(make_run(tmp_path, rows, (("ev", "campaign_bias"),))).read_text()
+    assert "item_marginal [world - twin]" in report and "campaigns' effect" in report
+    assert any("item_marginal [world - twin]" in ln for ln in summary_lines(tmp_path))
+
+
+def test_the_headline_metric_leads_even_without_a_truth(tmp_path):
+    rows = [row("ev", "u", "value", 0.3, truth=0.31, lo=0.2, hi=0.4, variant="replay"),
+            row("ev", "replay", "kendall_tau", 0.6, lo=0.4, hi=0.8, stderr=0.1, variant="T")]
+    report = write_report(make_run(tmp_path, rows, (("ev", "offline_vs_online"),))).read_text()
+    table = summary_table(report)[1:]
+    assert "kendall_tau" in table[0] and "0.6 ± 0.1" in table[0] and "value" in table[1]
+    lines = summary_lines(tmp_path)
+    assert "kendall_tau" in lines[1] and "value" in lines[2]
+
+
+def test_truth_against_itself_is_collapsed(tmp_path):
+    rows = [row("ev", "a", "online_value", v, truth=v, lo=v - 0.1, hi=v + 0.1, variant=var)
+            for v, var in ((0.4, "T"), (0.35, "T_over_K"))]
+    rows += [row("ev", "a", "value", 0.3, truth=0.4, lo=0.2, hi=0.35, variant="replay")]
+    report = write_report(make_run(tmp_path, rows, (("ev", "offline_vs_online"),))).read_text()
+    table = summary_table(report)
+    main_rows = table[1:table.index(next(ln for ln in table if ln.startswith("| evaluation |")
+                                         and "truth |" in ln and "rows | truth" in ln))]
+    assert all("online_value" not in ln for ln in main_rows)
+    assert "The truth itself" in report and "| ev | a | T | online_value | 1 | 0.4 |" in report
+    text = summary_lines(tmp_path)
+    assert text[-1].startswith("truth itself: ev online_value: a T 0.4, a T_over_K 0.35")
+
+
+def test_kind_figures_name_the_seed_they_show(tmp_path, monkeypatch):
+    import dataclasses
+
+    from recloop._registry import registry
+
+    def figures(rows, out_dir, world):
+        path = out_dir / "mine.png"
+        path.write_bytes(b"\x89PNG")
+        return [path]
+
+    kind = dataclasses.replace(registry().evaluations["selfcheck"], figures=figures)
+    monkeypatch.setitem(registry().evaluations, "selfcheck", kind)
+    rows = [row("ev", "a", "mean_reward", 0.5, truth=0.5, seed=s) for s in (3, 4)]
+    report = write_report(make_run(tmp_path, rows, seeds=(3, 4))).read_text()
+    assert "### ev: mine (seed 3)" in report
+
+
+def test_a_failing_figure_costs_a_line_not_the_report(tmp_path, monkeypatch):
+    import dataclasses
+
+    from recloop._registry import registry
+
+    def figures(rows, out_dir, world):
+        raise RuntimeError("no ink")
+
+    kind = dataclasses.replace(registry().evaluations["selfcheck"], figures=figures)
+    monkeypatch.setitem(registry().evaluations, "selfcheck", kind)
+    rows = [row("ev", "a", "mean_reward", 0.5, truth=0.5)]
+    report = write_report(make_run(tmp_path, rows)).read_text()
+    assert "figures failed (RuntimeError, see errors.log)" in report
+    assert "no ink" in (tmp_path / "errors.log").read_text()
+
+
+def test_figures_are_written_atomically(tmp_path, monkeypatch):
+    """A full disk left a 0-byte PNG under its final name."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure()
+    target = tmp_path / "f.png"
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.replace", full_disk)
+    with pytest.raises(OSError):
+        atomic_savefig(fig, target)
+    plt.close(fig)
+    assert list(tmp_path.iterdir()) == []  # neither the PNG nor its temporary file
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self):
+        return self.tty
+
+
+def test_progress_writes_no_escape_codes_when_not_a_terminal(tmp_path, monkeypatch):
+    (tmp_path / "t.toml").write_text("""
+[run]
+name = "t"
+[[agents]]
+name = "a"
+kind = "fixed_arm"
+[[evaluations]]
+kind = "selfcheck"
+sweep = { n = [10, 20, 30] }
+""")
+    err = _Stream(tty=False)
+    monkeypatch.setattr("sys.stderr", err)
+    assert main(["run", str(tmp_path / "t.toml"), "--out", str(tmp_path / "o"),
+                 "--workers", "1"]) == 0
+    text = err.getvalue()
+    assert "t: 3/3 cells" in text and "\r" not in text and "\x1b" not in text
+    err = _Stream(tty=True)  # a terminal gets the bar
+    monkeypatch.setattr("sys.stderr", err)
+    assert main(["run", str(tmp_path / "t.toml"), "--out", str(tmp_path / "o"),
+                 "--workers", "1"]) == 0
+    assert "\r" in err.getvalue()
+
+
+def test_report_prints_the_path_it_wrote(tmp_path, capsys):
+    (tmp_path / "s").mkdir()
+    run_dir = make_run(tmp_path / "s", [row("ev", "a", "mean_reward", 0.5, truth=0.5)])
+    assert main(["report", str(run_dir)]) == 0
+    assert capsys.readouterr().out.strip() == f"s: {run_dir / 'report.md'}"
+
+
+def test_linear_bandit_episode_lengths():
+    """DynamicNews-v0 declares its horizon; LinearBandit-v0 is a continuing task, and says
+    so: an episode ends only at the max_episode_steps the user gives."""
+    import gymnasium as gym
+    import numpy as np
+
+    import simulator
+    import simulator._registration as registration
+
+    assert gym.spec("recloop/DynamicNews-v0").max_episode_steps == \
+        simulator.preset("dynamic_news").horizon == 7520
+    assert gym.spec("recloop/LinearBandit-v0").max_episode_steps is None
+    assert "continuing task" in registration.__doc__
+    env = gym.make("recloop/LinearBandit-v0", max_episode_steps=30)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for step in range(1, 31):
+        obs, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+        assert not terminated and truncated == (step == 30)

@@ -1,0 +1,323 @@
+"""Run directories that check themselves (issue 16, section 1): cell identity and checksums,
+damaged files on resume and report, the lock, temporary files of a crash."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recloop._cli import main
+from recloop._rundir import (RunDirError, RunLock, check_cell, remove_temporary,
+                             scenario_hash, verify_cells)
+from recloop._runner import plan_cells
+from recloop._scenario import load_scenario
+
+TINY = """
+[run]
+name = "tiny"
+replicates = 2
+
+[[agents]]
+name = "a0"
+kind = "fixed_arm"
+
+[[evaluations]]
+kind = "selfcheck"
+ticks = 2
+sweep = { n = [10, 20, 30] }
+"""
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """A finished run of TINY (never modified: tests copy it)."""
+    base = tmp_path_factory.mktemp("fresh")
+    (base / "tiny.toml").write_text(TINY)
+    assert main(["run", str(base / "tiny.toml"), "--out", str(base / "out"), "--workers", "1",
+                 "-q"]) == 0
+    return base
+
+
+@pytest.fixture
+def run(tmp_path, fresh):
+    """A copy of the fresh run: (scenario file, run directory)."""
+    shutil.copytree(fresh / "out", tmp_path / "out")
+    shutil.copy(fresh / "tiny.toml", tmp_path / "tiny.toml")
+    return tmp_path / "tiny.toml", tmp_path / "out" / "tiny"
+
+
+def resume(scenario: Path, run_dir: Path, capsys) -> tuple[int, str]:
+    code = main(["run", str(scenario), "--out", str(run_dir.parent), "--workers", "1", "-q",
+                 "--resume"])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err
+
+
+def cells_of(run_dir: Path) -> list[Path]:
+    return sorted((run_dir / "cells").glob("*.json"))
+
+
+def test_a_cell_file_carries_its_identity_and_a_checksum(run):
+    scenario, run_dir = run
+    sc = load_scenario(scenario)
+    digest = scenario_hash((run_dir / "scenario.toml").read_text())
+    assert digest == scenario_hash(sc.to_toml())
+    for cell in plan_cells(sc.data):
+        path = run_dir / "cells" / cell.filename
+        payload = json.loads(path.read_text())
+        assert payload["cell"] == cell.id and payload["seed"] == cell.seed
+        assert payload["scenario"] == digest and len(payload["checksum"]) == 64
+        assert check_cell(path, cell_id=cell.id, seed=cell.seed, scenario=digest) == (
+            payload, None)
+        # identity and checksum are checked, each on its own
+        assert "not " in check_cell(path, cell_id="x", seed=cell.seed, scenario=digest)[1]
+        assert "seed" in check_cell(path, cell_id=cell.id, seed=99, scenario=digest)[1]
+        assert "scenario" in check_cell(path, cell_id=cell.id, seed=cell.seed,
+                                        scenario="0" * 64)[1]
+
+
+def _truncate(p, others):
+    p.write_bytes(p.read_bytes()[:100])
+
+
+def _empty(p, others):
+    p.write_bytes(b"")
+
+
+def _not_json(p, others):
+    p.write_bytes(b"\x00\xff garbage")
+
+
+def _wrong_shape(p, others):
+    p.write_text("[1, 2, 3]")
+
+
+def _old_format(p, others):
+    payload = json.loads(p.read_text())
+    p.write_text(json.dumps({k: payload[k] for k in ("cell", "seconds", "rows")}))
+
+
+def _copied_over(p, others):
+    shutil.copy(others[0], p)  # another cell's content under this cell's name
+
+
+def _altered(p, others):
+    payload = json.loads(p.read_text())
+    payload["rows"][0]["estimate"] += 0.5
+    p.write_text(json.dumps(payload))
+
+
+def _missing_rows_column(p, others):
+    payload = json.loads(p.read_text())
+    del payload["rows"][0]["truth"]
+    payload.pop("checksum")
+    from recloop._rundir import _checksum
+
+    payload["checksum"] = _checksum(payload)  # a consistent checksum of a wrong shape
+    p.write_text(json.dumps(payload))
+
+
+def _a_directory(p, others):
+    p.unlink()
+    p.mkdir()
+
+
+def _a_device(p, others):
+    p.unlink()
+    p.symlink_to("/dev/zero")  # reading it would never end
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (_truncate, "truncated"), (_empty, "empty"), (_not_json, "not UTF-8"),
+    (_wrong_shape, "wrong shape"), (_old_format, "no identity or checksum"),
+    (_copied_over, "copied over"), (_altered, "checksum mismatch"),
+    (_missing_rows_column, "columns"), (_a_directory, "not a regular file"),
+    (_a_device, "not a regular file"),
+], ids=lambda x: getattr(x, "__name__", "")[1:] or None)
+def test_resume_quarantines_and_recomputes_a_damaged_cell(run, capsys, damage, problem):
+    scenario, run_dir = run
+    before = (run_dir / "results.csv").read_bytes()
+    files = cells_of(run_dir)
+    victim = files[2]
+    damage(victim, [f for f in files if f != victim])
+    code, err = resume(scenario, run_dir, capsys)
+    assert code == 0
+    line = next(ln for ln in err.splitlines() if victim.name in ln)
+    assert problem in line and "quarantine" in line and "recomputed" in line
+    assert (run_dir / "cells" / "quarantine" / victim.name).exists() or \
+        (run_dir / "cells" / "quarantine" / victim.name).is_symlink()
+    # recomputed: every row once, byte for byte the fresh run's
+    assert (run_dir / "results.csv").read_bytes() == before
+    assert len(cells_of(run_dir)) == len(files)
+
+
+def test_resume_sets_aside_files_that_are_no_cell_of_the_scenario(run, capsys):
+    scenario, run_dir = run
+    (run_dir / "cells" / "stray.json").write_text("{}")
+    (run_dir / "cells" / "notes.txt").write_text("hello")
+    code, err = resume(scenario, run_dir, capsys)
+    assert code == 0 and "stray.json: not a cell of this scenario" in err
+    assert "notes.txt: not a cell file" in err
+    assert sorted(p.name for p in (run_dir / "cells" / "quarantine").iterdir()) == [
+        "notes.txt", "stray.json"]
+
+
+def test_quarantine_never_overwrites_an_earlier_file(run, capsys):
+    scenario, run_dir = run
+    victim = cells_of(run_dir)[0]
+    for _ in range(2):
+        victim.write_text("{")
+        assert resume(scenario, run_dir, capsys)[0] == 0
+    assert sorted(p.name for p in (run_dir / "cells" / "quarantine").iterdir()) == [
+        victim.name, victim.name + ".1"]
+
+
+@pytest.mark.parametrize("content, problem", [
+    (None, "missing"), ("{not json", "not valid JSON"), ("[1]", "not a JSON object"),
+    ("", "empty")])
+def test_resume_with_a_damaged_environment_json(run, capsys, content, problem):
+    scenario, run_dir = run
+    before = (run_dir / "results.csv").read_bytes()
+    env = run_dir / "environment.json"
+    env.unlink() if content is None else env.write_text(content)
+    code, err = resume(scenario, run_dir, capsys)
+    assert code == 2  # said, and done what could be done:
+    assert f"{env}: {problem}" in err and "rewritten" in err
+    assert json.loads(env.read_text())["end"] and (run_dir / "results.csv").read_bytes() == before
+
+
+@pytest.mark.parametrize("content, problem", [
+    (None, "missing"), ("[run\n", "not valid TOML"), ("x = 1\n", "differs from the scenario")])
+def test_resume_with_a_damaged_scenario_toml(run, capsys, content, problem):
+    scenario, run_dir = run
+    before = (run_dir / "results.csv").read_bytes()
+    toml = run_dir / "scenario.toml"
+    toml.unlink() if content is None else toml.write_text(content)
+    code, err = resume(scenario, run_dir, capsys)
+    assert code == 2 and f"{toml}: {problem}" in err and "rewritten" in err
+    assert toml.read_text() == load_scenario(scenario).to_toml()
+    assert (run_dir / "results.csv").read_bytes() == before
+    assert "quarantine" not in err  # the cells carry the scenario's hash: all kept
+
+
+def test_resume_says_when_results_jsonl_is_damaged(run, capsys):
+    scenario, run_dir = run
+    before = (run_dir / "results.jsonl").read_bytes()
+    (run_dir / "results.jsonl").write_bytes(before[:-40])
+    code, err = resume(scenario, run_dir, capsys)
+    assert code == 2 and "results.jsonl: line" in err and "rebuilt" in err
+    assert (run_dir / "results.jsonl").read_bytes() == before
+    (run_dir / "results.jsonl").unlink()  # missing: the normal state of an interrupted run
+    assert resume(scenario, run_dir, capsys) == (0, "")
+
+
+def test_resume_refuses_a_damaged_scenario_toml_over_another_scenarios_cells(run, capsys):
+    scenario, run_dir = run
+    (run_dir / "scenario.toml").write_text("[run")
+    other = scenario.with_name("other.toml")
+    other.write_text(TINY.replace("ticks = 2", "ticks = 3"))
+    code, err = resume(other, run_dir, capsys)
+    assert code == 2 and "different scenario" in err
+    assert not (run_dir / "cells" / "quarantine").exists()
+
+
+def test_report_rebuilds_a_damaged_results_jsonl_from_the_cells(run, capsys):
+    _, run_dir = run
+    jsonl, csv = run_dir / "results.jsonl", run_dir / "results.csv"
+    before = jsonl.read_bytes(), csv.read_bytes()
+    jsonl.write_bytes(before[0][:100])  # truncated mid-line
+    csv.unlink()
+    assert main(["report", str(run_dir)]) == 2
+    captured = capsys.readouterr()
+    assert f"{jsonl}: line 1 is not JSON" in captured.err and "rebuilt" in captured.err
+    assert (jsonl.read_bytes(), csv.read_bytes()) == before
+    assert f"tiny: {run_dir / 'report.md'}" in captured.out  # the path it wrote
+    assert main(["report", str(run_dir)]) == 0  # nothing to say any more
+
+
+def test_report_says_when_results_cannot_be_rebuilt(run, capsys):
+    _, run_dir = run
+    (run_dir / "results.jsonl").unlink()
+    cells_of(run_dir)[0].write_text("{")
+    assert main(["report", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "results.jsonl: missing; cannot be rebuilt: 1 of 6 cell files" in err
+    assert "--resume" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name, content, missing", [
+    ("environment.json", "{", "- command"),
+    ("scenario.toml", "[run", "- seeds"),
+    ("scenario.toml", "[run]\nname = 3\n", "- seeds"),
+])
+def test_report_does_what_it_can_without_scenario_or_environment(run, capsys, name, content,
+                                                                  missing):
+    _, run_dir = run
+    (run_dir / name).write_text(content)
+    assert main(["report", str(run_dir)]) == 2
+    captured = capsys.readouterr()
+    assert f"{run_dir / name}: " in captured.err and "Traceback" not in captured.err
+    report = (run_dir / "report.md").read_text()
+    assert "## Summary" in report and "| selfcheck | a0 |" in report
+    if name == "scenario.toml":
+        assert "scenario.toml is missing or damaged" in report and missing not in report
+    else:
+        assert "- command: `?`" in report
+
+
+def _hold_lock(run_dir: Path):
+    """A process that takes the lock of ``run_dir`` and waits (killed by the test)."""
+    code = ("import sys, time\nfrom recloop._rundir import RunLock\n"
+            f"RunLock({str(run_dir)!r}).acquire()\nprint('locked', flush=True)\n"
+            "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_a_second_process_on_the_same_directory_exits_2_naming_the_first(run, capsys):
+    scenario, run_dir = run
+    holder = _hold_lock(run_dir)
+    try:
+        code, err = resume(scenario, run_dir, capsys)
+        assert code == 2 and f"in use by process {holder.pid}" in err
+        assert main(["report", str(run_dir)]) == 2
+        assert f"in use by process {holder.pid}" in capsys.readouterr().err
+    finally:
+        holder.kill()
+        holder.wait()
+    # its process is gone: the lock is stale and taken over, with a message
+    assert (run_dir / ".lock").read_text().strip() == str(holder.pid)
+    code, err = resume(scenario, run_dir, capsys)
+    assert code == 0 and f"left by process {holder.pid}, which is no longer running" in err
+    assert not (run_dir / ".lock").exists()  # released at the end
+
+
+def test_run_lock_in_process(tmp_path):
+    with RunLock(tmp_path) as lock:
+        assert lock.stale is None and (tmp_path / ".lock").read_text() == f"{os.getpid()}\n"
+        with pytest.raises(RunDirError, match=f"in use by process {os.getpid()}"):
+            RunLock(tmp_path).acquire()
+    assert not (tmp_path / ".lock").exists()
+
+
+def test_temporary_files_of_a_crash_are_removed_on_resume(run, capsys):
+    scenario, run_dir = run
+    tmps = [run_dir / "cells" / ".abc.json.4242.tmp", run_dir / ".results.csv.17.tmp",
+            run_dir / "figures" / ".x.png.99.tmp"]
+    for p in tmps:
+        p.write_text("half")
+    keep = run_dir / "cells" / ".hidden"  # not one of ours: left alone
+    keep.write_text("x")
+    code, err = resume(scenario, run_dir, capsys)
+    assert code == 0 and "3 temporary file(s)" in err
+    assert not any(p.exists() for p in tmps) and keep.exists()
+
+
+def test_remove_temporary_and_verify_cells_on_an_empty_directory(tmp_path):
+    assert remove_temporary(tmp_path) == [] and verify_cells(tmp_path, {}, "x") == []
