@@ -6,8 +6,7 @@ matplotlib (Agg backend) is imported only here, when a report is written.
 
 How rows are shown:
 
-* each evaluation's summary leads with its headline metric (:data:`HEADLINES`, or the kind's
-  own ``headline``), with or without a truth (``kendall_tau`` has none);
+* each evaluation's summary leads with its headline metric (its kind's ``headline``), with or without a truth (``kendall_tau`` has none);
 * coverage is computed only over intervals of positive width: an exact computation (e.g.
   exhaustive LOO, stderr 0) has nothing to cover, and its coverage is left blank;
 * rows that are errors already (``bias``, ``rmse``, ``coverage``, ``width``, ... with a truth
@@ -30,15 +29,7 @@ from pathlib import Path
 
 from recloop import _rundir
 
-__all__ = ["HEADLINES", "rebuild_report", "summary_lines", "write_report"]
-
-#: Headline metric of each built-in evaluation kind (a metric name, or a name followed by
-#: ``@k``), used until the kinds declare their own ``headline``.
-HEADLINES = {
-    "campaign_bias": ("loo_hit",), "fast_loo_cf": ("rmse", "mae"),
-    "bred_vs_replay": ("value",), "dynamic_news": ("value",),
-    "offline_vs_online": ("kendall_tau",), "ope": ("rmse",), "selfcheck": ("mean_reward",),
-}
+__all__ = ["rebuild_report", "summary_lines", "write_report"]
 
 #: Metrics that are already errors against the truth (suffixes such as ``_at_matches``
 #: allowed): shown as they are when their truth is 0 or missing.
@@ -149,15 +140,13 @@ def _aggregate(run_dir: Path):
 
 
 def _headlines(scenario: dict | None) -> dict[str, tuple[str, ...]]:
-    """Headline metrics per evaluation name (the kind's own ``headline``, else
-    :data:`HEADLINES`)."""
+    """Headline metrics per evaluation name (its kind's ``headline``)."""
     from recloop._registry import registry
 
     out = {}
     for ev in (scenario or {}).get("evaluations", ()):
         kind = registry().evaluations.get(ev.get("kind"))
-        own = tuple(getattr(kind, "headline", ()) or ()) if kind is not None else ()
-        out[ev.get("name")] = own or HEADLINES.get(ev.get("kind"), ())
+        out[ev.get("name")] = tuple(kind.headline) if kind is not None else ()
     return out
 
 

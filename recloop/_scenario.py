@@ -463,9 +463,7 @@ def _validate_evaluations(problems, raw, agents: list[dict], world: dict | None,
 
 def _check_cross(problems, prefix, kind, ev, agents, out_world) -> None:
     """Constraints that involve several keys, declared by the kind (optional ``check``)."""
-    from recloop._limits import checks_of
-
-    funcs = checks_of(kind)
+    funcs = [kind.check] if kind.check else []
     if not funcs:
         return
     swept = ev.get("sweep") or {}

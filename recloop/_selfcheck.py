@@ -91,6 +91,8 @@ KINDS = (
         per_agent=True,
         agent_family="test",
         check=_check_kind,
+        resources=lambda params, world: {"n: pulls": 2 * params["n"] * 8},
+        headline=("mean_reward",),
     ),
     AgentKind("fixed_arm", FixedArm, "test", "Always plays the same arm (the selfcheck "
               "evaluation's agent).",

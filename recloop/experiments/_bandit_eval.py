@@ -541,6 +541,26 @@ def _bandit_world_rules(params, world, *, what: str):
         yield "T", f"expected T <= {config.horizon} (the world's horizon), got {params['T']}"
 
 
+def bandit_resources(params, world):
+    """One log at a time; BRED's (n_bootstrap, K x T) resample index; the truth's
+    n_truth_runs curves of length T."""
+    from recloop._limits import F8, bandit_sizes, log_bytes
+
+    K, d = bandit_sizes(world)
+    T = params["T"]
+    B = params.get("n_bootstrap", 1)
+    return {"T x world.n_arms x world.dim: one log": log_bytes(T, K, d),
+            "n_bootstrap x world.n_arms x T: BRED resamples": B * K * T * F8,
+            "n_truth_runs x T: online truth": params.get("n_truth_runs", 1) * T * F8 * 2}
+
+
+def _check_bred_vs_replay(params, agents, world):
+    from recloop._limits import ab_test_rules
+
+    yield from _bandit_world_rules(params, world, what="bred_vs_replay")
+    yield from ab_test_rules(params, agents, world)
+
+
 def _makers(cell) -> dict:
     return {name: cell.make_agent(name) for name in cell.agent_names}
 
@@ -617,11 +637,12 @@ BRED_VS_REPLAY = EvaluationKind(
     per_agent=True,
     agent_family="bandit",
     needs_world=True,
-    check=lambda params, agents, world: _bandit_world_rules(params, world,
-                                                            what="bred_vs_replay"),
+    check=_check_bred_vs_replay,
     figures=_figures_bred_vs_replay,
     figures_only=False,
     report=bred_note,
+    resources=bandit_resources,
+    headline=("value",),
     function=bred_vs_replay,
 )
 
@@ -663,6 +684,8 @@ DYNAMIC_NEWS = EvaluationKind(
     agent_family="bandit",
     needs_world=True,
     check=_check_dynamic_news,
+    resources=bandit_resources,
+    headline=("value",),
     function=dynamic_news,
 )
 

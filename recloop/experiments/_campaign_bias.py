@@ -340,7 +340,8 @@ def _python_kwargs(params: dict) -> dict:
 
 
 def _check_kind(params, agents, world):
-    """Cross-key rules: a recommendation world, ticks inside it, constant items in range."""
+    """Cross-key rules: a recommendation world, ticks inside it, constant items in range,
+    lists no longer than the items, and the campaigns g1 is built from."""
     from recloop._scenario import world_config
 
     if not world:
@@ -358,6 +359,39 @@ def _check_kind(params, agents, world):
         if a.get("kind") == "constant" and any(i >= config.n_items for i in a.get("items", ())):
             yield "agents", (f"expected constant agents whose items are < n_items = "
                              f"{config.n_items}, got agent {a['name']!r}")
+    k = params["k"]
+    if k > config.n_items:
+        yield "k", f"expected k <= n_items = {config.n_items} of the world, got {k}"
+    for j, p in enumerate(params.get("p_values") or ()):
+        if isinstance(p, int) and not isinstance(p, bool) and p > config.n_items:
+            yield f"p_values[{j}]", (f"expected a number of items <= n_items = "
+                                     f"{config.n_items} of the world, got {p}")
+    ticks = params.get("ticks") or []
+    if not ticks:
+        return
+    t0, t1 = min(ticks), max(ticks)
+    in_window = {i for camp in config.campaigns if camp.items is not None and camp.reach > 0
+                 and camp.start <= t1 and camp.end > t0 for i in camp.items}
+    for a in agents:
+        if a.get("kind") == "constant" and len(a.get("items") or ()) < k:
+            yield "k", (f"expected k <= {len(a['items'])}, the length of constant agent "
+                        f"{a['name']!r}'s items, got {k}")
+        if a.get("kind") == "constant_agreeing" and len(in_window) < k <= config.n_items:
+            yield "k", (f"expected k <= {len(in_window)}, the items pushed by the world's "
+                        f"campaigns in the window [{t0}, {t1}] (agent {a['name']!r} "
+                        f"recommends the k most pushed), got {k}")
+
+
+def _resources(params, world):
+    """World and its counterfactual twin, and the per-edge LOO qualities of the window."""
+    from recloop._limits import F8, world_bytes, world_config_or_none
+
+    out = {f"{k} (world and twin)": 2 * v for k, v in world_bytes(world).items()}
+    c = world_config_or_none(world)
+    if c is not None and hasattr(c, "n_users"):
+        edges = c.n_users * c.mean_profile_size
+        out["k x profile edges: LOO recommendations"] = int(edges * params.get("k", 5) * F8 * 2)
+    return out
 
 
 def _run_kind(cell):
@@ -403,6 +437,8 @@ KIND = EvaluationKind(
     needs_world=True,
     check=_check_kind,
     figures=_figures_kind,
+    resources=_resources,
+    headline=("loo_hit",),
     function=campaign_bias,
     python_kwargs=_python_kwargs,
 )

@@ -681,6 +681,22 @@ def _check_kind(params, agents, world):
         yield "clip", f"expected [low, high] with low <= high, got {params['clip']}"
 
 
+def _resources(params, world):
+    """The leaky fit-once protocols' dense ``(n_users, n_users)`` similarity tables (about
+    eight at once) and the ratings; with a `data` file, the ratings from its size."""
+    import os
+
+    if params.get("data"):
+        try:
+            size = os.path.getsize(params["data"])
+        except OSError:
+            size = 0
+        return {"data: ratings (from the file's size)": size * 8}
+    n_users = params["n_users"]
+    return {"n_users x n_users: fit-once similarities": 8 * n_users * n_users * 8,
+            "n_ratings: ratings and predictions": params["n_ratings"] * 12 * 8}
+
+
 def _run_kind(cell):
     p = cell.params
     ratings = None
@@ -729,6 +745,8 @@ KIND = EvaluationKind(
     min_agents=0,
     check=_check_kind,
     figures=_figures_kind,
+    resources=_resources,
+    headline=("rmse", "mae"),
     function=fast_loo_cf,
     python_kwargs=_python_kwargs,
 )

@@ -393,6 +393,19 @@ def _check_kind(params, agents, world):
                                        f"{entry_name(entry)!r}")
     if params["ab_users"] and "ab_test" in names:
         yield "ab_users", "expected no agent named 'ab_test' with an A/B test, got one"
+    from recloop._limits import ab_test_rules
+
+    yield from ab_test_rules(params, agents, world)
+
+
+def _resources(params, world):
+    from recloop._limits import bandit_sizes, log_bytes
+    from recloop.experiments._bandit_eval import bandit_resources
+
+    out = bandit_resources(params, world)
+    out["n_logs x T: the logs"] = params.get("n_logs", 1) * log_bytes(params["T"],
+                                                                     *bandit_sizes(world))
+    return out
 
 
 def _run_kind(cell):
@@ -453,5 +466,7 @@ KIND = EvaluationKind(
     check=_check_kind,
     figures=_figures_kind,
     report=lambda rows, scenario: _bred_note(rows, scenario),
+    resources=_resources,
+    headline=("kendall_tau",),
     function=offline_vs_online,
 )

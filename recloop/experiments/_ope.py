@@ -27,7 +27,7 @@ import numpy as np
 from recloop._registry import EvaluationKind, registry
 from recloop._results import Measurement
 from recloop._rundir import atomic_savefig
-from recloop._schema import REQUIRED, EstimatorList, Float, Int, ListOf, OneOf, Param, Str, Table
+from recloop._schema import EstimatorList, Float, Int, ListOf, Param, Str, Table
 from recloop.experiments._common import (as_estimate, child_rng, estimator_table, name_key,
                                          seed_sequence)
 
@@ -597,6 +597,22 @@ def _check_kind(params, agents, world):
         seen.add(name)
     if not params["targets"] and not agents:
         yield "targets", "expected at least one target policy (targets or agents), got none"
+    from recloop._limits import ab_test_rules
+
+    yield from ab_test_rules(params, agents, world)
+
+
+def _resources(params, world):
+    """Per log: the contexts and, per target policy, its action distribution
+    ``(n_rounds, n_actions)``; the estimators' copies of it."""
+    from recloop._limits import F8, bandit_sizes, log_bytes
+
+    K, d = bandit_sizes(world)
+    K = params.get("n_actions") or K
+    n = params["n_rounds"]
+    targets = len(params.get("targets") or ()) + 4
+    return {"n_rounds x world.dim: one log": log_bytes(n, K, d),
+            "n_rounds x n_actions x targets: action distributions": 3 * targets * n * K * F8}
 
 
 def _run_kind(cell):
@@ -658,6 +674,8 @@ KIND = EvaluationKind(
     min_agents=0,
     check=_check_kind,
     figures=_figures_kind,
+    resources=_resources,
+    headline=("rmse",),
     report=lambda rows, scenario: ["Estimators ranked by RMSE against the exact value, per setting and "
                          "target (means over seeds); coverage is blank for estimators without "
                          "intervals.", ""] + leaderboard(rows),

@@ -505,6 +505,22 @@ def _check_kind(params, agents, world):
                     f"{params['k']}")
 
 
+def _resources(params, world):
+    """Per log: the slates and clicks (n_rounds x k), the logging and target policies'
+    position marginals (n_rounds x k x items, float64) that IIPS and RIPS read, and
+    Cascade-DR's per-record target distribution of one position chunk; the world."""
+    from recloop._limits import world_bytes, world_config_or_none
+
+    c = world_config_or_none(world)
+    items = getattr(c, "n_items", 1000)
+    n, k = params["n_rounds"], params["k"]
+    out = dict(world_bytes(world))
+    out["n_rounds x k: slates, clicks, propensities"] = n * k * 8 * 6
+    out["n_rounds x k x world.n_items: position marginals (logging, target)"] = (
+        2 * n * k * items * 8)
+    return out
+
+
 def _run_kind(cell):
     from recloop._scenario import world_config
 
@@ -556,6 +572,8 @@ def _kind():
         min_agents=0,
         check=_check_kind,
         figures=_figures_kind,
+        resources=_resources,
+        headline=("rmse",),
         function=slate_ope,
     )
 

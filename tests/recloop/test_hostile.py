@@ -220,12 +220,12 @@ def test_force_runs_anyway_and_dry_run_prints_the_estimate(tmp_path, capsys, mon
     assert main(["run", str(path), "--out", str(out), "-q", "--workers", "1", "--force"]) == 0
 
 
-def test_every_builtin_kind_has_a_memory_estimate():
-    from recloop._limits import resources_of
+def test_every_builtin_kind_declares_a_memory_estimate_and_a_headline():
     from recloop._registry import registry
 
-    missing = [k.name for k in registry().evaluations.values() if resources_of(k) is None]
-    assert missing == []
+    kinds = [k for k in registry().evaluations.values() if k.origin == "built-in"]
+    assert [k.name for k in kinds if k.resources is None] == []
+    assert [k.name for k in kinds if not k.headline] == []
 
 
 def test_builtin_scenarios_fit_in_a_few_gib():

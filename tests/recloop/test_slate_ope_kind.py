@@ -39,4 +39,5 @@ def test_a_small_slate_scenario_runs_with_its_figures(tmp_path):
 
 def test_k_above_the_alive_items_is_a_validation_error():
     with pytest.raises(ScenarioError, match=r"evaluations\[0\]\.k: expected k <= the 5 items"):
-        loads_scenario(TEXT.replace("k = 3", "k = 8").replace("n_items = 30", "n_items = 5"))
+        loads_scenario(TEXT.replace("k = 3", "k = 8").replace(
+            "n_items = 30", "n_items = 5\nmean_profile_size = 2.0"))
