@@ -64,10 +64,36 @@ def _parser() -> argparse.ArgumentParser:
                           "available")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     _path_option(run)
+    _set_option(run)
 
     val = sub.add_parser("validate", help="check scenario files; report every problem")
     val.add_argument("files", nargs="+", metavar="FILE")
     _path_option(val)
+    _set_option(val)
+
+    cal = sub.add_parser("calibrate", help="fit a world to a rating file, print how faithful "
+                         "it is, save it (.npz)")
+    cal.add_argument("data", metavar="PATH", help="the rating file")
+    cal.add_argument("--format", choices=("movielens", "jester", "csv"), default="movielens",
+                     help="movielens (100K u.data or 1M ratings.dat), jester or csv "
+                          "(default: movielens)")
+    cal.add_argument("--columns", default=None, metavar="USER,ITEM,RATING[,TIMESTAMP]",
+                     help="csv only: header names of the columns")
+    cal.add_argument("--rating-scale", nargs=2, type=float, default=None,
+                     metavar=("LOW", "HIGH"), help="csv only: the ratings' scale")
+    cal.add_argument("--min-rating", type=float, default=None, metavar="R",
+                     help="count only ratings >= R as interactions")
+    cal.add_argument("--n-factors", type=int, default=8, metavar="N",
+                     help="rank of the fitted tastes (default 8)")
+    cal.add_argument("--ctr", type=float, default=0.3, metavar="P",
+                     help="assumed mean adoption probability of the observed pairs (0.3)")
+    cal.add_argument("--exposure", type=float, default=1.0, metavar="E",
+                     help="assumed exposure exponent of organic meetings (1.0)")
+    cal.add_argument("--seed", type=int, default=0, metavar="N",
+                     help="seed of the fit and of the fidelity check (default 0)")
+    cal.add_argument("--markdown", action="store_true", help="print the report as Markdown")
+    cal.add_argument("--out", default=None, metavar="FILE.npz",
+                     help="save the fitted world (load it with [world] file = ...)")
 
     lst = sub.add_parser("list", help="list the built-in scenarios and every kind a scenario "
                          "may name (plugins included)")
@@ -76,6 +102,13 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="rebuild report.md and figures of a run directory")
     rep.add_argument("run_dir", metavar="RUN_DIR")
     return parser
+
+
+def _set_option(parser) -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a scenario key before validation (repeatable), e.g. "
+                             "--set world.calibrate_from=ml-100k/u.data --set "
+                             "evaluations.0.n_logs=20")
 
 
 def _path_option(parser) -> None:
@@ -111,14 +144,14 @@ def _registry_problems(err) -> bool:
     return bool(registry().problems)
 
 
-def _load_all(files: list[str], err) -> list | None:
+def _load_all(files: list[str], err, overrides=()) -> list | None:
     """Load every file, printing every problem of every file; ``None`` if any."""
     from recloop._scenario import ScenarioError, find_scenario, load_scenario
 
     scenarios, ok = [], True
     for arg in files:
         try:
-            scenarios.append(load_scenario(find_scenario(arg)))
+            scenarios.append(load_scenario(find_scenario(arg), overrides=overrides))
         except ScenarioError as exc:
             ok = False
             for line in exc.problems:
@@ -131,7 +164,7 @@ def _cmd_validate(args, out, err) -> int:
 
     if not _use_paths(args, err) or _registry_problems(err):
         return 2
-    scenarios = _load_all(args.files, err)
+    scenarios = _load_all(args.files, err, args.set)
     if scenarios is None:
         return 2
     for sc in scenarios:
@@ -150,8 +183,20 @@ def _cmd_list(args, out, err) -> int:
     for name, path in builtin_scenarios().items():
         try:
             sc = load_scenario(path)
-        except ScenarioError:
-            continue  # not listed: it asks for something this installation cannot run
+        except ScenarioError as exc:
+            # listed with what it lacks here (e.g. a data file that is not shipped)
+            import tomllib
+
+            try:
+                run = tomllib.loads(path.read_text(encoding="utf-8")).get("run", {})
+            except (OSError, ValueError):
+                continue
+            first = exc.problems[0] if exc.problems else ""
+            needs = (f"needs your data: --set world.{first.split('--set world.')[1].split(')')[0]}"
+                     if "--set world." in first
+                     else f"cannot run here: recloop validate {name} says why")
+            print(f"  {name:<24} {run.get('description', '')} [{needs}]", file=out)
+            continue
         print(f"  {name:<24} {sc.description}", file=out)
     reg = registry()
     for title, table in (("Evaluation kinds", "evaluations"), ("Agent kinds", "agents"),
@@ -287,7 +332,7 @@ def _cmd_run(args, out, err, argv) -> int:
     problems += [p for p in [_threads_problem()] if p]
     if not _use_paths(args, err) or _registry_problems(err):
         return USAGE
-    scenarios = _load_all(args.files, err)
+    scenarios = _load_all(args.files, err, args.set)
     for p in problems:
         print(f"recloop run: {p}", file=err)
     if scenarios is None or problems:
@@ -436,6 +481,12 @@ def main(argv=None) -> int:
             print("recloop: interrupted; finished cells are kept, continue with --resume",
                   file=err)
             return 130
+        except BrokenPipeError:  # `recloop list | head`: the reader left, nothing to say
+            try:
+                sys.stdout = open(os.devnull, "w")
+            except OSError:
+                pass
+            return 141
         except Exception as exc:  # the user's situation gets a line, not a traceback
             return _internal_error(exc, err)
 
@@ -451,8 +502,22 @@ def _main(argv, out, err) -> int:
         return USAGE
     if args.command == "run":
         return _cmd_run(args, out, err, argv)
-    return {"validate": _cmd_validate, "list": _cmd_list, "report": _cmd_report}[
-        args.command](args, out, err)
+    return {"validate": _cmd_validate, "list": _cmd_list, "report": _cmd_report,
+            "calibrate": _cmd_calibrate}[args.command](args, out, err)
+
+
+def _cmd_calibrate(args, out, err) -> int:
+    from recloop.calibration import calibrate_command
+
+    if args.seed < 0:
+        print(f"recloop calibrate: error: --seed: expected an integer >= 0, got {args.seed}",
+              file=err)
+        return USAGE
+    return calibrate_command(args.data, format=args.format, columns=args.columns,
+                             out=args.out, n_factors=args.n_factors, ctr=args.ctr,
+                             exposure=args.exposure, min_rating=args.min_rating,
+                             rating_scale=args.rating_scale, seed=args.seed, rng=args.seed,
+                             markdown=args.markdown, stdout=out, stderr=err)
 
 
 if __name__ == "__main__":

@@ -597,6 +597,14 @@ def write_report(run_dir) -> Path:
                        f"{', '.join(map(str, ev.get('agents', [])))}: {params}"
                        + (f"; swept {json.dumps(sweep)}" if sweep else ""))
         out += _kind_sections(run_dir, scenario)
+    fidelity = run_dir / "fidelity.md"
+    if fidelity.is_file():  # a world fitted to a real log: how faithful it is
+        env_hash = env.get("world_sha256") if isinstance(env, dict) else None
+        out += ["", "## The fitted world", "",
+                f"The world was fitted to `{(scenario.get('world') or {}).get('calibrate_from', '?')}`"
+                + (f" (sha256 {env_hash})" if env_hash else "") + "; saved as "
+                "[world.npz](world.npz). How faithful it is to the log:", "",
+                fidelity.read_text(encoding="utf-8").strip()]
     summary = _summary(groups, scenario)
     if summary.rows or summary.truths:
         out += ["", "## Summary", "",

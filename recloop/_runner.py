@@ -633,20 +633,79 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
     n_threads()  # a RECLOOP_THREADS that is not a positive integer: refused before anything
     data = scenario.data
     cells = plan_cells(data)
+    # a world fitted to a log: fitted here, once, and checked against the scenario's rules
+    # before anything is written; the cells then load it from the run directory
+    world = _fitted_world(scenario, quiet=quiet, echo=echo)
     # connect before anything is written: an unreachable scheduler leaves no run directory
     dask = _Dask(workers, scheduler) if executor == "dask" else None
     try:
         return _run(scenario, cells, dask, out=out, workers=workers, executor=executor,
                     scheduler=scheduler, resume=resume, quiet=quiet, argv=argv, report=report,
                     paths=[str(Path(p).resolve()) for p in paths], echo=echo,
-                    on_damage=on_damage or _print_damage)
+                    on_damage=on_damage or _print_damage, world=world)
     finally:
         if dask is not None:
             dask.close()
 
 
+def _fitted_world(scenario, *, quiet, echo):
+    """The :class:`simulator.CalibratedWorld` of a scenario whose world is fitted to a log
+    or loaded from a file (``None`` for a preset); the scenario's rules that need the fitted
+    world are checked here (``_UsageError`` listing their problems)."""
+    from recloop import _calibrated_world
+    from recloop._scenario import ScenarioError, validate
+
+    world = scenario.data.get("world")
+    if not _calibrated_world.is_calibrated(world):
+        return None
+    if "calibrate_from" in world and not quiet:
+        echo(f"{scenario.name}: fitting a world to {world['calibrate_from']} ...")
+    try:
+        cal = _calibrated_world.calibrated_world(world)
+        validate(scenario.data, str(scenario.path), fitted=True)
+    except ScenarioError as exc:
+        raise _UsageError("the fitted world does not suit the scenario:\n"
+                          + "\n".join(exc.problems)) from None
+    except (ValueError, TypeError, OSError) as exc:
+        raise _UsageError(f"world: {type(exc).__name__}: {exc}") from None
+    return cal
+
+
+def _save_world(run_dir: Path, cal, resuming: bool, echo, quiet) -> dict:
+    """``world.npz`` in the run directory (on resume: the same world, or an error) and its
+    fidelity report ``fidelity.md``; returns the world table the cells load."""
+    path = run_dir / "world.npz"
+    if resuming and path.is_file():
+        import simulator
+
+        try:
+            old = simulator.CalibratedWorld.load(path).sha256
+        except Exception:  # damaged: rewritten below
+            old = None
+        if old is not None and old != cal.sha256:
+            raise _UsageError(f"{path} holds another world (sha256 {old[:12]}..., the log "
+                              f"now gives {cal.sha256[:12]}...): the log or the calibration "
+                              "options changed; run without --resume to start a new run")
+    if not (resuming and path.is_file()):
+        tmp = run_dir / f".world.{os.getpid()}.tmp.npz"
+        try:
+            cal.save(tmp)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    fidelity = run_dir / "fidelity.md"
+    if not fidelity.is_file():
+        from recloop.calibration import fidelity_report
+
+        report = fidelity_report(cal, seed=0, rng=0)
+        _rundir.atomic_write(fidelity, report.to_markdown())
+        if not quiet:
+            echo(report.to_text().splitlines()[-1])
+    return path
+
+
 def _run(scenario, cells, dask, *, out, workers, executor, scheduler, resume, quiet, argv,
-         report, paths, echo, on_damage) -> Path:
+         report, paths, echo, on_damage, world=None) -> Path:
     try:
         run_dir, resuming = _rundir.new_run_dir(Path(out), scenario.name, resume=resume)
         lock = _rundir.RunLock(run_dir).acquire()
@@ -658,7 +717,8 @@ def _run(scenario, cells, dask, *, out, workers, executor, scheduler, resume, qu
                              "longer running", "taken over", "note"))
         return _run_locked(scenario, cells, dask, run_dir, resuming, out=out, workers=workers,
                            executor=executor, scheduler=scheduler, quiet=quiet, argv=argv,
-                           report=report, paths=paths, echo=echo, on_damage=on_damage)
+                           report=report, paths=paths, echo=echo, on_damage=on_damage,
+                           world=world)
     finally:
         lock.release()
 
@@ -719,7 +779,7 @@ def _fresh_env(scenario, cells, *, argv, executor, workers, scheduler, paths) ->
 
 
 def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, executor,
-                scheduler, quiet, argv, report, paths, echo, on_damage) -> Path:
+                scheduler, quiet, argv, report, paths, echo, on_damage, world=None) -> Path:
     data = scenario.data
     wrong = _rundir.layout_problems(run_dir)
     if wrong:
@@ -752,6 +812,11 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
         env["resumed"].append({"time": _now(), "command": argv or sys.argv})
     else:
         env = _fresh_env(scenario, cells, **fresh)
+    if world is not None:  # the cells load the fitted world from the run directory
+        npz = _save_world(run_dir, world, resuming, echo, quiet)
+        env["world_sha256"] = world.sha256
+        data = {**data, "world": {"file": str(npz),
+                                  "campaigns": data["world"].get("campaigns", [])}}
     _rundir.atomic_write(run_dir / "scenario.toml", text)
     _rundir.atomic_write(env_path, _rundir.to_jsonable(env))
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recloop import _calibrated_world as _calibrated
 from recloop import _schema as sch
 from recloop._plugins import PYTHON_KIND
 from recloop._registry import PluginError, registry
@@ -219,8 +220,10 @@ def _resolve_file(scenario_file: str, table: dict, key: str):
     if not path.is_absolute():
         path = Path(scenario_file).resolve().parent / path
     if not path.is_file():
+        hint = (f"; give your copy with --set world.{key}=PATH"
+                if key in ("calibrate_from", "file") else "")
         return (f"expected {sch.FilePath().describe()}, got {table[key]!r} (no file "
-                f"{path})"), table
+                f"{path}{hint})"), table
     return None, {**table, key: str(path)}
 
 
@@ -495,8 +498,12 @@ def sweep_values(ev: dict) -> list[dict]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(sweep[k] for k in keys))]
 
 
-def validate(data: Any, file: str) -> Scenario:
-    """Validate parsed TOML ``data``; raises :class:`ScenarioError` listing every problem."""
+def validate(data: Any, file: str, *, fitted: bool = False) -> Scenario:
+    """Validate parsed TOML ``data``; raises :class:`ScenarioError` listing every problem.
+
+    A world to be fitted to a log (``[world] calibrate_from``) is read but not fitted: the
+    rules that need the fitted world (ticks within its horizon, ...) wait for ``fitted=True``,
+    which the runner passes once it has fitted the world (before anything is written)."""
     problems = _Problems(file)
     if not isinstance(data, dict):
         problems.add("", f"expected a TOML document, got {sch.fmt(data)}")
@@ -512,13 +519,15 @@ def validate(data: Any, file: str) -> Scenario:
     if "world" in data:
         out["world"] = _validate_world(problems, data["world"],
                                        out.get("run", {}).get("horizon", 0))
-    out["agents"], families = _validate_agents(problems, data.get("agents", []),
-                                               out.get("world") or None)
+    rules_world = out.get("world") or None
+    if rules_world and "calibrate_from" in rules_world and not fitted:
+        rules_world = {}  # known once fitted: the runner validates again then
+    out["agents"], families = _validate_agents(problems, data.get("agents", []), rules_world)
     if "evaluations" not in data:
         problems.add("evaluations", "expected at least one [[evaluations]] table, got nothing")
     world_ok = "world" in out and not any(m.startswith(f"{file}: world") for m in problems.items)
     out["evaluations"] = _validate_evaluations(problems, data.get("evaluations", []),
-                                               out["agents"], out.get("world") if world_ok
+                                               out["agents"], rules_world if world_ok
                                                else ({} if "world" in data else None),
                                                families)
     if not problems.items:
@@ -598,17 +607,81 @@ def _read_scenario_file(path: Path, file: str) -> str:
                              f"UnicodeDecodeError: {exc}"]) from None
 
 
-def load_scenario(path) -> Scenario:
+def load_scenario(path, *, overrides=()) -> Scenario:
     """Read and validate a scenario file; raises :class:`ScenarioError` listing every problem
     (also when the path is not a regular file or is larger than
-    :data:`MAX_SCENARIO_BYTES`: refused before anything is read)."""
+    :data:`MAX_SCENARIO_BYTES`: refused before anything is read). ``overrides`` are
+    ``KEY=VALUE`` strings applied before validation (see :func:`apply_overrides`)."""
     path = Path(path)
     file = str(path)
-    return loads_scenario(_read_scenario_file(path, file), file)
+    return loads_scenario(_read_scenario_file(path, file), file, overrides=overrides)
 
 
-def loads_scenario(text: str, file: str = "<string>") -> Scenario:
-    """Parse and validate scenario ``text``."""
+def apply_overrides(data: dict, overrides, file: str = "<string>") -> dict:
+    """``data`` with ``KEY=VALUE`` overrides (``recloop run --set``): KEY a dotted key path
+    into the scenario (``world.calibrate_from``, ``run.replicates``, ``evaluations.0.n_logs``:
+    a number picks an entry of an array of tables), VALUE a TOML value (``[1, 2]``, ``true``,
+    ``"x"``) or else a plain string. Relative file paths given this way are relative to the
+    current directory, not to the scenario file."""
+    import copy
+    import os
+
+    data = copy.deepcopy(data)
+    problems = []
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            problems.append(f"--set: expected KEY=VALUE, got {item!r}")
+            continue
+        try:
+            value = tomllib.loads(f"v = {text}")["v"]
+        except (tomllib.TOMLDecodeError, ValueError, RecursionError):
+            value = text
+        if isinstance(value, str) and key.strip().rsplit(".", 1)[-1] in _PATH_KEYS \
+                and not os.path.isabs(os.path.expanduser(value)):
+            value = os.path.abspath(os.path.expanduser(value))
+        parts = key.strip().split(".")
+        node = data
+        for j, part in enumerate(parts[:-1]):
+            nxt = None
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                nxt = node[int(part)]
+            elif isinstance(node, dict):
+                nxt = node.setdefault(part, {})
+            if not isinstance(nxt, (dict, list)):
+                problems.append(f"--set {key}: expected a table or an array of tables at "
+                                f"{'.'.join(parts[:j + 1])!r}, got {fmt_value(nxt)}")
+                node = None
+                break
+            node = nxt
+        if node is None:
+            continue
+        last = parts[-1]
+        if isinstance(node, list):
+            problems.append(f"--set {key}: expected a key of a table, got an array at "
+                            f"{'.'.join(parts[:-1])!r} (add the entry's number)")
+            continue
+        if "preset" in node and last in ("calibrate_from", "file"):
+            node.pop("preset")  # a fitted world replaces the preset
+        if last == "preset":
+            node.pop("calibrate_from", None), node.pop("file", None)
+        node[last] = value
+    if problems:
+        raise ScenarioError([f"{file}: {p}" for p in problems])
+    return data
+
+
+#: Keys whose values are file paths (a ``--set`` value is resolved against the current
+#: directory, where the user typed it).
+_PATH_KEYS = ("calibrate_from", "file", "data")
+
+
+def fmt_value(v) -> str:
+    return sch.fmt(v) if v is not None else "nothing"
+
+
+def loads_scenario(text: str, file: str = "<string>", *, overrides=()) -> Scenario:
+    """Parse and validate scenario ``text`` (with ``KEY=VALUE`` ``overrides``)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -622,6 +695,8 @@ def loads_scenario(text: str, file: str = "<string>") -> Scenario:
     except MemoryError:
         raise ScenarioError([f"{file}: toml: expected valid TOML, got a document too large "
                              "to parse"]) from None
+    if overrides:
+        data = apply_overrides(data, overrides, file)
     return validate(data, file)
 
 
@@ -811,8 +886,12 @@ def _config_problem(problems: _Problems, prefix: str, exc: Exception) -> None:
 
 
 def world_config(world: dict):
-    """The simulator config of a resolved ``[world]`` table."""
+    """The simulator config of a resolved ``[world]`` table (a preset with overrides, or a
+    world fitted to a log or loaded from a file: :mod:`recloop._calibrated_world`)."""
     import simulator
+
+    if _calibrated.is_calibrated(world):
+        return _calibrated.config_of(world)
 
     overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in world.items()
                  if k not in ("preset", "campaigns")}
@@ -824,6 +903,11 @@ def world_config(world: dict):
 
 
 def validate_world(problems: _Problems, raw: dict, horizon: int = 0) -> dict:
+    if _calibrated.is_calibrated(raw):
+        if horizon:
+            problems.add("run.horizon", "expected no horizon with a fitted world (its horizon "
+                         f"is the log's span), got {horizon}")
+        return _calibrated.validate(problems, raw, _check_table)
     presets = _presets()
     name = raw.get("preset")
     msg = Str(tuple(sorted(presets))).check(name) if "preset" in raw else None

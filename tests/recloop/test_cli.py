@@ -105,9 +105,13 @@ def test_dry_run_lists_cells_without_writing(tmp_path, tiny, capsys):
 def test_list_shows_builtin_scenarios_with_descriptions(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
+    from tests.builtin_data import load_builtin
+
     for name, path in builtin_scenarios().items():
         assert name in out
-        assert load_scenario(path).description[:30] in out
+        assert load_builtin(name, path).description[:30] in out
+    # a scenario whose data is not shipped is listed with what it needs
+    assert "calibrated_campaign_bias" in out and "--set world.calibrate_from=PATH" in out
 
 
 def test_builtin_scenario_found_by_name(capsys):

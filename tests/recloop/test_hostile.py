@@ -234,8 +234,10 @@ def test_builtin_scenarios_fit_in_a_few_gib():
     from recloop._registry import registry
     from recloop._scenario import builtin_scenarios, load_scenario
 
+    from tests.builtin_data import load_builtin
+
     for name, path in builtin_scenarios().items():
-        sc = load_scenario(path)
+        sc = load_builtin(name, path)
         for ev in sc.data["evaluations"]:
             est, _ = evaluation_bytes(registry().evaluations[ev["kind"]], ev,
                                       sc.data.get("world"))

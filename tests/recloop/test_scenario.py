@@ -193,8 +193,10 @@ def test_missing_file(tmp_path):
 def test_builtin_scenarios_are_valid():
     found = builtin_scenarios()
     assert "quickstart" in found
+    from tests.builtin_data import load_builtin
+
     for name, path in found.items():
-        sc = load_scenario(path)
+        sc = load_builtin(name, path)
         assert sc.name == name, f"{path}: run.name should match the file name"
         assert sc.description
 
