@@ -6,8 +6,10 @@ through the agents' protocol (duck typing).
 
 from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
 from evaluators._bred import JITTER_C, BredEstimate, bred
-from evaluators._ope import (NoSupportWarning, OPEEstimate, direct_method, doubly_robust, ips,
-                             snips)
+from evaluators._ope import (NoSupportWarning, OPEEstimate, UndefinedStderrWarning, direct_method,
+                             doubly_robust, dr_os, ips, sndr, snips, subgaussian_ips, switch_dr)
+from evaluators._mips import mips
+from evaluators._slope import SLOPE_DEFAULTS, SelectionEstimate, select_estimator
 from evaluators._replay import NoMatchWarning, ReplayEstimate, replay
 from evaluators import datasets, metrics, splits  # public submodules
 from evaluators._loo_knn import LooKnnWarning, LooResult, kfold_loo_knn, loo_knn
@@ -30,8 +32,17 @@ __all__ = [
     "snips",
     "direct_method",
     "doubly_robust",
+    "sndr",
+    "switch_dr",
+    "dr_os",
+    "subgaussian_ips",
+    "mips",
+    "select_estimator",
+    "SelectionEstimate",
+    "SLOPE_DEFAULTS",
     "OPEEstimate",
     "NoSupportWarning",
+    "UndefinedStderrWarning",
     "datasets",
     "metrics",
     "splits",

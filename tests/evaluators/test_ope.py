@@ -33,8 +33,10 @@ def test_obp_shape_accepted(seed):
     world = make_world(seed % 101)
     log, _ = make_log(world, 100, seed, kind="nonuniform")
     ad = StaticPolicy(np.random.default_rng(seed).normal(size=(4, 3))).action_dist(log)
-    for f in (ips, snips, direct_method, doubly_robust):
+    for f in (ips, snips):
         assert f(log, ad) == f(log, ad[:, :, None])
+    for f in (direct_method, doubly_robust):  # fitted models draw folds / resamples
+        assert f(log, ad, rng=seed) == f(log, ad[:, :, None], rng=seed)
 
 
 def test_ips_formula_and_clip():

@@ -1,0 +1,290 @@
+"""Reward models q(x, a) for the direct method and the doubly robust family.
+
+A reward model is given to an estimator as ``model=``:
+
+* ``"ridge"`` -- one ridge regression per action of the reward on ``[1, context]`` (penalty
+  1, intercept unpenalised);
+* ``"mean"`` -- the mean reward of each action;
+* an array of predicted rewards, ``(n_rounds, n_actions)`` or Open Bandit Pipeline's
+  ``estimated_rewards_by_reg_model`` shape ``(n_rounds, n_actions, 1)``: used as it is;
+* any regressor with scikit-learn's ``fit(X, y)`` / ``predict(X)`` (duck-typed; scikit-learn
+  is not a dependency). It is copied (``copy.deepcopy``) before every fit, so the object
+  passed in is never fitted or changed. Feature encoding: ``X = [context, one_hot(action)]``,
+  ``n_rounds x (dim_context + n_actions)``, one model for all actions (OBP's
+  ``RegressionModel`` encoding with its default one-hot ``action_context``); with
+  ``per_action=True`` one copy per action is fitted on that action's records with
+  ``X = context``. Actions with no training record are predicted by the mean training
+  reward (0 when there is no training record at all).
+
+Fitted models are *cross-fitted* for the doubly robust family: the records are split into
+``n_folds`` folds (drawn from ``rng``), and the predictions for a fold come from a model fitted
+on the other folds, so that a record's own reward never enters its correction term. The split
+depends on the records, not on their order: records are ranked by a hash of their content
+before the random split, so permuting a log permutes its predictions and nothing else.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check_choice, check_int
+
+__all__ = ["MODELS", "resolve_model", "cross_fit", "fit_in_sample", "fit_predict", "fold_ids",
+           "bootstrap_dm_values", "check_n_folds"]
+
+MODELS = ("ridge", "mean")
+_RIDGE = 1.0
+_PREDICT_CELLS = 1 << 22  # feature cells per predict() call of a joint regressor
+
+
+class _Model:
+    """A validated ``model=`` argument: ``kind`` in {"ridge", "mean", "array", "regressor"}."""
+
+    __slots__ = ("kind", "array", "regressor", "per_action")
+
+    def __init__(self, kind, array=None, regressor=None, per_action=False):
+        self.kind, self.array, self.regressor, self.per_action = kind, array, regressor, per_action
+
+    @property
+    def fitted(self) -> bool:
+        return self.kind != "array"
+
+
+def resolve_model(log, model, *, per_action=False, name="model") -> _Model:
+    """Validate ``model`` against ``log`` (see the module docstring)."""
+    if not isinstance(per_action, (bool, np.bool_)):
+        raise ArgumentTypeError("per_action", "a bool", f"{type(per_action).__name__}")
+    if isinstance(model, str):
+        return _Model(check_choice(model, name, MODELS))
+    if callable(getattr(model, "fit", None)) and callable(getattr(model, "predict", None)):
+        return _Model("regressor", regressor=model, per_action=bool(per_action))
+    if isinstance(model, np.ndarray) or isinstance(model, (list, tuple)):
+        q = np.asarray(model)
+        if q.dtype.kind not in "fiu":
+            raise ArgumentTypeError(name, "an array of predicted rewards (float)",
+                                    f"dtype {q.dtype}")
+        if q.dtype.kind != "f":
+            q = q.astype(np.float64)
+        n, k = log.n_rounds, log.n_actions
+        if q.ndim == 3 and q.shape[2] == 1:
+            q = q.reshape(q.shape[0], q.shape[1])
+        if q.shape != (n, k):
+            raise ArgumentValueError(
+                name, f"an array of shape (n_rounds, n_actions) = ({n}, {k}) or ({n}, {k}, 1)",
+                f"shape {np.shape(model)}")
+        if q.size and not np.isfinite(q.min() + q.max()):
+            raise ArgumentValueError(name, "finite", "nan or inf")
+        return _Model("array", array=q)
+    raise ArgumentTypeError(
+        name, f"one of {MODELS}, an array (n_rounds, n_actions) of predicted rewards, or a "
+        "regressor with fit(X, y) and predict(X)", type(model).__name__)
+
+
+# -- fold split ---------------------------------------------------------------------------
+def _record_hash(log) -> np.ndarray:
+    """A uint64 hash of each record's content (context, action, reward, pscore)."""
+    def mix(x):
+        x = x ^ (x >> np.uint64(30))
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+    h = mix(log.action.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15))
+    cols = [log.reward, log.pscore] + [log.context[:, i] for i in range(log.dim_context)]
+    for col in cols:
+        h = mix(h ^ np.ascontiguousarray(col, dtype=np.float64).view(np.uint64))
+    return h
+
+
+def fold_ids(log, n_folds: int, rng: np.random.Generator) -> np.ndarray:
+    """Fold of each record, (n_rounds,): a random split of the records ranked by content."""
+    n = log.n_rounds
+    order = np.argsort(_record_hash(log), kind="stable")
+    folds = np.empty(n, dtype=np.int64)
+    folds[order] = rng.permutation(n) % n_folds
+    return folds
+
+
+# -- fitting ------------------------------------------------------------------------------
+def _design(context) -> np.ndarray:
+    return np.hstack([np.ones((context.shape[0], 1)), context])
+
+
+def _fit_ridge(Z, action, reward, K) -> np.ndarray:
+    """Per-action ridge coefficients (K, 1 + d); actions never seen: the overall mean."""
+    p = Z.shape[1]
+    B = np.zeros((K, p))
+    B[:, 0] = float(reward.mean()) if reward.size else 0.0
+    pen = np.full(p, _RIDGE)
+    pen[0] = 0.0  # intercept unpenalised
+    order = np.argsort(action, kind="stable")
+    counts = np.bincount(action, minlength=K)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    for k in np.flatnonzero(counts):
+        rows = order[starts[k]:starts[k + 1]]
+        Zk = Z[rows]
+        B[k] = np.linalg.solve(Zk.T @ Zk + np.diag(pen), Zk.T @ reward[rows])
+    return B
+
+
+def _fit_mean(action, reward, K) -> np.ndarray:
+    counts = np.bincount(action, minlength=K)
+    sums = np.bincount(action, weights=reward, minlength=K)
+    overall = float(reward.mean()) if reward.size else 0.0
+    return np.where(counts > 0, sums / np.maximum(counts, 1), overall)
+
+
+def _check_prediction(y, n, who) -> np.ndarray:
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    if y.shape != (n,):
+        raise ValueError(f"the regressor's predict() must return {n} values; got shape "
+                         f"{np.shape(y)} from {who}.")
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"the regressor's predict() returned nan or inf ({who}).")
+    return y
+
+
+def _fit_regressor(proto, X, y):
+    m = copy.deepcopy(proto)
+    m.fit(X, y)
+    return m
+
+
+def _predict_regressor(log, m, context, K, out):
+    """Predictions of a joint regressor for every action of ``context`` rows, into ``out``."""
+    n, d = context.shape
+    chunk = max(1, _PREDICT_CELLS // max(1, K * (d + K)))
+    eye = np.eye(K)
+    for s in range(0, n, chunk):
+        c = context[s:s + chunk]
+        m_rows = c.shape[0]
+        X = np.hstack([np.repeat(c, K, axis=0), np.tile(eye, (m_rows, 1))])
+        out[s:s + m_rows] = _check_prediction(m.predict(X), m_rows * K,
+                                              "the joint model").reshape(m_rows, K)
+
+
+def fit_predict(log, model: _Model, train, predict_rows, out) -> None:
+    """Fit ``model`` on records ``train`` and write q for records ``predict_rows`` into
+    ``out[predict_rows]`` (all actions)."""
+    K = log.n_actions
+    a, r = log.action[train], log.reward[train]
+    if model.kind == "mean":
+        out[predict_rows] = _fit_mean(a, r, K)
+    elif model.kind == "ridge":
+        B = _fit_ridge(_design(log.context[train]), a, r, K)
+        out[predict_rows] = _design(log.context[predict_rows]) @ B.T
+    elif model.per_action:
+        overall = float(r.mean()) if r.size else 0.0
+        ctx = log.context[predict_rows]
+        block = np.empty((ctx.shape[0], K))
+        for k in range(K):
+            mine = a == k
+            if not mine.any():
+                block[:, k] = overall
+                continue
+            m = _fit_regressor(model.regressor, log.context[train][mine], r[mine])
+            block[:, k] = _check_prediction(m.predict(ctx), ctx.shape[0], f"action {k}")
+        out[predict_rows] = block
+    else:
+        if r.size == 0:
+            out[predict_rows] = 0.0
+            return
+        X = np.hstack([log.context[train], np.eye(K)[a]])
+        m = _fit_regressor(model.regressor, X, r)
+        block = np.empty((np.size(predict_rows), K))
+        _predict_regressor(log, m, log.context[predict_rows], K, block)
+        out[predict_rows] = block
+
+
+def cross_fit(log, model: _Model, *, n_folds: int, rng) -> np.ndarray:
+    """q (n_rounds, n_actions): the array itself, or cross-fitted predictions of a fitted model
+    (each fold predicted by the model fitted on the other folds)."""
+    if model.kind == "array":
+        return model.array
+    n = log.n_rounds
+    q = np.empty((n, log.n_actions))
+    folds = fold_ids(log, n_folds, rng)
+    for f in range(n_folds):
+        rows = np.flatnonzero(folds == f)
+        if rows.size:
+            fit_predict(log, model, np.flatnonzero(folds != f), rows, q)
+    return q
+
+
+def fit_in_sample(log, model: _Model) -> np.ndarray:
+    """q (n_rounds, n_actions) of a model fitted on the whole log (or the array itself)."""
+    if model.kind == "array":
+        return model.array
+    q = np.empty((log.n_rounds, log.n_actions))
+    everything = np.arange(log.n_rounds)
+    fit_predict(log, model, everything, everything, q)
+    return q
+
+
+def check_n_folds(n_folds) -> int:
+    return check_int(n_folds, "n_folds", low=2)
+
+
+# -- bootstrap of the direct method ---------------------------------------------------------
+def bootstrap_dm_values(log, pi, model: _Model, n_bootstrap: int, rng) -> np.ndarray:
+    """Direct-method values on ``n_bootstrap`` resamples of the records, the model refitted on
+    each resample, shape (n_bootstrap,). Resample ``b`` is drawn as multinomial counts
+    (``rng.multinomial``), one row per replicate, in order."""
+    n, K = log.n_rounds, log.n_actions
+    W = rng.multinomial(n, np.full(n, 1.0 / n), size=n_bootstrap).astype(np.float64)  # (B, n)
+    if model.kind in ("ridge", "mean"):
+        return _bootstrap_vectorised(log, pi, model.kind, W)
+    values = np.empty(n_bootstrap)
+    for b in range(n_bootstrap):
+        idx = np.repeat(np.arange(n), W[b].astype(np.int64))
+        sub = log.take(idx)
+        q = fit_in_sample(sub, model)
+        values[b] = float(np.mean(np.einsum("ij,ij->i", pi[idx], q)))
+    return values
+
+
+def _bootstrap_vectorised(log, pi, kind, W) -> np.ndarray:
+    """Per-action mean or ridge refitted on every resample at once (weights ``W`` (B, n))."""
+    n, K = log.n_rounds, log.n_actions
+    B = W.shape[0]
+    r = log.reward
+    wsum = W.sum(axis=1)                           # = n
+    overall = (W @ r) / wsum                       # (B,)
+    pi = np.asarray(pi, dtype=np.float64)
+    values = np.zeros(B)
+    if kind == "mean":
+        onehot_sums = np.zeros((B, K))
+        onehot_counts = np.zeros((B, K))
+        for k in np.unique(log.action):
+            rows = log.action == k
+            onehot_counts[:, k] = W[:, rows].sum(axis=1)
+            onehot_sums[:, k] = W[:, rows] @ r[rows]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = np.where(onehot_counts > 0, onehot_sums / np.maximum(onehot_counts, 1e-300),
+                             overall[:, None])
+        # value_b = (1/n) sum_j W[b, j] sum_k pi[j, k] means[b, k]
+        return np.einsum("bj,jk,bk->b", W, pi, means) / wsum
+    Z = _design(log.context)
+    p = Z.shape[1]
+    pen = np.full(p, _RIDGE)
+    pen[0] = 0.0
+    O = (Z[:, :, None] * Z[:, None, :]).reshape(n, p * p)
+    for k in range(K):
+        rows = np.flatnonzero(log.action == k)
+        # WZ[b] = sum_j W[b, j] pi[j, k] z_j : the resample's pi-weighted design for arm k
+        WZ = W @ (pi[:, k:k + 1] * Z)              # (B, p)
+        if rows.size == 0:
+            values += WZ[:, 0] * overall
+            continue
+        A = (W[:, rows] @ O[rows]).reshape(B, p, p) + np.diag(pen)
+        rhs = W[:, rows] @ (Z[rows] * r[rows, None])   # (B, p)
+        seen = W[:, rows].sum(axis=1) > 0
+        beta = np.zeros((B, p))
+        beta[:, 0] = overall
+        if seen.any():
+            beta[seen] = np.linalg.solve(A[seen], rhs[seen][:, :, None])[:, :, 0]
+        values += np.einsum("bp,bp->b", WZ, beta)
+    return values / wsum
