@@ -298,7 +298,7 @@ def subgaussian_ips(log, action_dist, *, lambda_=0.1, ci=0.95) -> OPEEstimate:
 
 
 # -- the direct method -------------------------------------------------------------------------
-def direct_method(log, action_dist, *, model="ridge", per_action=False, n_bootstrap=200,
+def direct_method(log, action_dist, *, model="ridge", per_action=False, n_bootstrap=100,
                   ci=0.95, rng=None) -> OPEEstimate:
     """Direct method: ``mean_j sum_a pi(a|x_j) q(x_j, a)`` with a reward model q.
 
@@ -313,7 +313,7 @@ def direct_method(log, action_dist, *, model="ridge", per_action=False, n_bootst
     per_action : bool, default False
         For a regressor: one copy per action, fitted on that action's records (``X =
         context``), instead of one joint model.
-    n_bootstrap : int >= 2, default 200
+    n_bootstrap : int >= 2, default 100
         Bootstrap resamples of the records for the interval of a fitted model (the model is
         refitted on each; vectorised for "ridge" and "mean", one fit per resample for a
         regressor). Not used with an array.

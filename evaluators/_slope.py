@@ -95,8 +95,11 @@ def select_estimator(log, action_dist, *, estimator="ips", values=None, delta=0.
     Su, Srinath & Krishnamurthy (2020), "Adaptive estimator selection for off-policy
     evaluation", with the constants of Tucker & Lee (2021), "Improved estimator selection for
     off-policy evaluation", as Open Bandit Pipeline's ``*Tuning`` estimators implement it
-    (same choice, same value, to 1e-10). The returned interval is the chosen candidate's and
-    ignores the selection step.
+    (same choice, same value, to 1e-10). The chosen candidate's own interval ignores the
+    selection step and under-covers (0.70-0.79 of the estimator's expectation on
+    ``recloop.testing``'s problems), so the interval returned is the union of the intervals
+    of every accepted candidate: conservative, it contains the interval of the least-biased
+    accepted candidate; ``stderr`` is the chosen candidate's.
 
     Examples
     --------
@@ -139,13 +142,17 @@ def select_estimator(log, action_dist, *, estimator="ips", values=None, delta=0.
         if not np.all(np.abs(theta[acc] - theta[order[i]]) <= width[order[i]] + _C * width[acc]):
             chosen = order[i - 1]
             break
+    accepted = order[:list(order).index(chosen) + 1]
     best = ests[chosen]
+    lo = min(ests[i].ci_low for i in accepted)
+    hi = max(ests[i].ci_high for i in accepted)
     return _as_selection(best, param, cand[chosen], cand, tuple(theta.tolist()),
-                         tuple(width.tolist()))
+                         tuple(width.tolist()), (lo, hi))
 
 
-def _as_selection(est, param, selected, cand, values, widths) -> SelectionEstimate:
-    return SelectionEstimate(est.value, est.stderr, est.ci_low, est.ci_high, est.n, est.level,
+def _as_selection(est, param, selected, cand, values, widths, ci=None) -> SelectionEstimate:
+    lo, hi = (est.ci_low, est.ci_high) if ci is None else ci
+    return SelectionEstimate(est.value, est.stderr, lo, hi, est.n, est.level,
                              ess=est.ess, estimator="select_estimator", parameter=param,
                              selected=float(selected), candidates=tuple(map(float, cand)),
                              candidate_values=values, candidate_widths=widths)
