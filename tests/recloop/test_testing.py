@@ -272,3 +272,43 @@ def test_the_documented_example_passes():
 
     example = Path(__file__).resolve().parents[2] / "examples" / "test_my_estimator.py"
     runpy.run_path(str(example))["test_my_ips"]()
+
+
+# -- the false-alarm rate the docstring states ---------------------------------------------
+def hand_written_ips(log, action_dist):
+    """A correct IPS written by a user: ValueError on an empty log, nan with a named warning
+    without support, normal interval."""
+    if log.n_rounds == 0:
+        raise ValueError("`log` is empty.")
+    w = np.asarray(action_dist)[np.arange(log.n_rounds), log.action, 0] / log.pscore
+    if not w.any():
+        warnings.warn("no support", evaluators.NoSupportWarning)
+        return math.nan
+    return evaluators.normal_estimate(w * log.reward)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("estimator, n_seeds, kw", [
+    pytest.param(evaluators.ips, 30, {}, id="recloop-ips"),
+    pytest.param(hand_written_ips, 30, {}, id="hand-written-ips"),
+    pytest.param(evaluators.doubly_robust, 8, {}, id="recloop-dr"),
+    pytest.param(lambda log, ad: evaluators.ips(log, ad, clip=2.0), 10, {"unbiased": False},
+                 id="clipped-ips-unbiased-false"),
+])
+def test_false_alarm_rate_of_every_property_matches_the_docstring(estimator, n_seeds, kw):
+    # the docstring: each statistical property fails a correct estimator with probability
+    # about alpha = 1e-3 at the defaults; the deterministic ones never
+    from scipy import stats
+
+    alarms = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", evaluators.UndefinedStderrWarning)
+        for seed in range(n_seeds):
+            try:
+                check_ope_estimator(estimator, rng=10_000 + seed, **kw)
+            except CheckFailed as exc:
+                for f in exc.report.failures:
+                    alarms[f.name] = alarms.get(f.name, 0) + 1
+    for name, k in alarms.items():
+        assert name in ("unbiased", "interval_coverage"), (name, k)
+        assert stats.binomtest(k, n_seeds, 1e-3, alternative="greater").pvalue > 1e-3, alarms
