@@ -4,7 +4,6 @@ embeddings."""
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from evaluators._ope import (_NO_WEIGHT, OPEEstimate, _check_action_dist, _ess, _mean_estimate,
                              _nan)
@@ -38,16 +37,28 @@ def _check_embeddings(log, action_embeddings) -> np.ndarray:
 
 
 def _group_sums(dist, groups, n_groups, logged_group) -> np.ndarray:
-    """``sum_{a: groups[a] == logged_group[j]} dist[j, a]`` for every row j, in row chunks
-    (never more than one (chunk, n_groups) temporary)."""
+    """``sum_{a: groups[a] == logged_group[j]} dist[j, a]`` for every row j.
+
+    Reads only the entries of each row's own group: the members of every group are laid out
+    in a padded ``(n_groups, max_size)`` table, gathered row by row in chunks (cost
+    ``n_rounds * max_size``, not ``n_rounds * n_actions``)."""
     n, K = dist.shape
-    G = sp.csr_matrix((np.ones(K), (np.arange(K), groups)), shape=(K, n_groups))
-    GT = G.T.tocsr()
+    sizes = np.bincount(groups, minlength=n_groups)
+    width = int(sizes.max())
+    order = np.argsort(groups, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    rank = np.arange(K) - np.repeat(starts, sizes)      # position inside its group
+    members = np.zeros((n_groups, width), dtype=np.int64)
+    members[groups[order], rank] = order
+    valid = np.zeros((n_groups, width), dtype=bool)
+    valid[groups[order], rank] = True
     out = np.empty(n)
-    step = max(1, _CHUNK_CELLS // max(K, n_groups))
+    step = max(1, _CHUNK_CELLS // width)
     for s in range(0, n, step):
-        block = np.asarray(GT @ dist[s:s + step].T, dtype=np.float64).T  # (chunk, n_groups)
-        out[s:s + step] = block[np.arange(block.shape[0]), logged_group[s:s + step]]
+        g = logged_group[s:s + step]
+        rows = np.arange(s, s + g.shape[0])[:, None]
+        vals = dist[rows, members[g]]
+        out[s:s + step] = np.where(valid[g], vals, 0).sum(axis=1, dtype=np.float64)
     return out
 
 

@@ -163,14 +163,22 @@ def _mean_estimate(terms, level, ess, name) -> OPEEstimate:
 
 
 def _dm_terms(a, q) -> np.ndarray:
-    """sum_a pi(a|x_j) q(x_j, a) per record, in float64 without a (n, K) temporary."""
+    """sum_a pi(a|x_j) q(x_j, a) per record, summed in float64, without an (n, K) temporary.
+
+    float32 inputs are multiplied in float32 (one rounding, 6e-8 relative) in row chunks and
+    summed in float64. A nan or inf in ``q`` shows in its row's term: ``model`` is named then
+    (``q`` is never scanned on its own)."""
     if a.dtype == np.float64 and q.dtype == np.float64:
-        return np.einsum("ij,ij->i", a, q)
-    out = np.empty(a.shape[0])
-    step = max(1, (1 << 22) // max(1, a.shape[1]))
-    for s in range(0, a.shape[0], step):
-        out[s:s + step] = np.einsum("ij,ij->i", a[s:s + step].astype(np.float64),
-                                    q[s:s + step].astype(np.float64))
+        out = np.einsum("ij,ij->i", a, q)
+    else:
+        out = np.empty(a.shape[0])
+        step = max(1, (1 << 20) // max(1, a.shape[1]))
+        for s in range(0, a.shape[0], step):
+            out[s:s + step] = (a[s:s + step] * q[s:s + step]).sum(axis=1, dtype=np.float64)
+    if not np.isfinite(out.sum()):
+        bad = np.flatnonzero(~np.isfinite(q).all(axis=1))
+        where = f"record {int(bad[0])}" if bad.size else "a row"
+        raise ValueError(f"`model` must be finite predicted rewards; got nan or inf at {where}.")
     return out
 
 
