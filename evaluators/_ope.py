@@ -64,12 +64,14 @@ class OPEEstimate(Estimate):
 
 
 # -- input validation (cheap: two passes over action_dist, no copies) ------------------------
-def _check_action_dist(log, action_dist, name="action_dist") -> np.ndarray:
+def _check_action_dist(log, action_dist, name="action_dist", *,
+                       values: bool = True) -> np.ndarray:
     """``action_dist`` as an (n_rounds, n_actions) float array (a view where possible).
 
-    The checks cost one global ``min`` (negative, nan) and one matrix-vector product (row
-    sums; an inf or nan makes its row sum fail too); the slow search for the first bad record
-    runs only to word the error.
+    The checks of the values cost one global ``min`` (negative, nan) and one matrix-vector
+    product (row sums; an inf or nan makes its row sum fail too); the slow search for the
+    first bad record runs only to word the error. ``values=False`` checks type and shape
+    only: the caller checks the values in the same pass as its own (``_dm_terms``).
     """
     a = np.asarray(action_dist)
     if a.dtype.kind not in "fiu":
@@ -86,14 +88,18 @@ def _check_action_dist(log, action_dist, name="action_dist") -> np.ndarray:
     if a.shape != (n, K):
         raise ValueError(f"`{name}` must have shape (n_rounds, n_actions) = ({n}, {K}) or "
                          f"({n}, {K}, 1); got {np.shape(action_dist)}.")
-    if a.size == 0:
-        return a
-    tol = _SUM_TOL if a.dtype == np.float64 else max(_SUM_TOL, 8 * K * np.finfo(a.dtype).eps)
-    lo = a.min()
-    sums = a @ np.ones(K, dtype=a.dtype)
-    if not (lo >= 0 and np.abs(sums - 1).max() <= tol):
-        _explain_action_dist(a, sums, tol, name)
+    if a.size and values:
+        tol = _sum_tol(a)
+        lo = a.min()
+        sums = a @ np.ones(K, dtype=a.dtype)
+        if not (lo >= 0 and np.abs(sums - 1).max() <= tol):
+            _explain_action_dist(a, sums, tol, name)
     return a
+
+
+def _sum_tol(a) -> float:
+    return _SUM_TOL if a.dtype == np.float64 else max(_SUM_TOL,
+                                                      8 * a.shape[1] * np.finfo(a.dtype).eps)
 
 
 def _explain_action_dist(a, sums, tol, name):
@@ -162,19 +168,29 @@ def _mean_estimate(terms, level, ess, name) -> OPEEstimate:
     return _finish(value, se, n, level, ess, name)
 
 
-def _dm_terms(a, q) -> np.ndarray:
+def _dm_terms(a, q, check: str | None = None) -> np.ndarray:
     """sum_a pi(a|x_j) q(x_j, a) per record, summed in float64, without an (n, K) temporary.
 
-    float32 inputs are multiplied in float32 (one rounding, 6e-8 relative) in row chunks and
-    summed in float64. A nan or inf in ``q`` shows in its row's term: ``model`` is named then
-    (``q`` is never scanned on its own)."""
-    if a.dtype == np.float64 and q.dtype == np.float64:
-        out = np.einsum("ij,ij->i", a, q)
-    else:
-        out = np.empty(a.shape[0])
-        step = max(1, (1 << 20) // max(1, a.shape[1]))
-        for s in range(0, a.shape[0], step):
-            out[s:s + step] = (a[s:s + step] * q[s:s + step]).sum(axis=1, dtype=np.float64)
+    Row chunks small enough to stay in cache; with ``check`` (the argument's name) the values
+    of ``a`` are validated in the same pass (``_check_action_dist(values=False)`` before), so
+    ``a`` is read from memory once. float32 inputs are multiplied in float32 (one rounding,
+    6e-8 relative) and summed in float64. A nan or inf in ``q`` shows in its row's term:
+    ``model`` is named then (``q`` is never scanned on its own)."""
+    n, K = a.shape
+    out = np.empty(n)
+    step = max(1, (1 << 18) // max(1, K))
+    ones = np.ones(K, dtype=a.dtype)
+    tol = _sum_tol(a) if n else 0.0
+    ok = True
+    f64 = a.dtype == np.float64 and q.dtype == np.float64
+    for s in range(0, n, step):
+        c = a[s:s + step]
+        if check is not None:
+            ok &= bool(c.min() >= 0) and bool(np.abs(c @ ones - 1).max() <= tol)
+        out[s:s + step] = (np.einsum("ij,ij->i", c, q[s:s + step]) if f64 else
+                           (c * q[s:s + step]).sum(axis=1, dtype=np.float64))
+    if not ok:
+        _explain_action_dist(a, a @ ones, tol, check)
     if not np.isfinite(out.sum()):
         bad = np.flatnonzero(~np.isfinite(q).all(axis=1))
         where = f"record {int(bad[0])}" if bad.size else "a row"
@@ -184,6 +200,30 @@ def _dm_terms(a, q) -> np.ndarray:
 
 def _factual(q, log) -> np.ndarray:
     return q[np.arange(log.n_rounds), log.action].astype(np.float64, copy=False)
+
+
+# -- the weight transforms of the hyper-parameter families (shared with SLOPE) ----------------
+def _shrunk_weights(family: str, w, v: float):
+    """The importance weights of ``family`` with hyper-parameter value ``v``."""
+    if family in ("ips", "doubly_robust"):  # clipping
+        return np.minimum(w, v) if v < math.inf else w
+    if family == "switch_dr":
+        return np.where(w <= v, w, 0.0)
+    if family == "dr_os":
+        if v == math.inf:
+            return w
+        return (v * w) / (w ** 2 + v) if v > 0 else np.zeros_like(w)
+    if family == "subgaussian_ips":
+        return w / (1.0 - v + v * w)
+    raise AssertionError(family)
+
+
+def _family_estimate(family, log, w, dm, qa, v, level, name) -> OPEEstimate:
+    """Estimate of ``family`` at ``v`` from the weights (and DM terms / factual predictions
+    for the model-based ones, ``dm=None`` otherwise)."""
+    ws = _shrunk_weights(family, w, v)
+    terms = ws * log.reward if dm is None else dm + ws * (log.reward - qa)
+    return _mean_estimate(terms, level, _ess(ws), name)
 
 
 # -- IPS, SNIPS -----------------------------------------------------------------------------
@@ -232,11 +272,12 @@ def ips(log, action_dist, *, clip=None, ci=0.95) -> OPEEstimate:
     """
     log = _check_log(log)
     a = _check_action_dist(log, action_dist)
-    w = _weights(log, a, _check_clip(clip))
+    clip = _check_clip(clip)
     level = check_level(ci)
+    w = _weights(log, a)
     if not w.any():
         return _nan(log.n_rounds, level, "ips", _NO_WEIGHT)
-    return _mean_estimate(w * log.reward, level, _ess(w), "ips")
+    return _family_estimate("ips", log, w, None, None, clip, level, "ips")
 
 
 def snips(log, action_dist, *, ci=0.95) -> OPEEstimate:
@@ -301,8 +342,7 @@ def subgaussian_ips(log, action_dist, *, lambda_=0.1, ci=0.95) -> OPEEstimate:
     w = _weights(log, a)
     if not w.any():
         return _nan(log.n_rounds, level, "subgaussian_ips", _NO_WEIGHT)
-    ws = w / (1.0 - lam + lam * w)
-    return _mean_estimate(ws * log.reward, level, _ess(ws), "subgaussian_ips")
+    return _family_estimate("subgaussian_ips", log, w, None, None, lam, level, "subgaussian_ips")
 
 
 # -- the direct method -------------------------------------------------------------------------
@@ -363,16 +403,17 @@ def direct_method(log, action_dist, *, model="ridge", per_action=False, n_bootst
     0.75
     """
     log = _check_log(log)
-    a = _check_action_dist(log, action_dist)
+    a = _check_action_dist(log, action_dist, values=False)  # values: in _dm_terms' pass
     m = _rm.resolve_model(log, model, per_action=per_action)
     n_bootstrap = check_int(n_bootstrap, "n_bootstrap", low=2)
     level = check_level(ci)
     gen = as_generator(rng)
     n = log.n_rounds
     if not _target_at_logged(log, a).any():
+        _check_action_dist(log, a)
         return _nan(n, level, "direct_method", _NO_WEIGHT)
     q = _rm.fit_in_sample(log, m)
-    terms = _dm_terms(a, q)
+    terms = _dm_terms(a, q, "action_dist")
     value = float(terms.mean())
     if not m.fitted:
         return _mean_estimate(terms, level, float(n), "direct_method")
@@ -385,7 +426,7 @@ def direct_method(log, action_dist, *, model="ridge", per_action=False, n_bootst
 # -- the doubly robust family ------------------------------------------------------------------
 def _dr_inputs(log, action_dist, model, per_action, n_folds, ci, rng):
     log = _check_log(log)
-    a = _check_action_dist(log, action_dist)
+    a = _check_action_dist(log, action_dist, values=False)  # values: in _dm_terms' pass
     m = _rm.resolve_model(log, model, per_action=per_action)
     n_folds = _rm.check_n_folds(n_folds)
     level = check_level(ci)
@@ -394,9 +435,18 @@ def _dr_inputs(log, action_dist, model, per_action, n_folds, ci, rng):
 
 
 def _dr_parts(log, a, m, n_folds, gen):
-    """(w, dm_j, q(x_j, a_j)) with a cross-fitted model."""
+    """(w, dm_j, q(x_j, a_j)) with a cross-fitted model (``a``'s values checked here)."""
     q = _rm.cross_fit(log, m, n_folds=n_folds, rng=gen)
-    return _weights(log, a), _dm_terms(a, q), _factual(q, log)
+    dm = _dm_terms(a, q, "action_dist")
+    return _weights(log, a), dm, _factual(q, log)
+
+
+def _no_support(log, a, level, name):
+    """``nan`` with a warning when the target never takes a logged action (values checked)."""
+    if _target_at_logged(log, a).any():
+        return None
+    _check_action_dist(log, a)
+    return _nan(log.n_rounds, level, name, _NO_WEIGHT)
 
 
 _DR_PARAMS = """    log, action_dist, ci : as in :func:`ips`
@@ -435,12 +485,11 @@ def doubly_robust(log, action_dist, *, model="ridge", per_action=False, n_folds=
     log, a, m, n_folds, level, gen = _dr_inputs(log, action_dist, model, per_action, n_folds,
                                                 ci, rng)
     clip = _check_clip(clip)
-    if not _target_at_logged(log, a).any():
-        return _nan(log.n_rounds, level, "doubly_robust", _NO_WEIGHT)
+    nan = _no_support(log, a, level, "doubly_robust")
+    if nan is not None:
+        return nan
     w, dm, qa = _dr_parts(log, a, m, n_folds, gen)
-    if clip < math.inf:
-        w = np.minimum(w, clip)
-    return _mean_estimate(dm + w * (log.reward - qa), level, _ess(w), "doubly_robust")
+    return _family_estimate("doubly_robust", log, w, dm, qa, clip, level, "doubly_robust")
 
 
 def sndr(log, action_dist, *, model="ridge", per_action=False, n_folds=2, ci=0.95,
@@ -467,8 +516,9 @@ def sndr(log, action_dist, *, model="ridge", per_action=False, n_folds=2, ci=0.9
     """
     log, a, m, n_folds, level, gen = _dr_inputs(log, action_dist, model, per_action, n_folds,
                                                 ci, rng)
-    if not _target_at_logged(log, a).any():
-        return _nan(log.n_rounds, level, "sndr", _NO_WEIGHT)
+    nan = _no_support(log, a, level, "sndr")
+    if nan is not None:
+        return nan
     w, dm, qa = _dr_parts(log, a, m, n_folds, gen)
     n = log.n_rounds
     wbar = float(w.mean())
@@ -507,11 +557,11 @@ def switch_dr(log, action_dist, *, tau=10.0, model="ridge", per_action=False, n_
     log, a, m, n_folds, level, gen = _dr_inputs(log, action_dist, model, per_action, n_folds,
                                                 ci, rng)
     tau = check_float(tau, "tau", low=0.0, finite=False)
-    if not _target_at_logged(log, a).any():
-        return _nan(log.n_rounds, level, "switch_dr", _NO_WEIGHT)
+    nan = _no_support(log, a, level, "switch_dr")
+    if nan is not None:
+        return nan
     w, dm, qa = _dr_parts(log, a, m, n_folds, gen)
-    ws = np.where(w <= tau, w, 0.0)
-    return _mean_estimate(dm + ws * (log.reward - qa), level, _ess(ws), "switch_dr")
+    return _family_estimate("switch_dr", log, w, dm, qa, tau, level, "switch_dr")
 
 
 def dr_os(log, action_dist, *, lambda_=100.0, model="ridge", per_action=False, n_folds=2,
@@ -541,12 +591,11 @@ def dr_os(log, action_dist, *, lambda_=100.0, model="ridge", per_action=False, n
     log, a, m, n_folds, level, gen = _dr_inputs(log, action_dist, model, per_action, n_folds,
                                                 ci, rng)
     lam = check_float(lambda_, "lambda_", low=0.0, finite=False)
-    if not _target_at_logged(log, a).any():
-        return _nan(log.n_rounds, level, "dr_os", _NO_WEIGHT)
+    nan = _no_support(log, a, level, "dr_os")
+    if nan is not None:
+        return nan
     w, dm, qa = _dr_parts(log, a, m, n_folds, gen)
-    if lam < math.inf:
-        w = (lam * w) / (w ** 2 + lam) if lam > 0 else np.zeros_like(w)
-    return _mean_estimate(dm + w * (log.reward - qa), level, _ess(w), "dr_os")
+    return _family_estimate("dr_os", log, w, dm, qa, lam, level, "dr_os")
 
 
 for _f in (doubly_robust, sndr, switch_dr, dr_os):

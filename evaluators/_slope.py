@@ -10,8 +10,8 @@ import numpy as np
 from scipy.special import stdtrit
 
 from evaluators import _reward_models as _rm
-from evaluators._ope import (OPEEstimate, _check_action_dist, _target_at_logged, _nan, _NO_WEIGHT,
-                             doubly_robust, dr_os, ips, subgaussian_ips, switch_dr)
+from evaluators._ope import (_NO_WEIGHT, OPEEstimate, _check_action_dist, _dr_parts,
+                             _family_estimate, _nan, _target_at_logged, _weights)
 from evaluators._replay import _check_log
 from recloop_base.validation import (ArgumentTypeError, ArgumentValueError, as_generator,
                                      check_choice, check_float, check_level)
@@ -27,8 +27,7 @@ SLOPE_DEFAULTS = {
     "dr_os": ("lambda_", (_INF, 1e5, 1e4, 1e3, 300.0, 100.0, 30.0, 10.0, 3.0, 1.0)),
     "subgaussian_ips": ("lambda_", (0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.2, 0.4, 0.7, 1.0)),
 }
-_FUNCS = {"ips": ips, "doubly_robust": doubly_robust, "switch_dr": switch_dr, "dr_os": dr_os,
-          "subgaussian_ips": subgaussian_ips}
+_FUNCS = ("ips", "doubly_robust", "switch_dr", "dr_os", "subgaussian_ips")
 _MODEL_BASED = ("doubly_robust", "switch_dr", "dr_os")
 _C = math.sqrt(6) - 1
 
@@ -113,8 +112,8 @@ def select_estimator(log, action_dist, *, estimator="ips", values=None, delta=0.
     ('clip', True)
     """
     log = _check_log(log)
-    a = _check_action_dist(log, action_dist)
-    estimator = check_choice(estimator, "estimator", tuple(_FUNCS))
+    estimator = check_choice(estimator, "estimator", _FUNCS)
+    a = _check_action_dist(log, action_dist, values=estimator not in _MODEL_BASED)
     param, default = SLOPE_DEFAULTS[estimator]
     cand = _check_values(values, default, estimator, param)
     delta = check_float(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True)
@@ -122,16 +121,19 @@ def select_estimator(log, action_dist, *, estimator="ips", values=None, delta=0.
     gen = as_generator(rng)
     n = log.n_rounds
     name = "select_estimator"
+    m = _rm.resolve_model(log, model, per_action=per_action)
+    n_folds = _rm.check_n_folds(n_folds)
     if not _target_at_logged(log, a).any():
+        _check_action_dist(log, a)
         return _as_selection(_nan(n, level, name, _NO_WEIGHT), param, math.nan, cand, (), ())
-    f = _FUNCS[estimator]
-    kw = {"ci": level}
+    # the weights, and the cross-fitted model's terms, once for every candidate
     if estimator in _MODEL_BASED:
-        m = _rm.resolve_model(log, model, per_action=per_action)
-        kw["model"] = _rm.cross_fit(log, m, n_folds=_rm.check_n_folds(n_folds), rng=gen)
+        w, dm, qa = _dr_parts(log, a, m, n_folds, gen)
+    else:
+        w, dm, qa = _weights(log, a), None, None
     # OBP sorts the candidates in decreasing order first; ties in width then break alike
     cand = tuple(sorted(cand, reverse=True))
-    ests = [f(log, a, **{param: v}, **kw) for v in cand]
+    ests = [_family_estimate(estimator, log, w, dm, qa, v, level, estimator) for v in cand]
     theta = np.array([e.value for e in ests])
     t = float(stdtrit(n - 1, 1.0 - delta)) if n > 1 else math.nan
     width = np.array([t * e.stderr for e in ests])
