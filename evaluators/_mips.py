@@ -8,7 +8,7 @@ import numpy as np
 from evaluators._ope import (_NO_WEIGHT, OPEEstimate, _check_action_dist, _ess, _mean_estimate,
                              _nan)
 from evaluators._replay import _check_log
-from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check_choice, check_level
+from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check_level
 
 __all__ = ["mips"]
 
@@ -79,8 +79,7 @@ def _marginal(log, dist, groups, n_groups, uniform) -> np.ndarray:
     return _group_sums(av / av.sum(axis=1, keepdims=True), groups, n_groups, logged)
 
 
-def mips(log, action_dist, *, action_embeddings=None, pi_b=None, marginal="joint",
-         ci=0.95) -> OPEEstimate:
+def mips(log, action_dist, *, action_embeddings=None, pi_b=None, ci=0.95) -> OPEEstimate:
     """Marginalised IPS: importance weights on the action embedding instead of the action.
 
     Parameters
@@ -98,12 +97,6 @@ def mips(log, action_dist, *, action_embeddings=None, pi_b=None, marginal="joint
         the log's ``pi_b``; when the log has none and was logged uniformly (``pscore`` is
         ``1 / #available`` on every record), the uniform distribution over the available
         actions; otherwise a ``ValueError``.
-    marginal : {"joint", "product"}, default "joint"
-        ``"joint"``: ``p(e|x, pi) = sum_{a: e(a) = e} pi(a|x)``, the exact marginal of the
-        whole embedding vector. ``"product"``: the product over embedding features of the
-        per-feature marginals ``p(e_d|x, pi)``, as Open Bandit Pipeline's
-        ``MarginalizedInverseProbabilityWeighting`` computes it from ``p_e_a``; the two agree
-        when there is one feature.
     ci : float in (0, 1)
         Level of the interval.
 
@@ -121,7 +114,10 @@ def mips(log, action_dist, *, action_embeddings=None, pi_b=None, marginal="joint
 
     Notes
     -----
-    ``V = (1/n) sum_j r_j p(e_j|x_j, pi) / p(e_j|x_j, pi_0)`` with ``e_j = e(a_j)``. Saito &
+    ``V = (1/n) sum_j r_j p(e_j|x_j, pi) / p(e_j|x_j, pi_0)`` with ``e_j = e(a_j)`` and
+    ``p(e|x, pi) = sum_{a: e(a) = e} pi(a|x)``, the marginal of the whole embedding vector
+    (what Open Bandit Pipeline 0.5.7's ``MarginalizedInverseProbabilityWeighting`` computes
+    from a one-hot ``p_e_a``; equal to it to 1e-15, several features included). Saito &
     Joachims (2022), "Off-policy evaluation for large action spaces via embeddings".
     Unbiased when (i) the embedding carries every effect of the action on the reward (*no
     direct effect*: ``E[r | x, a] = E[r | x, e(a)]``) and (ii) every embedding the target can
@@ -145,7 +141,6 @@ def mips(log, action_dist, *, action_embeddings=None, pi_b=None, marginal="joint
     log = _check_log(log)
     a = _check_action_dist(log, action_dist)
     E = _check_embeddings(log, action_embeddings)
-    marginal = check_choice(marginal, "marginal", ("joint", "product"))
     level = check_level(ci)
     pb = log.pi_b if pi_b is None else pi_b
     uniform = False
@@ -164,20 +159,11 @@ def mips(log, action_dist, *, action_embeddings=None, pi_b=None, marginal="joint
             raise ValueError(f"`pi_b` must agree with `log.pscore` on the logged actions; got "
                              f"{float(got[j])} against pscore {float(log.pscore[j])} at record "
                              f"{j}.")
-    if marginal == "joint" or E.shape[1] == 1:
-        _, groups = np.unique(E, axis=0, return_inverse=True)
-        groups = groups.reshape(-1)
-        n_groups = int(groups.max()) + 1
-        p_pi = _marginal(log, a, groups, n_groups, uniform)
-        p_b = _marginal(log, None if uniform else pb, groups, n_groups, uniform)
-    else:
-        p_pi = np.ones(log.n_rounds)
-        p_b = np.ones(log.n_rounds)
-        for d in range(E.shape[1]):
-            groups = E[:, d]
-            n_groups = int(groups.max()) + 1
-            p_pi *= _marginal(log, a, groups, n_groups, uniform)
-            p_b *= _marginal(log, None if uniform else pb, groups, n_groups, uniform)
+    _, groups = np.unique(E, axis=0, return_inverse=True)
+    groups = groups.reshape(-1)
+    n_groups = int(groups.max()) + 1
+    p_pi = _marginal(log, a, groups, n_groups, uniform)
+    p_b = _marginal(log, None if uniform else pb, groups, n_groups, uniform)
     w = p_pi / p_b
     if not w.any():
         return _nan(log.n_rounds, level, "mips", _NO_WEIGHT)
