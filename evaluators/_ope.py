@@ -89,12 +89,23 @@ def _check_action_dist(log, action_dist, name="action_dist", *,
         raise ValueError(f"`{name}` must have shape (n_rounds, n_actions) = ({n}, {K}) or "
                          f"({n}, {K}, 1); got {np.shape(action_dist)}.")
     if a.size and values:
-        tol = _sum_tol(a)
-        lo = a.min()
-        sums = a @ np.ones(K, dtype=a.dtype)
-        if not (lo >= 0 and np.abs(sums - 1).max() <= tol):
-            _explain_action_dist(a, sums, tol, name)
+        _check_values(a, name)
     return a
+
+
+def _check_values(a, name) -> None:
+    """Rows of ``a`` are distributions: a min and a matrix-vector product per cache-sized row
+    chunk, so that ``a`` is read from memory once."""
+    n, K = a.shape
+    tol = _sum_tol(a)
+    ones = np.ones(K, dtype=a.dtype)
+    step = max(1, (1 << 18) // max(1, K))
+    ok = True
+    for s in range(0, n, step):
+        c = a[s:s + step]
+        ok &= bool(c.min() >= 0) and bool(np.abs(c @ ones - 1).max() <= tol)
+    if not ok:
+        _explain_action_dist(a, a @ ones, tol, name)
 
 
 def _sum_tol(a) -> float:
