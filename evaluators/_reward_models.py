@@ -152,50 +152,47 @@ def _fit_regressor(proto, X, y):
     return m
 
 
-def _predict_regressor(log, m, context, K, out):
-    """Predictions of a joint regressor for every action of ``context`` rows, into ``out``."""
-    n, d = context.shape
-    chunk = max(1, _PREDICT_CELLS // max(1, K * (d + K)))
-    eye = np.eye(K)
-    for s in range(0, n, chunk):
-        c = context[s:s + chunk]
-        m_rows = c.shape[0]
-        X = np.hstack([np.repeat(c, K, axis=0), np.tile(eye, (m_rows, 1))])
-        out[s:s + m_rows] = _check_prediction(m.predict(X), m_rows * K,
-                                              "the joint model").reshape(m_rows, K)
+def _rows_chunks(rows, width):
+    """Chunks of ``rows`` whose (chunk, width) blocks stay small: predictions are written
+    into ``q`` chunk by chunk, never as a second (n, K) array."""
+    step = max(1, _PREDICT_CELLS // max(1, width))
+    for s in range(0, rows.shape[0], step):
+        yield rows[s:s + step]
 
 
 def fit_predict(log, model: _Model, train, predict_rows, out) -> None:
-    """Fit ``model`` on records ``train`` and write q for records ``predict_rows`` into
-    ``out[predict_rows]`` (all actions)."""
+    """Fit ``model`` on records ``train`` and write q for records ``predict_rows`` (an index
+    array) into ``out[predict_rows]`` (all actions)."""
     K = log.n_actions
     a, r = log.action[train], log.reward[train]
     if model.kind == "mean":
         out[predict_rows] = _fit_mean(a, r, K)
     elif model.kind == "ridge":
         B = _fit_ridge(_design(log.context[train]), a, r, K)
-        out[predict_rows] = _design(log.context[predict_rows]) @ B.T
+        for rows in _rows_chunks(predict_rows, K):
+            out[rows] = _design(log.context[rows]) @ B.T
     elif model.per_action:
         overall = float(r.mean()) if r.size else 0.0
         ctx = log.context[predict_rows]
-        block = np.empty((ctx.shape[0], K))
         for k in range(K):
             mine = a == k
             if not mine.any():
-                block[:, k] = overall
+                out[predict_rows, k] = overall
                 continue
             m = _fit_regressor(model.regressor, log.context[train][mine], r[mine])
-            block[:, k] = _check_prediction(m.predict(ctx), ctx.shape[0], f"action {k}")
-        out[predict_rows] = block
+            out[predict_rows, k] = _check_prediction(m.predict(ctx), ctx.shape[0],
+                                                     f"action {k}")
+    elif r.size == 0:
+        out[predict_rows] = 0.0
     else:
-        if r.size == 0:
-            out[predict_rows] = 0.0
-            return
         X = np.hstack([log.context[train], np.eye(K)[a]])
         m = _fit_regressor(model.regressor, X, r)
-        block = np.empty((np.size(predict_rows), K))
-        _predict_regressor(log, m, log.context[predict_rows], K, block)
-        out[predict_rows] = block
+        eye = np.eye(K)
+        for rows in _rows_chunks(predict_rows, K * (log.dim_context + K)):
+            c = log.context[rows]
+            Xp = np.hstack([np.repeat(c, K, axis=0), np.tile(eye, (c.shape[0], 1))])
+            out[rows] = _check_prediction(m.predict(Xp), c.shape[0] * K,
+                                          "the joint model").reshape(c.shape[0], K)
 
 
 def cross_fit(log, model: _Model, *, n_folds: int, rng) -> np.ndarray:
