@@ -12,9 +12,6 @@ from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check
 
 __all__ = ["mips"]
 
-_CHUNK_CELLS = 1 << 22
-
-
 def _check_embeddings(log, action_embeddings) -> np.ndarray:
     E = log.action_embeddings if action_embeddings is None else action_embeddings
     if E is None:
@@ -43,6 +40,7 @@ def _group_sums(dist, groups, n_groups, logged_group) -> np.ndarray:
     in a padded ``(n_groups, max_size)`` table, gathered row by row in chunks (cost
     ``n_rounds * max_size``, not ``n_rounds * n_actions``)."""
     n, K = dist.shape
+    dist = np.ascontiguousarray(dist)
     sizes = np.bincount(groups, minlength=n_groups)
     width = int(sizes.max())
     order = np.argsort(groups, kind="stable")
@@ -52,13 +50,17 @@ def _group_sums(dist, groups, n_groups, logged_group) -> np.ndarray:
     members[groups[order], rank] = order
     valid = np.zeros((n_groups, width), dtype=bool)
     valid[groups[order], rank] = True
+    full = bool(np.all(sizes[np.unique(logged_group)] == width))
+    flat = dist.reshape(-1)  # a view: dist is C-contiguous (n, K), or made so once
     out = np.empty(n)
-    step = max(1, _CHUNK_CELLS // width)
+    step = max(1, (1 << 16) // width)
     for s in range(0, n, step):
         g = logged_group[s:s + step]
-        rows = np.arange(s, s + g.shape[0])[:, None]
-        vals = dist[rows, members[g]]
-        out[s:s + step] = np.where(valid[g], vals, 0).sum(axis=1, dtype=np.float64)
+        idx = np.arange(s, s + g.shape[0], dtype=np.int64)[:, None] * K + members[g]
+        vals = np.take(flat, idx)
+        if not full:
+            vals = np.where(valid[g], vals, 0)
+        out[s:s + step] = vals.sum(axis=1, dtype=np.float64)
     return out
 
 
