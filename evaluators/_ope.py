@@ -33,6 +33,7 @@ import numpy as np
 from evaluators import _reward_models as _rm
 from evaluators._estimate import Estimate, _z
 from evaluators._replay import _check_log
+from recloop_base.threads import n_threads, thread_map
 from recloop_base.validation import (ArgumentTypeError, as_generator, check_float, check_int,
                                      check_level)
 
@@ -95,17 +96,30 @@ def _check_action_dist(log, action_dist, name="action_dist", *,
 
 def _check_values(a, name) -> None:
     """Rows of ``a`` are distributions: a min and a matrix-vector product per cache-sized row
-    chunk, so that ``a`` is read from memory once."""
+    chunk, so that ``a`` is read from memory once (on ``n_threads()`` threads for large
+    arrays; the verdict does not depend on the thread count)."""
     n, K = a.shape
     tol = _sum_tol(a)
     ones = np.ones(K, dtype=a.dtype)
     step = max(1, (1 << 18) // max(1, K))
-    ok = True
-    for s in range(0, n, step):
-        c = a[s:s + step]
-        ok &= bool(c.min() >= 0) and bool(np.abs(c @ ones - 1).max() <= tol)
-    if not ok:
+
+    def block(span):
+        ok = True
+        for s in range(span[0], span[1], step):
+            c = a[s:min(s + step, span[1])]
+            ok &= bool(c.min() >= 0) and bool(np.abs(c @ ones - 1).max() <= tol)
+        return ok
+
+    if not all(_over_row_blocks(block, n, K)):
         _explain_action_dist(a, a @ ones, tol, name)
+
+
+def _over_row_blocks(fn, n, K) -> list:
+    """``fn((lo, hi))`` over contiguous row blocks, on threads when the array is large
+    (numpy releases the GIL in these loops; memory bandwidth is the limit)."""
+    parts = n_threads() if n * K >= (1 << 24) else 1
+    edges = np.linspace(0, n, parts + 1).astype(int)
+    return thread_map(fn, list(zip(edges[:-1], edges[1:])), parts)
 
 
 def _sum_tol(a) -> float:
@@ -192,15 +206,20 @@ def _dm_terms(a, q, check: str | None = None) -> np.ndarray:
     step = max(1, (1 << 18) // max(1, K))
     ones = np.ones(K, dtype=a.dtype)
     tol = _sum_tol(a) if n else 0.0
-    ok = True
     f64 = a.dtype == np.float64 and q.dtype == np.float64
-    for s in range(0, n, step):
-        c = a[s:s + step]
-        if check is not None:
-            ok &= bool(c.min() >= 0) and bool(np.abs(c @ ones - 1).max() <= tol)
-        out[s:s + step] = (np.einsum("ij,ij->i", c, q[s:s + step]) if f64 else
-                           (c * q[s:s + step]).sum(axis=1, dtype=np.float64))
-    if not ok:
+
+    def block(span):
+        ok = True
+        for s in range(span[0], span[1], step):
+            e = min(s + step, span[1])
+            c = a[s:e]
+            if check is not None:
+                ok &= bool(c.min() >= 0) and bool(np.abs(c @ ones - 1).max() <= tol)
+            out[s:e] = (np.einsum("ij,ij->i", c, q[s:e]) if f64 else
+                        (c * q[s:e]).sum(axis=1, dtype=np.float64))
+        return ok
+
+    if not all(_over_row_blocks(block, n, K)):
         _explain_action_dist(a, a @ ones, tol, check)
     if not np.isfinite(out.sum()):
         bad = np.flatnonzero(~np.isfinite(q).all(axis=1))

@@ -380,3 +380,24 @@ def test_public_names():
     for name in ("sndr", "switch_dr", "dr_os", "subgaussian_ips", "mips", "select_estimator",
                  "SelectionEstimate", "UndefinedStderrWarning"):
         assert name in evaluators.__all__
+
+
+def test_large_inputs_give_the_same_bits_on_one_or_two_threads(monkeypatch):
+    g = np.random.default_rng(0)
+    n, K = 20_000, 1_000  # above the size where the row blocks go to threads
+    pi = g.random((n, K), dtype=np.float32)
+    pi /= pi.sum(axis=1, keepdims=True)
+    q = g.random((n, K), dtype=np.float32)
+    log = BanditLog(context=np.zeros((n, 1)), action=g.integers(0, K, n),
+                    reward=g.random(n), pscore=np.full(n, 1 / K), n_actions=K)
+    out = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("RECLOOP_THREADS", threads)
+        out[threads] = (ips(log, pi), doubly_robust(log, pi, model=q), sndr(log, pi, model=q))
+        bad = pi.copy()
+        bad[n - 5, 3] = -0.1  # in the last row block
+        with pytest.raises(ValueError, match=f"negative probability at record {n - 5}"):
+            doubly_robust(log, bad, model=q)
+        with pytest.raises(ValueError, match=f"negative probability at record {n - 5}"):
+            ips(log, bad)
+    assert out["1"] == out["2"]
