@@ -163,3 +163,18 @@ def test_save_to_existing_directory_is_an_error(tmp_path):
     with pytest.raises(IsADirectoryError, match="existing directory"):
         log.save(tmp_path)
     assert not (tmp_path.parent / (tmp_path.name + ".npz")).exists()
+
+
+def test_interaction_log_malformed_files(tmp_path):
+    header = json.dumps({"kind": "InteractionLog", "n_users": 2, "n_items": 2})
+    base = dict(user=np.array([0, 1]), item=np.array([1, 0]), tick=np.array([0, 0]),
+                source=np.array([0, 2], dtype=np.int8))
+    good = _write_npz(tmp_path / "good.npz", **base, __header__=np.array(header))
+    assert len(InteractionLog.load(good)) == 2
+    for name, arrays, msg in (
+            ("missing", {k: v for k, v in base.items() if k != "tick"}, "missing array"),
+            ("extra", dict(base, pscore=np.zeros(2)), "unexpected"),
+            ("range", dict(base, item=np.array([5, 0])), "valid InteractionLog")):
+        path = _write_npz(tmp_path / f"{name}.npz", **arrays, __header__=np.array(header))
+        with pytest.raises(LogFormatError, match=msg):
+            InteractionLog.load(path)
