@@ -68,11 +68,38 @@ def main():
     ap.add_argument("--obp-n", type=int, default=100_000)
     ap.add_argument("--skip-mips", action="store_true")
     args = ap.parse_args()
-    import evaluators as ev
     import simulator
 
     load0 = os.getloadavg()[0]
     out = {"n_rounds": args.n, "n_actions": args.k, "threads": os.cpu_count(), "seconds": {}}
+    time_catalogue(args, out)  # its (n, K) arrays are freed on return
+
+    config = simulator.preset("large_actions", n_arms=10_000)
+    logits = np.random.default_rng(2).normal(size=(config.dim, config.n_arms))
+
+    def softmax_policy(x, avail):
+        z = x @ logits
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        return p / p.sum(axis=1, keepdims=True)
+
+    s, v = best_of(lambda: simulator.static_policy_value(config, softmax_policy), 3)
+    out["static_value_s"] = round(s, 3)
+    print(f"  static_policy_value, K = 10,000: {s:.3f} s (value {v:.6f})", flush=True)
+
+    try:
+        import obp  # noqa: F401
+    except ImportError:
+        out["obp"] = "not installed"
+        print("obp not installed: no ratio", flush=True)
+    else:
+        out["obp"] = against_obp(args.obp_n, args.k)
+    out["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
+    print(json.dumps(out))
+
+
+def time_catalogue(args, out):
+    import evaluators as ev
+
     print(f"building inputs: n = {args.n:,}, K = {args.k:,} (float32)", flush=True)
     log, ad = make_inputs(args.n, args.k, np.float32)
     q = np.random.default_rng(1).random((args.n, args.k), dtype=np.float32)
@@ -106,28 +133,6 @@ def main():
     s, est = best_of(lambda: ev.select_estimator(log, ad, values=values), 2)
     out["slope_s"] = round(s, 3)
     print(f"  select_estimator (10 clips) {s:.3f} s, chose clip = {est.selected}", flush=True)
-    del ad, log
-
-    config = simulator.preset("large_actions", n_arms=10_000)
-    logits = np.random.default_rng(2).normal(size=(config.dim, config.n_arms))
-
-    def softmax_policy(x, avail):
-        z = x @ logits
-        p = np.exp(z - z.max(axis=1, keepdims=True))
-        return p / p.sum(axis=1, keepdims=True)
-
-    s, v = best_of(lambda: simulator.static_policy_value(config, softmax_policy), 3)
-    out["static_value_s"] = round(s, 3)
-    print(f"  static_policy_value, K = 10,000: {s:.3f} s (value {v:.6f})", flush=True)
-
-    try:
-        import obp  # noqa: F401
-        out["obp"] = against_obp(args.obp_n, args.k)
-    except ImportError:
-        out["obp"] = "not installed"
-        print("obp not installed: no ratio", flush=True)
-    out["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
-    print(json.dumps(out))
 
 
 def against_obp(n, K):

@@ -229,7 +229,7 @@ def bootstrap_dm_values(log, pi, model: _Model, n_bootstrap: int, rng) -> np.nda
     """Direct-method values on ``n_bootstrap`` resamples of the records, the model refitted on
     each resample, shape (n_bootstrap,). Resample ``b`` is drawn as multinomial counts
     (``rng.multinomial``), one row per replicate, in order."""
-    n, K = log.n_rounds, log.n_actions
+    n = log.n_rounds
     W = rng.multinomial(n, np.full(n, 1.0 / n), size=n_bootstrap).astype(np.float64)  # (B, n)
     if model.kind in ("ridge", "mean"):
         return _bootstrap_vectorised(log, pi, model.kind, W)

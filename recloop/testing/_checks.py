@@ -21,9 +21,8 @@ from scipy import stats
 
 from recloop_base.validation import (ArgumentTypeError, ArgumentValueError, check_callable,
                                      check_float, check_int)
-from simulator.logs import BanditLog
 from recloop._selfcheck import FixedArm
-from recloop.testing._problems import LOGGING_POLICIES, BanditProblem, random_bandit_problem
+from recloop.testing._problems import LOGGING_POLICIES, random_bandit_problem
 
 __all__ = ["CheckFailed", "CheckReport", "OPE_PROPERTIES", "PropertyResult", "check_ope_estimator",
            "check_learning_policy_evaluator", "check_offline_metric"]
