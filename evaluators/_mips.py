@@ -137,8 +137,8 @@ def mips(log, action_dist, *, action_embeddings=None, pi_b=None, ci=0.95) -> OPE
     >>> log = BanditLog(context=np.zeros((4, 1)), action=[0, 1, 2, 3], reward=[1.0, 0, 1, 0],
     ...                 pscore=[0.25] * 4, n_actions=4)
     >>> target = np.tile([0.5, 0.5, 0.0, 0.0], (4, 1))  # only actions of embedding 0
-    >>> float(mips(log, target, action_embeddings=np.array([0, 0, 1, 1])).value)
-    1.0
+    >>> float(mips(log, target, action_embeddings=np.array([0, 0, 1, 1])).value)  # w = 2, 2, 0, 0
+    0.5
     """
     log = _check_log(log)
     a = _check_action_dist(log, action_dist)

@@ -297,8 +297,8 @@ def ips(log, action_dist, *, clip=None, ci=0.95) -> OPEEstimate:
     >>> from simulator.logs import BanditLog
     >>> log = BanditLog(context=np.zeros((4, 1)), action=[0, 1, 1, 0],
     ...                 reward=[1.0, 1.0, 0.0, 0.0], pscore=[0.5] * 4, n_actions=2)
-    >>> ips(log, np.tile([0.0, 1.0], (4, 1))).value
-    1.0
+    >>> ips(log, np.tile([0.0, 1.0], (4, 1))).value  # (2 * 1.0 + 2 * 0.0) / 4
+    0.5
     """
     log = _check_log(log)
     a = _check_action_dist(log, action_dist)
@@ -328,6 +328,16 @@ def snips(log, action_dist, *, ci=0.95) -> OPEEstimate:
     Swaminathan & Joachims (2015), "The self-normalized estimator for counterfactual
     learning". Consistent, biased in small samples (O(1/n)), often much lower variance than
     IPS; equals the mean reward when the target is the logging policy.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simulator.logs import BanditLog
+    >>> log = BanditLog(context=np.zeros((4, 1)), action=[0, 1, 1, 0],
+    ...                 reward=[1.0, 1.0, 0.0, 0.0], pscore=[0.5] * 4, n_actions=2)
+    >>> q = np.full((4, 2), 0.5)  # a reward model given as an array
+    >>> round(float(snips(log, np.tile([0.0, 1.0], (4, 1))).value), 6)
+    0.5
     """
     log = _check_log(log)
     a = _check_action_dist(log, action_dist)
@@ -364,6 +374,16 @@ def subgaussian_ips(log, action_dist, *, lambda_=0.1, ci=0.95) -> OPEEstimate:
     learning". Biased for ``lambda_ > 0`` (weights are shrunk towards 1), with subgaussian
     concentration; the interval covers its own expectation. OBP's
     ``SubGaussianInverseProbabilityWeighting``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simulator.logs import BanditLog
+    >>> log = BanditLog(context=np.zeros((4, 1)), action=[0, 1, 1, 0],
+    ...                 reward=[1.0, 1.0, 0.0, 0.0], pscore=[0.5] * 4, n_actions=2)
+    >>> q = np.full((4, 2), 0.5)  # a reward model given as an array
+    >>> round(float(subgaussian_ips(log, np.tile([0.0, 1.0], (4, 1))).value), 6)
+    0.454545
     """
     log = _check_log(log)
     a = _check_action_dist(log, action_dist)
@@ -511,6 +531,16 @@ def doubly_robust(log, action_dist, *, model="ridge", per_action=False, n_folds=
     policy covers the target (whatever q, since q is cross-fitted: a record's own reward
     never enters its correction), or when q is the true reward function. Equals OBP's
     ``DoublyRobust`` with the same array to 1e-12.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simulator.logs import BanditLog
+    >>> log = BanditLog(context=np.zeros((4, 1)), action=[0, 1, 1, 0],
+    ...                 reward=[1.0, 1.0, 0.0, 0.0], pscore=[0.5] * 4, n_actions=2)
+    >>> q = np.full((4, 2), 0.5)  # a reward model given as an array
+    >>> round(float(doubly_robust(log, np.tile([0.0, 1.0], (4, 1)), model=q).value), 6)
+    0.5
     """
     log, a, m, n_folds, level, gen = _dr_inputs(log, action_dist, model, per_action, n_folds,
                                                 ci, rng)
@@ -543,6 +573,16 @@ def sndr(log, action_dist, *, model="ridge", per_action=False, n_folds=2, ci=0.9
     evaluation for reinforcement learning" (the self-normalised DR of OBP's
     ``SelfNormalizedDoublyRobust``). Consistent, biased in small samples (O(1/n)) like
     SNIPS; equals the mean reward when the target is the logging policy and q is 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simulator.logs import BanditLog
+    >>> log = BanditLog(context=np.zeros((4, 1)), action=[0, 1, 1, 0],
+    ...                 reward=[1.0, 1.0, 0.0, 0.0], pscore=[0.5] * 4, n_actions=2)
+    >>> q = np.full((4, 2), 0.5)  # a reward model given as an array
+    >>> round(float(sndr(log, np.tile([0.0, 1.0], (4, 1)), model=q).value), 6)
+    0.5
     """
     log, a, m, n_folds, level, gen = _dr_inputs(log, action_dist, model, per_action, n_folds,
                                                 ci, rng)
@@ -583,6 +623,16 @@ def switch_dr(log, action_dist, *, tau=10.0, model="ridge", per_action=False, n_
     Wang, Agarwal & Dudik (2017), "Optimal and adaptive off-policy evaluation in contextual
     bandits". Biased for finite ``tau`` unless q is right on the switched-off region; the
     interval covers its own expectation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simulator.logs import BanditLog
+    >>> log = BanditLog(context=np.zeros((4, 1)), action=[0, 1, 1, 0],
+    ...                 reward=[1.0, 1.0, 0.0, 0.0], pscore=[0.5] * 4, n_actions=2)
+    >>> q = np.full((4, 2), 0.5)  # a reward model given as an array
+    >>> round(float(switch_dr(log, np.tile([0.0, 1.0], (4, 1)), model=q, tau=1.0).value), 6)
+    0.5
     """
     log, a, m, n_folds, level, gen = _dr_inputs(log, action_dist, model, per_action, n_folds,
                                                 ci, rng)
@@ -617,6 +667,16 @@ def dr_os(log, action_dist, *, lambda_=100.0, model="ridge", per_action=False, n
     (r_j - q(x_j, a_j)) ]``. Su, Dimakopoulou, Krishnamurthy & Dudik (2020), "Doubly robust
     off-policy evaluation with shrinkage". Biased for finite ``lambda_`` (the shrunk weight
     minimises a bound on the MSE); the interval covers its own expectation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simulator.logs import BanditLog
+    >>> log = BanditLog(context=np.zeros((4, 1)), action=[0, 1, 1, 0],
+    ...                 reward=[1.0, 1.0, 0.0, 0.0], pscore=[0.5] * 4, n_actions=2)
+    >>> q = np.full((4, 2), 0.5)  # a reward model given as an array
+    >>> round(float(dr_os(log, np.tile([0.0, 1.0], (4, 1)), model=q).value), 6)
+    0.5
     """
     log, a, m, n_folds, level, gen = _dr_inputs(log, action_dist, model, per_action, n_folds,
                                                 ci, rng)

@@ -401,3 +401,13 @@ def test_large_inputs_give_the_same_bits_on_one_or_two_threads(monkeypatch):
         with pytest.raises(ValueError, match=f"negative probability at record {n - 5}"):
             ips(log, bad)
     assert out["1"] == out["2"]
+
+
+@pytest.mark.parametrize("module", ["evaluators._ope", "evaluators._mips", "evaluators._slope",
+                                    "recloop.testing._checks"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
