@@ -248,7 +248,8 @@ def _degenerate(call, what: str, named: bool = False) -> str | None:
         if caught:
             return None
         return f"{what}: returned nan without a warning"
-    return f"{what}: returned {value!r} silently (expected ValueError, or nan with a warning)"
+    expected = "a warning of a named category" if named else "a warning"
+    return f"{what}: returned {value!r} silently (expected ValueError, or nan with {expected})"
 
 
 # -- static-policy estimators --------------------------------------------------------------
@@ -479,7 +480,10 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
         log, ad = p.draw_log(0)
         msg = _degenerate(lambda: estimator(log, ad, **rng_kw(0)),
                           "target policy with no support in the log", named=True)
-        return None if msg is None else _Fail(msg, p, 0)
+        if msg is None:
+            return None
+        return _Fail(msg + "; an estimator that returns a number here on purpose can say so "
+                     "with skip=(\"no_support_rejected\",)", p, 0)
 
     run.record("empty_log_rejected", empty)
     run.record("no_support_rejected", no_support)
