@@ -16,7 +16,9 @@ Prints progress, then ONE JSON object on its last line:
 * ``obp``: where ``obp`` imports, recloop and OBP side by side in this process on
   ``--obp-n`` records (default 100,000) with K = ``--k``, float64 ``(n, K, 1)`` inputs as
   OBP wants them: seconds of each, the ratio ``recloop / obp`` (best of 7 interleaved runs) and the
-  largest absolute difference of the values.
+  largest absolute difference of the values; MIPS with a dense ``pi_b`` against OBP's
+  ``MarginalizedInverseProbabilityWeighting`` given the one-hot ``p_e_a``, SLOPE against
+  ``InverseProbabilityWeightingTuning(tuning_method="slope")`` over 10 clips.
 * ``load``: the 1-minute load average before and after (the machine is shared).
 
 Usage: ``.venv/bin/python benchmarks/ope.py [--n N] [--k K] [--obp-n N]``.
@@ -172,6 +174,21 @@ def against_obp(n, K):
                             lambda: o.SubGaussianInverseProbabilityWeighting(
                                 lambda_=0.1).estimate_policy_value(**common)),
     }
+    E = log.action_embeddings
+    pi_b = np.full((n, K), 1.0 / K)
+    p_e_a = np.zeros((K, int(E.max()) + 1, 1))
+    p_e_a[np.arange(K), E[:, 0], 0] = 1.0
+    pairs["mips"] = (
+        lambda: ev.mips(log, ad3, pi_b=pi_b).value,
+        lambda: o.MarginalizedInverseProbabilityWeighting(
+            n_actions=K, embedding_selection_method=None).estimate_policy_value(
+            reward=log.reward, action=log.action, action_embed=E[log.action],
+            pi_b=pi_b[:, :, None], action_dist=ad3, p_e_a=p_e_a, position=common["position"]))
+    clips = [math.inf, 500.0, 200.0, 100.0, 50.0, 20.0, 10.0, 5.0, 2.0, 1.0]
+    pairs["select_estimator"] = (
+        lambda: ev.select_estimator(log, ad3, values=clips).value,
+        lambda: o.InverseProbabilityWeightingTuning(
+            lambdas=list(clips), tuning_method="slope").estimate_policy_value(**common))
     res = {}
     for name, (ours, theirs) in pairs.items():
         # interleaved, best of 7 each: the machine is shared, and noise is one-sided
