@@ -313,9 +313,9 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
         Nominal level of the estimator's intervals (coverage is tested when it returns them).
     coverage_tol : float in [0, 1), default 0.1
         Coverage counts as nominal when it is at least ``level - coverage_tol``: normal
-        intervals are asymptotic, and at 200 records the textbook IPS interval covers between
-        0.86 and 0.95 of the truth on these problems (mean 0.92 over 60 seeds: importance
-        weights are heavy-tailed). The measured coverage is always reported
+        intervals are asymptotic, and at 200 records the textbook IPS interval covers the
+        truth 0.92 of the time on these problems (mean over 60 seeds; 0.86 for the worst
+        seed: importance weights are heavy-tailed). The measured coverage is always reported
         (``figures["coverage"]``, per problem in ``figures["coverage_per_problem"]``).
     alpha : float in (0, 1), default 1e-3
         False-alarm rate of each statistical property (see Notes).
