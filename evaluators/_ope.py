@@ -24,6 +24,7 @@ its OBP namesake (``InverseProbabilityWeighting``, ``SelfNormalizedInverseProbab
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
@@ -253,6 +254,19 @@ def _family_estimate(family, log, w, dm, qa, v, level, name) -> OPEEstimate:
     ws = _shrunk_weights(family, w, v)
     terms = ws * log.reward if dm is None else dm + ws * (log.reward - qa)
     return _mean_estimate(terms, level, _ess(ws), name)
+
+
+def _add_model_variance(est, log, a, w, family, v, m, n_folds, n_bootstrap, gen):
+    """``est`` with the reward model's own variance added to its standard error (fitted
+    models only): the spread of the model-dependent part over bootstrap refits, scaled by
+    ``n_folds / (n_folds - 1)`` since each cross-fitted model sees that share of the log."""
+    if not m.fitted or est.n < 2 or not math.isfinite(est.stderr):
+        return est
+    ws = _shrunk_weights(family, w, v)
+    parts = _rm.bootstrap_model_part(log, a, ws, m, n_bootstrap, gen)
+    se = math.sqrt(est.stderr ** 2 + float(parts.var(ddof=1)) * n_folds / (n_folds - 1))
+    half = _z(est.level) * se
+    return dataclasses.replace(est, stderr=se, ci_low=est.value - half, ci_high=est.value + half)
 
 
 # -- IPS, SNIPS -----------------------------------------------------------------------------
@@ -600,7 +614,7 @@ def sndr(log, action_dist, *, model="ridge", per_action=False, n_folds=2, ci=0.9
 
 
 def switch_dr(log, action_dist, *, tau=10.0, model="ridge", per_action=False, n_folds=2,
-              ci=0.95, rng=None) -> OPEEstimate:
+              n_bootstrap=100, ci=0.95, rng=None) -> OPEEstimate:
     """Switch doubly robust: DR on records whose importance weight is at most ``tau``, the
     direct method's term alone beyond.
 
@@ -610,11 +624,20 @@ def switch_dr(log, action_dist, *, tau=10.0, model="ridge", per_action=False, n_
     tau : float >= 0, default 10.0
         Switching threshold on ``w_j`` (``inf``: DR; 0: the direct method, with the
         cross-fitted model). OBP's ``lambda_`` of ``SwitchDoublyRobust``.
+    n_bootstrap : int >= 2, default 100
+        Refits of a fitted model on resamples of the records, for the model's share of the
+        variance (see Returns). Not used with an array.
 
     Returns
     -------
     OPEEstimate
-        Mean of the per-record terms, ``std / sqrt(n)``, normal interval.
+        Mean of the per-record terms; ``stderr**2 = var(terms) / n + v_model`` where
+        ``v_model`` is the variance of the model-dependent part ``(1/n) sum_j [sum_a pi q -
+        1[w_j <= tau] w_j q(x_j, a_j)]`` over the bootstrap refits, times ``n_folds /
+        (n_folds - 1)`` (0 for an array); normal interval. Unlike DR, Switch-DR is
+        first-order sensitive to the model where it switches, so the per-record variance
+        alone under-covers (0.82-0.90 of its own expectation on ``recloop.testing``'s
+        problems, 30 seeds).
 
     Notes
     -----
@@ -636,15 +659,17 @@ def switch_dr(log, action_dist, *, tau=10.0, model="ridge", per_action=False, n_
     log, a, m, n_folds, level, gen = _dr_inputs(log, action_dist, model, per_action, n_folds,
                                                 ci, rng)
     tau = check_float(tau, "tau", low=0.0, finite=False)
+    n_bootstrap = check_int(n_bootstrap, "n_bootstrap", low=2)
     nan = _no_support(log, a, level, "switch_dr")
     if nan is not None:
         return nan
     w, dm, qa = _dr_parts(log, a, m, n_folds, gen)
-    return _family_estimate("switch_dr", log, w, dm, qa, tau, level, "switch_dr")
+    est = _family_estimate("switch_dr", log, w, dm, qa, tau, level, "switch_dr")
+    return _add_model_variance(est, log, a, w, "switch_dr", tau, m, n_folds, n_bootstrap, gen)
 
 
 def dr_os(log, action_dist, *, lambda_=100.0, model="ridge", per_action=False, n_folds=2,
-          ci=0.95, rng=None) -> OPEEstimate:
+          n_bootstrap=100, ci=0.95, rng=None) -> OPEEstimate:
     """Doubly robust with optimistic shrinkage: DR with the weights
     ``lambda_ w / (w^2 + lambda_)``.
 
@@ -654,11 +679,17 @@ def dr_os(log, action_dist, *, lambda_=100.0, model="ridge", per_action=False, n
     lambda_ : float >= 0, default 100.0
         Shrinkage (``inf``: DR; 0: the direct method, with the cross-fitted model). OBP's
         ``lambda_`` of ``DoublyRobustWithShrinkage``.
+    n_bootstrap : int >= 2, default 100
+        Refits of a fitted model on resamples of the records, for the model's share of the
+        variance (as in :func:`switch_dr`). Not used with an array.
 
     Returns
     -------
     OPEEstimate
-        Mean of the per-record terms, ``std / sqrt(n)``, normal interval.
+        Mean of the per-record terms; standard error from the per-record variance plus the
+        model's share, as in :func:`switch_dr` (the per-record variance alone covered
+        0.83-0.89 of the estimator's own expectation on ``recloop.testing``'s problems);
+        normal interval.
 
     Notes
     -----
@@ -680,11 +711,13 @@ def dr_os(log, action_dist, *, lambda_=100.0, model="ridge", per_action=False, n
     log, a, m, n_folds, level, gen = _dr_inputs(log, action_dist, model, per_action, n_folds,
                                                 ci, rng)
     lam = check_float(lambda_, "lambda_", low=0.0, finite=False)
+    n_bootstrap = check_int(n_bootstrap, "n_bootstrap", low=2)
     nan = _no_support(log, a, level, "dr_os")
     if nan is not None:
         return nan
     w, dm, qa = _dr_parts(log, a, m, n_folds, gen)
-    return _family_estimate("dr_os", log, w, dm, qa, lam, level, "dr_os")
+    est = _family_estimate("dr_os", log, w, dm, qa, lam, level, "dr_os")
+    return _add_model_variance(est, log, a, w, "dr_os", lam, m, n_folds, n_bootstrap, gen)
 
 
 for _f in (doubly_robust, sndr, switch_dr, dr_os):

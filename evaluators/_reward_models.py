@@ -32,7 +32,7 @@ import numpy as np
 from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check_choice, check_int
 
 __all__ = ["MODELS", "resolve_model", "cross_fit", "fit_in_sample", "fit_predict", "fold_ids",
-           "bootstrap_dm_values", "check_n_folds"]
+           "bootstrap_dm_values", "bootstrap_model_part", "check_n_folds"]
 
 MODELS = ("ridge", "mean")
 _RIDGE = 1.0
@@ -225,62 +225,82 @@ def check_n_folds(n_folds) -> int:
 
 
 # -- bootstrap of the direct method ---------------------------------------------------------
+def _resample_weights(n: int, n_bootstrap: int, rng) -> np.ndarray:
+    """Resample ``b`` as multinomial counts (``rng.multinomial``), one row per replicate."""
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_bootstrap).astype(np.float64)
+
+
 def bootstrap_dm_values(log, pi, model: _Model, n_bootstrap: int, rng) -> np.ndarray:
     """Direct-method values on ``n_bootstrap`` resamples of the records, the model refitted on
-    each resample, shape (n_bootstrap,). Resample ``b`` is drawn as multinomial counts
-    (``rng.multinomial``), one row per replicate, in order."""
+    each resample, shape (n_bootstrap,)."""
     n = log.n_rounds
-    W = rng.multinomial(n, np.full(n, 1.0 / n), size=n_bootstrap).astype(np.float64)  # (B, n)
+    W = _resample_weights(n, n_bootstrap, rng)  # (B, n)
+    pi = np.asarray(pi, dtype=np.float64)
     if model.kind in ("ridge", "mean"):
-        return _bootstrap_vectorised(log, pi, model.kind, W)
+        Z = _features(log, model.kind)
+        coef = _refit(log, model.kind, W, Z)      # (B, K, p)
+        values = np.zeros(n_bootstrap)
+        for k in range(log.n_actions):
+            # sum_j W[b, j] pi[j, k] z_j: the resample's pi-weighted design for action k
+            values += np.einsum("bp,bp->b", W @ (pi[:, k:k + 1] * Z), coef[:, k])
+        return values / n
     values = np.empty(n_bootstrap)
     for b in range(n_bootstrap):
         idx = np.repeat(np.arange(n), W[b].astype(np.int64))
-        sub = log.take(idx)
-        q = fit_in_sample(sub, model)
+        q = fit_in_sample(log.take(idx), model)
         values[b] = float(np.mean(np.einsum("ij,ij->i", pi[idx], q)))
     return values
 
 
-def _bootstrap_vectorised(log, pi, kind, W) -> np.ndarray:
-    """Per-action mean or ridge refitted on every resample at once (weights ``W`` (B, n))."""
+def bootstrap_model_part(log, pi, ws, model: _Model, n_bootstrap: int, rng) -> np.ndarray:
+    """The part of a DR-type estimate that depends on the reward model,
+    ``F(q) = (1/n) sum_j [sum_a pi(a|x_j) q(x_j, a) - ws_j q(x_j, a_j)]``, on the log's
+    records with the model refitted on each of ``n_bootstrap`` resamples, shape
+    (n_bootstrap,): its spread is the model's contribution to the estimator's variance."""
     n, K = log.n_rounds, log.n_actions
-    B = W.shape[0]
+    W = _resample_weights(n, n_bootstrap, rng)
+    if model.kind in ("ridge", "mean"):
+        Z = _features(log, model.kind)
+        coef = _refit(log, model.kind, W, Z)      # (B, K, p)
+        # M[a] = sum_j (pi[j, a] - ws_j [a_j == a]) z_j, computed without an (n, K) temporary
+        M = np.asarray(pi.T @ Z if pi.dtype == np.float64 else (Z.T @ pi).T, dtype=np.float64)
+        logged = np.zeros((K, Z.shape[1]))
+        np.add.at(logged, log.action, ws[:, None] * Z)
+        return np.einsum("kp,bkp->b", M - logged, coef) / n
+    values = np.empty(n_bootstrap)
+    q = np.empty((n, K))
+    everything = np.arange(n)
+    for b in range(n_bootstrap):
+        fit_predict(log, model, np.repeat(everything, W[b].astype(np.int64)), everything, q)
+        values[b] = float(np.mean(np.einsum("ij,ij->i", pi, q)
+                                  - ws * q[everything, log.action]))
+    return values
+
+
+def _features(log, kind) -> np.ndarray:
+    return _design(log.context) if kind == "ridge" else np.ones((log.n_rounds, 1))
+
+
+def _refit(log, kind, W, Z) -> np.ndarray:
+    """Per-action coefficients (B, K, p) of the mean (``Z`` = 1) or ridge model refitted on
+    every resample at once (record weights ``W`` (B, n)); actions a resample never shows get
+    its mean reward."""
+    n, K = log.n_rounds, log.n_actions
+    B, p = W.shape[0], Z.shape[1]
     r = log.reward
-    wsum = W.sum(axis=1)                           # = n
-    overall = (W @ r) / wsum                       # (B,)
-    pi = np.asarray(pi, dtype=np.float64)
-    values = np.zeros(B)
-    if kind == "mean":
-        onehot_sums = np.zeros((B, K))
-        onehot_counts = np.zeros((B, K))
-        for k in np.unique(log.action):
-            rows = log.action == k
-            onehot_counts[:, k] = W[:, rows].sum(axis=1)
-            onehot_sums[:, k] = W[:, rows] @ r[rows]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means = np.where(onehot_counts > 0, onehot_sums / np.maximum(onehot_counts, 1e-300),
-                             overall[:, None])
-        # value_b = (1/n) sum_j W[b, j] sum_k pi[j, k] means[b, k]
-        return np.einsum("bj,jk,bk->b", W, pi, means) / wsum
-    Z = _design(log.context)
-    p = Z.shape[1]
-    pen = np.full(p, _RIDGE)
-    pen[0] = 0.0
+    overall = (W @ r) / W.sum(axis=1)              # (B,)
+    coef = np.zeros((B, K, p))
+    coef[:, :, 0] = overall[:, None]
+    pen = np.full(p, _RIDGE if kind == "ridge" else 0.0)
+    pen[0] = 0.0  # intercept (or the mean) unpenalised
     O = (Z[:, :, None] * Z[:, None, :]).reshape(n, p * p)
-    for k in range(K):
+    for k in np.unique(log.action):
         rows = np.flatnonzero(log.action == k)
-        # WZ[b] = sum_j W[b, j] pi[j, k] z_j : the resample's pi-weighted design for arm k
-        WZ = W @ (pi[:, k:k + 1] * Z)              # (B, p)
-        if rows.size == 0:
-            values += WZ[:, 0] * overall
-            continue
-        A = (W[:, rows] @ O[rows]).reshape(B, p, p) + np.diag(pen)
-        rhs = W[:, rows] @ (Z[rows] * r[rows, None])   # (B, p)
         seen = W[:, rows].sum(axis=1) > 0
-        beta = np.zeros((B, p))
-        beta[:, 0] = overall
-        if seen.any():
-            beta[seen] = np.linalg.solve(A[seen], rhs[seen][:, :, None])[:, :, 0]
-        values += np.einsum("bp,bp->b", WZ, beta)
-    return values / wsum
+        if not seen.any():
+            continue
+        Wk = W[seen][:, rows]
+        A = (Wk @ O[rows]).reshape(-1, p, p) + np.diag(pen)
+        rhs = Wk @ (Z[rows] * r[rows, None])       # (B_seen, p)
+        coef[seen, k] = np.linalg.solve(A, rhs[:, :, None])[:, :, 0]
+    return coef

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import evaluators
+from evaluators import _reward_models as rm
 from evaluators import (NoSupportWarning, UndefinedStderrWarning, direct_method, doubly_robust,
                         dr_os, ips, mips, select_estimator, sndr, snips, subgaussian_ips,
                         switch_dr)
@@ -411,3 +412,46 @@ def test_docstring_examples_run(module):
 
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+class TinyRidge:
+    """Ridge with an unpenalised intercept, penalty 1: what model="ridge" fits per action."""
+
+    def fit(self, X, y):
+        Z = np.c_[np.ones(len(X)), X]
+        pen = np.eye(Z.shape[1])
+        pen[0, 0] = 0.0
+        self.coef_ = np.linalg.solve(Z.T @ Z + pen, Z.T @ y)
+        return self
+
+    def predict(self, X):
+        return np.c_[np.ones(len(X)), X] @ self.coef_
+
+
+@pytest.mark.parametrize("name, reg", [("mean", MeanRegressor), ("ridge", TinyRidge)])
+def test_model_variance_vectorised_equals_refit_loop(name, reg):
+    log = small_log(n=150)
+    g = np.random.default_rng(1)
+    pi = g.dirichlet(np.ones(3), size=log.n_rounds)
+    ws = g.random(log.n_rounds)
+    fast = rm.bootstrap_model_part(log, pi, ws, rm.resolve_model(log, name), 30,
+                                   np.random.default_rng(7))
+    loop = rm.bootstrap_model_part(log, pi, ws, rm.resolve_model(log, reg(), per_action=True), 30,
+                                   np.random.default_rng(7))
+    assert fast == pytest.approx(loop, rel=1e-9, abs=1e-12)
+
+
+def test_switch_and_shrinkage_intervals_carry_the_model_variance():
+    log = small_log()
+    pi = np.tile([0.1, 0.1, 0.8], (log.n_rounds, 1))
+    q = np.full((log.n_rounds, 3), 0.3)
+    for f, kw in ((switch_dr, {"tau": 1.0}), (dr_os, {"lambda_": 1.0})):
+        fitted = f(log, pi, rng=0, **kw)
+        # the same cross-fitted predictions given as an array: the per-record variance only
+        q_cf = rm.cross_fit(log, rm.resolve_model(log, "ridge"), n_folds=2,
+                            rng=np.random.default_rng(0))
+        terms_only = f(log, pi, model=q_cf, **kw)
+        assert fitted.value == pytest.approx(terms_only.value, rel=1e-12)
+        assert fitted.stderr > terms_only.stderr  # the model's share is added
+        assert f(log, pi, model=q, **kw).stderr == pytest.approx(
+            f(log, pi, model=q, rng=5, **kw).stderr, rel=1e-12)  # arrays: no bootstrap
