@@ -5,7 +5,9 @@ The target policy is given by its action probabilities per record, ``action_dist
 ``(n_rounds, n_actions)`` or Open Bandit Pipeline's ``(n_rounds, n_actions, 1)``, float64 or
 float32 (float32 is read as it is, never copied: at 1,000,000 records and 1,000 actions a
 float64 copy is 8 GB). Every estimator has the signature ``name(log, action_dist, *,
-<hyper-parameters>, ci=0.95, rng=None)`` and returns an :class:`OPEEstimate`.
+<hyper-parameters>, ci=0.95)``, plus ``rng=None`` for those that draw (the cross-fitting
+folds and bootstraps of the model-based ones), and returns an :class:`OPEEstimate` labelled
+with its function's name (``estimator``).
 
 Interop with Open Bandit Pipeline (not a dependency): the same inputs feed OBP's estimators.
 With the same ``action_dist``, ``pscore`` and, for the model-based ones, the same
