@@ -125,7 +125,8 @@ def _fit_ridge(Z, action, reward, K) -> np.ndarray:
     for k in np.flatnonzero(counts):
         rows = order[starts[k]:starts[k + 1]]
         Zk = Z[rows]
-        B[k] = np.linalg.solve(Zk.T @ Zk + np.diag(pen), Zk.T @ reward[rows])
+        B[k] = np.linalg.solve(np.einsum("jp,jq->pq", Zk, Zk) + np.diag(pen),
+                               np.einsum("jp,j->p", Zk, reward[rows]))
     return B
 
 
@@ -226,8 +227,12 @@ def check_n_folds(n_folds) -> int:
 
 # -- bootstrap of the direct method ---------------------------------------------------------
 def _resample_weights(n: int, n_bootstrap: int, rng) -> np.ndarray:
-    """Resample ``b`` as multinomial counts (``rng.multinomial``), one row per replicate."""
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=n_bootstrap).astype(np.float64)
+    """How often each record appears in each resample, (n_bootstrap, n): resample ``b`` is
+    row ``b`` of ``rng.integers(0, n, (n_bootstrap, n))``, counted."""
+    idx = rng.integers(0, n, size=(n_bootstrap, n))
+    idx += np.arange(n_bootstrap)[:, None] * n
+    return np.bincount(idx.ravel(), minlength=n_bootstrap * n).reshape(
+        n_bootstrap, n).astype(np.float64)
 
 
 def bootstrap_dm_values(log, pi, model: _Model, n_bootstrap: int, rng) -> np.ndarray:
@@ -242,7 +247,8 @@ def bootstrap_dm_values(log, pi, model: _Model, n_bootstrap: int, rng) -> np.nda
         values = np.zeros(n_bootstrap)
         for k in range(log.n_actions):
             # sum_j W[b, j] pi[j, k] z_j: the resample's pi-weighted design for action k
-            values += np.einsum("bp,bp->b", W @ (pi[:, k:k + 1] * Z), coef[:, k])
+            values += np.einsum("bp,bp->b", np.einsum("bj,jp->bp", W, pi[:, k:k + 1] * Z),
+                                coef[:, k])
         return values / n
     values = np.empty(n_bootstrap)
     for b in range(n_bootstrap):
@@ -263,7 +269,7 @@ def bootstrap_model_part(log, pi, ws, model: _Model, n_bootstrap: int, rng) -> n
         Z = _features(log, model.kind)
         coef = _refit(log, model.kind, W, Z)      # (B, K, p)
         # M[a] = sum_j (pi[j, a] - ws_j [a_j == a]) z_j, computed without an (n, K) temporary
-        M = np.asarray(pi.T @ Z if pi.dtype == np.float64 else (Z.T @ pi).T, dtype=np.float64)
+        M = np.einsum("jk,jp->kp", pi, Z, dtype=np.float64)
         logged = np.zeros((K, Z.shape[1]))
         np.add.at(logged, log.action, ws[:, None] * Z)
         return np.einsum("kp,bkp->b", M - logged, coef) / n
@@ -284,7 +290,8 @@ def _features(log, kind) -> np.ndarray:
 def _refit(log, kind, W, Z) -> np.ndarray:
     """Per-action coefficients (B, K, p) of the mean (``Z`` = 1) or ridge model refitted on
     every resample at once (record weights ``W`` (B, n)); actions a resample never shows get
-    its mean reward."""
+    its mean reward. The products are einsum, not BLAS matmul: they are small, and BLAS
+    threads thrash on a busy machine (10x slower measured on 2 shared cores)."""
     n, K = log.n_rounds, log.n_actions
     B, p = W.shape[0], Z.shape[1]
     r = log.reward
@@ -296,11 +303,13 @@ def _refit(log, kind, W, Z) -> np.ndarray:
     O = (Z[:, :, None] * Z[:, None, :]).reshape(n, p * p)
     for k in np.unique(log.action):
         rows = np.flatnonzero(log.action == k)
-        seen = W[:, rows].sum(axis=1) > 0
+        Wk = W[:, rows]
+        seen = Wk.sum(axis=1) > 0
         if not seen.any():
             continue
-        Wk = W[seen][:, rows]
-        A = (Wk @ O[rows]).reshape(-1, p, p) + np.diag(pen)
-        rhs = Wk @ (Z[rows] * r[rows, None])       # (B_seen, p)
+        if not seen.all():
+            Wk = Wk[seen]
+        A = np.einsum("bj,jq->bq", Wk, O[rows]).reshape(-1, p, p) + np.diag(pen)
+        rhs = np.einsum("bj,jp->bp", Wk, Z[rows] * r[rows, None])  # (B_seen, p)
         coef[seen, k] = np.linalg.solve(A, rhs[:, :, None])[:, :, 0]
     return coef
