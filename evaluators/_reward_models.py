@@ -171,7 +171,9 @@ def fit_predict(log, model: _Model, train, predict_rows, out) -> None:
     elif model.kind == "ridge":
         B = _fit_ridge(_design(log.context[train]), a, r, K)
         for rows in _rows_chunks(predict_rows, K):
-            out[rows] = _design(log.context[rows]) @ B.T
+            Zr = _design(log.context[rows])
+            # BLAS for large products; einsum for small ones, where BLAS threads thrash
+            out[rows] = Zr @ B.T if Zr.size * K >= (1 << 22) else np.einsum("np,kp->nk", Zr, B)
     elif model.per_action:
         overall = float(r.mean()) if r.size else 0.0
         ctx = log.context[predict_rows]
