@@ -7,8 +7,10 @@ through the agents' protocol (duck typing).
 from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
 from evaluators._ab import ABTestResult, ab_test
 from evaluators._bred import JITTER_C, BredEstimate, bred
-from evaluators._ope import (NoSupportWarning, OPEEstimate, direct_method, doubly_robust, ips,
-                             snips)
+from evaluators._ope import (NoSupportWarning, OPEEstimate, UndefinedStderrWarning, direct_method,
+                             doubly_robust, dr_os, ips, sndr, snips, subgaussian_ips, switch_dr)
+from evaluators._mips import mips
+from evaluators._slope import SLOPE_DEFAULTS, SelectionEstimate, select_estimator
 from evaluators._replay import NoMatchWarning, ReplayEstimate, replay
 from evaluators._slate_ope import (SLATE_ESTIMATORS, cascade_dr, independent_ips,
                                    pseudoinverse, reward_interaction_ips, slate_ips)
@@ -35,6 +37,14 @@ __all__ = [
     "snips",
     "direct_method",
     "doubly_robust",
+    "sndr",
+    "switch_dr",
+    "dr_os",
+    "subgaussian_ips",
+    "mips",
+    "select_estimator",
+    "SelectionEstimate",
+    "SLOPE_DEFAULTS",
     "OPEEstimate",
     "NoSupportWarning",
     "SLATE_ESTIMATORS",
@@ -43,6 +53,7 @@ __all__ = [
     "reward_interaction_ips",
     "pseudoinverse",
     "cascade_dr",
+    "UndefinedStderrWarning",
     "datasets",
     "metrics",
     "splits",

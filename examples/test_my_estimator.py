@@ -8,13 +8,18 @@ from evaluators import Estimate, normal_estimate
 from recloop.testing import check_ope_estimator
 
 
+class NoSupportWarning(UserWarning):
+    """The target policy never takes a logged action: the log says nothing about it."""
+
+
 def my_ips(log, action_dist) -> Estimate:
     """Inverse propensity scoring, honest about degenerate logs."""
     if log.n_rounds == 0:
         raise ValueError("`log` is empty.")
     w = np.asarray(action_dist)[np.arange(log.n_rounds), log.action, 0] / log.pscore
     if not w.any():  # the target never takes a logged action: the log says nothing
-        warnings.warn("no logged action has support under the target policy")
+        warnings.warn("no logged action has support under the target policy",
+                      NoSupportWarning)
         return Estimate(np.nan, np.nan, np.nan, np.nan, log.n_rounds)
     return normal_estimate(w * log.reward)
 

@@ -20,6 +20,16 @@ fixed by the config; an episode's seed only drives contexts and clicks.
 is alive (``birth_a <= t < death_a``), else 0; ``decay_a(t) = 2^(-(t - birth_a) / half_life)``
 (1 when ``half_life`` is ``None``).
 
+*Large action spaces with embeddings* (``n_embedding_features = F > 0``). Arm ``a`` carries a
+discrete embedding ``e_a`` in ``{0..C-1}^F`` (``C = n_categories``, each coordinate uniform,
+drawn from ``arm_seed``). Its parameters are those of its embedding plus a residual of its
+own: ``b_a = mean_f b'_{f, e_af} + residual * u_a`` and ``w_a = mean_f w'_{f, e_af}``, where the
+``F * C`` category effects ``(b', w')`` are the arms of the same config with ``n_arms = F * C``
+(universal and specific alike) and ``u_a`` is uniform in [-1, 1]. With ``residual = 0`` the
+reward depends on the action only through its embedding (MIPS's "no direct effect"); the
+residual breaks that on purpose. Exact values stay cheap at ``K = 10,000``: the CTR is still
+linear in the context.
+
 *Dynamic variant* (``lifetime`` set). Without ``n_alive`` every arm is born at tick 0 and dies
 at ``lifetime`` (end of the episode). With ``n_alive < n_arms`` arms are *replaced*: arm ``a``
 is born at ``floor((a + 1 - n_alive) * lifetime / n_alive)`` so about ``n_alive`` arms are
@@ -52,6 +62,7 @@ _G = 0x9E3779B97F4A7C15
 _STREAM_CONTEXT = 1
 _STREAM_CLICK = 2
 _STREAM_ARM = 3
+_STREAM_EMBEDDING = 4
 _TO_UNIT = 2.0 ** -53
 
 
@@ -169,6 +180,15 @@ class LinearBanditConfig:
         Half-life of an arm's CTR in ticks since its birth (``None``: no decay), > 0.
     arm_seed : int, default 0
         Seed of the arms' parameters (the world), >= 0.
+    n_embedding_features : int, default 0
+        ``F``, features of the arms' discrete embeddings, in [0, 8] (0: no embeddings, the
+        arms are drawn independently as in the BRED test bed).
+    n_categories : int, default 10
+        ``C``, categories of each embedding feature, in [1, 1000] (used when ``F > 0``).
+    residual : float, default 0.0
+        Half-width of the arm's own base-CTR residual ``u_a`` in [-residual, residual], in
+        [0, 1] (used when ``F > 0``; 0: the reward depends on the arm only through its
+        embedding).
 
     Raises
     ------
@@ -189,6 +209,9 @@ class LinearBanditConfig:
     n_alive: int | None = None
     half_life: float | None = None
     arm_seed: int = 0
+    n_embedding_features: int = 0
+    n_categories: int = 10
+    residual: float = 0.0
 
     def __post_init__(self):
         for f in fields(self):
@@ -229,6 +252,12 @@ class LinearBanditConfig:
             if not (self.half_life > 0 and math.isfinite(self.half_life)):
                 raise ValueError(f"`half_life` must be > 0 and finite; got {self.half_life}.")
         _check_int("arm_seed", self.arm_seed, 0, 2**63 - 1)
+        _check_int("n_embedding_features", self.n_embedding_features, 0, 8)
+        _check_int("n_categories", self.n_categories, 1, 1000)
+        if isinstance(self.residual, bool) or not isinstance(self.residual, numbers.Real):
+            raise TypeError(f"`residual` must be a float; got {self.residual!r}.")
+        if not 0.0 <= self.residual <= 1.0:
+            raise ValueError(f"`residual` must be in [0, 1]; got {self.residual}.")
 
     @property
     def horizon(self) -> int | None:
@@ -254,6 +283,7 @@ class ArmTable:
     universal: np.ndarray  # (K,) bool
     birth: np.ndarray      # (K,) int64 first tick alive
     death: np.ndarray      # (K,) int64 first tick dead (int64 max when immortal)
+    embeddings: np.ndarray | None = None  # (K, F) int64 discrete embeddings, or None
 
 
 @functools.lru_cache(maxsize=64)
@@ -289,9 +319,33 @@ def arm_table(config: LinearBanditConfig) -> ArmTable:
         birth = ((a + 1 - config.n_alive) * config.lifetime) // config.n_alive
         birth = birth.astype(np.int64)
         death = birth + config.lifetime
-    for arr in (base, weights, universal, birth, death):
+    embeddings = None
+    if config.n_embedding_features > 0:
+        base, weights, universal, embeddings = _embedded_arms(config)
+    for arr in (base, weights, universal, birth, death) + (() if embeddings is None
+                                                           else (embeddings,)):
         arr.setflags(write=False)
-    return ArmTable(base=base, weights=weights, universal=universal, birth=birth, death=death)
+    return ArmTable(base=base, weights=weights, universal=universal, birth=birth, death=death,
+                    embeddings=embeddings)
+
+
+def _embedded_arms(config: LinearBanditConfig):
+    """Arms defined by their embeddings (see the module docstring), vectorised over arms."""
+    import dataclasses
+
+    F, C, K = config.n_embedding_features, config.n_categories, config.n_arms
+    effects = arm_table(dataclasses.replace(
+        config, n_arms=F * C, n_universal=min(config.n_universal, F * C),
+        n_embedding_features=0, residual=0.0, lifetime=None, n_alive=None, half_life=None))
+    a = np.arange(K)
+    u = _uniform2(_stream_key(config.arm_seed, _STREAM_EMBEDDING), a[:, None],
+                  np.arange(F + 1)[None, :])
+    emb = np.minimum((u[:, :F] * C).astype(np.int64), C - 1)           # (K, F)
+    virtual = emb + C * np.arange(F)[None, :]                          # rows of `effects`
+    base = effects.base[virtual].mean(axis=1) + config.residual * (2 * u[:, F] - 1)
+    weights = effects.weights[virtual].mean(axis=1)                    # (K, d)
+    universal = effects.universal[virtual].all(axis=1)
+    return base, weights, universal, emb
 
 
 # -- the model as array functions (shared by the env, the vector env, logs and truth) --------
@@ -570,10 +624,19 @@ def _dynamic_news() -> LinearBanditConfig:
                               half_life=250.0)
 
 
+def _large_actions() -> LinearBanditConfig:
+    """Large action space with embeddings: 1,000 arms, each with a 2-feature discrete
+    embedding of 10 categories per feature (100 possible embeddings), no residual (MIPS's
+    assumption holds; set ``residual`` to break it, ``n_arms`` up to 10,000 and more)."""
+    return LinearBanditConfig(n_arms=1000, n_embedding_features=2, n_categories=10,
+                              residual=0.0)
+
+
 def _register_presets() -> None:
     from simulator._presets import PRESETS, register_preset
 
-    for name, factory in (("bred_linear", _bred_linear), ("dynamic_news", _dynamic_news)):
+    for name, factory in (("bred_linear", _bred_linear), ("dynamic_news", _dynamic_news),
+                          ("large_actions", _large_actions)):
         if name not in PRESETS:
             register_preset(name, factory)
 

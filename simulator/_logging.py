@@ -161,8 +161,12 @@ def _collect_bandit(config, n_rounds, policy, rng):
     meta = _config_metadata(config) | {"episode_key": key,
                                        "logging_policy": "uniform" if policy is None
                                        else type(policy).__name__}
+    emb = _b.arm_table(config).embeddings
+    # worlds with action embeddings also record the logging policy's probabilities (pi_b),
+    # which marginalised estimators (MIPS) need; other worlds keep the lean log
     log = BanditLog(context=X, action=action, reward=reward, pscore=probs[rows, action],
-                    n_actions=config.n_arms, available=A, tick=ticks, metadata=meta)
+                    n_actions=config.n_arms, available=A, tick=ticks, metadata=meta,
+                    action_embeddings=emb, pi_b=None if emb is None else probs)
     return log, LogTruth(expected_reward=P, tick=ticks, regime=_b.regime(config, ticks))
 
 
@@ -234,7 +238,9 @@ def collect_log(env_or_config, n_rounds: int, *, policy=None, rng=None):
     log : BanditLog
         ``context`` (n, d), ``action``, ``reward`` (clicks), ``pscore``, ``available``
         (n, K), ``tick``; ``metadata`` carries the config, its hash, the episode key and the
-        recloop version.
+        recloop version. Worlds with action embeddings (``n_embedding_features > 0``, e.g.
+        the ``large_actions`` preset) add ``action_embeddings`` (K, F) and the logging
+        policy's probabilities ``pi_b`` (n, K).
     truth : LogTruth
         Expected reward of every action of every record, ticks and drift regimes.
 

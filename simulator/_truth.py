@@ -104,21 +104,24 @@ def static_policy_value(config, policy=None, *, ticks=0) -> float:
     -----
     Exact (up to float round-off, about 1e-15): the context distribution is discrete with
     ``2^(d - intercept)`` atoms (512 by default), and the sum runs over all of them. Cost
-    ``O(len(ticks) 2^(d-1) K)``.
+    ``O(len(ticks) 2^(d-1) K)``, in chunks of at most ~4 million (atom, arm) cells (a callable
+    policy is called once per chunk): about 0.1 s at K = 10,000 (``benchmarks/ope.py``).
     """
     config = _config_of(config)
     t_arr = _ticks_arg(config, ticks)
     total = 0.0
+    # atoms per chunk: at most ~4 million (atom, arm) cells, so K = 10,000 stays in memory
+    chunk = max(1, min(_CHUNK_ATOMS, (1 << 22) // config.n_arms))
     for t in t_arr:
         start, n = 0, None
         v = 0.0
         while n is None or start < n:
-            x, prob, n = context_atoms(config, start, start + _CHUNK_ATOMS)
+            x, prob, n = context_atoms(config, start, start + chunk)
             tick = np.full(x.shape[0], t, np.int64)
             avail = _b.alive(config, tick)
             pi = policy_probabilities(policy, x, avail, {"tick": tick})
-            v += float(prob @ np.sum(pi * _b.true_ctr(config, x, tick), axis=1))
-            start += _CHUNK_ATOMS
+            v += float(prob @ np.einsum("ij,ij->i", pi, _b.true_ctr(config, x, tick)))
+            start += chunk
         total += v
     return total / t_arr.size
 

@@ -60,6 +60,9 @@ def _metadata(meta) -> Mapping[str, Any]:
 
 def _atomic_savez(path, arrays: dict) -> Path:
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"`path` {str(path)!r} is an existing directory; give a file "
+                                "name (a '.npz' suffix is added when missing).")
     if path.suffix != ".npz":
         path = path.with_name(path.name + ".npz")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,16 +80,82 @@ def _atomic_savez(path, arrays: dict) -> Path:
 def _open_npz(path, kind: str):
     try:
         data = np.load(Path(path), allow_pickle=False)
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):
         raise
     except Exception as exc:  # zipfile / format errors
         raise LogFormatError(f"{path}: not a readable .npz file ({exc}).") from None
-    header = json.loads(str(data["__header__"])) if "__header__" in data.files else {}
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise LogFormatError(f"{path}: expected a .npz archive of a recloop {kind}; got a "
+                             "single .npy array.")
+    try:
+        header = _read_header(data, path)
+    except BaseException:
+        data.close()
+        raise
     if header.get("kind") != kind:
+        data.close()
         raise LogFormatError(
             f"{path}: expected a recloop {kind}; got {header.get('kind', 'an unknown file')!r}."
         )
     return data, header
+
+
+def _read_header(data, path) -> dict:
+    if "__header__" not in data.files:
+        return {}
+    try:
+        raw = data["__header__"]
+    except ValueError as exc:  # an object array, refused without pickle
+        raise LogFormatError(f"{path}: the header is not a plain array ({exc}).") from None
+    if raw.shape != () or raw.dtype.kind != "U":
+        raise LogFormatError(f"{path}: the header must be one JSON string; got an array of "
+                             f"dtype {raw.dtype} and shape {raw.shape}.")
+    try:
+        header = json.loads(str(raw))
+    except ValueError as exc:
+        raise LogFormatError(f"{path}: the header is not valid JSON ({exc}).") from None
+    if not isinstance(header, dict):
+        raise LogFormatError(f"{path}: the header must be a JSON object; got "
+                             f"{type(header).__name__}.")
+    return header
+
+
+def _read_arrays(data, path, required, optional) -> dict:
+    """The arrays of a log file: all ``required`` present, nothing outside both lists, no
+    object arrays; LogFormatError otherwise."""
+    names = set(data.files) - {"__header__"}
+    missing = [k for k in required if k not in names]
+    if missing:
+        raise LogFormatError(f"{path}: missing array(s) {', '.join(missing)}.")
+    extra = sorted(names - set(required) - set(optional))
+    if extra:
+        raise LogFormatError(f"{path}: unexpected array(s) {', '.join(extra)}.")
+    out = {}
+    for k in sorted(names):
+        try:
+            out[k] = data[k]
+        except ValueError as exc:  # object arrays need pickle, which is never allowed
+            raise LogFormatError(f"{path}: array {k!r} cannot be read without pickle "
+                                 f"({exc}).") from None
+        if out[k].dtype.kind not in "biuf":
+            raise LogFormatError(f"{path}: array {k!r} must be numeric; got dtype "
+                                 f"{out[k].dtype}.")
+    return out
+
+
+def _header_int(header, key, path) -> int:
+    v = header.get(key)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise LogFormatError(f"{path}: header field {key!r} must be an int; got {v!r}.")
+    return v
+
+
+def _header_metadata(header, path) -> dict:
+    meta = header.get("metadata", {})
+    if not isinstance(meta, dict):
+        raise LogFormatError(f"{path}: header field 'metadata' must be an object; got "
+                             f"{type(meta).__name__}.")
+    return meta
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,12 +182,20 @@ class BanditLog:
         User of each record.
     metadata : mapping, optional
         JSON-serialisable provenance (config hash, seed, recloop version, ...).
+    action_embeddings : array (n_actions, n_embedding_features) int, optional
+        A discrete embedding of every action (OBP's ``action_context``), for estimators
+        that weight embeddings instead of actions (``evaluators.mips``).
+    pi_b : array (n_rounds, n_actions) float, optional
+        The logging policy's action probabilities on each record (OBP's ``pi_b``); its
+        entry at the logged action must equal ``pscore``.
 
     Raises
     ------
     ValueError
         On unequal lengths, propensities outside (0, 1], actions out of range or logged
-        while unavailable, non-finite contexts or rewards.
+        while unavailable, non-finite contexts or rewards, embeddings that are not
+        non-negative integers of shape (n_actions, F), a ``pi_b`` that is not a distribution
+        or disagrees with ``pscore``.
     """
 
     context: np.ndarray
@@ -130,6 +207,8 @@ class BanditLog:
     tick: np.ndarray | None = None
     user: np.ndarray | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    action_embeddings: np.ndarray | None = None
+    pi_b: np.ndarray | None = None
 
     def __post_init__(self):
         if isinstance(self.n_actions, bool) or not isinstance(self.n_actions, (int, np.integer)):
@@ -190,6 +269,40 @@ class BanditLog:
                     raise ValueError(f"`{name}` must have {n} entries; got {arr.shape[0]}.")
                 set_(name, arr)
         set_("metadata", _metadata(self.metadata))
+        if self.action_embeddings is not None:
+            emb = np.asarray(self.action_embeddings)
+            if emb.size and emb.dtype.kind not in "iu":
+                raise TypeError(f"`action_embeddings` must hold integers; got dtype {emb.dtype}.")
+            if emb.ndim == 1:
+                emb = emb[:, None]
+            if emb.ndim != 2 or emb.shape[0] != self.n_actions:
+                raise ValueError(f"`action_embeddings` must have shape (n_actions, "
+                                 f"n_embedding_features) = ({self.n_actions}, F); got "
+                                 f"{np.shape(self.action_embeddings)}.")
+            if emb.size and emb.min() < 0:
+                raise ValueError(f"`action_embeddings` must be >= 0; got {int(emb.min())}.")
+            set_("action_embeddings", _frozen(emb, np.int64, "action_embeddings", 2))
+        if self.pi_b is not None:
+            pb = np.asarray(self.pi_b, dtype=np.float64)
+            if pb.ndim == 3 and pb.shape[2] == 1:
+                pb = pb[:, :, 0]
+            if pb.shape != (n, self.n_actions):
+                raise ValueError(f"`pi_b` must have shape (n_rounds, n_actions) = ({n}, "
+                                 f"{self.n_actions}); got {np.shape(self.pi_b)}.")
+            if pb.size:
+                ok = np.isfinite(pb).all(axis=1) & (pb >= 0).all(axis=1) & (
+                    np.abs(pb.sum(axis=1) - 1) <= 1e-6)
+                if not ok.all():
+                    j = int(np.flatnonzero(~ok)[0])
+                    raise ValueError(f"`pi_b` rows must be probabilities summing to 1; got "
+                                     f"{pb[j].tolist()[:8]} at record {j}.")
+                got = pb[np.arange(n), self.action]
+                bad = np.flatnonzero(np.abs(got - self.pscore) > 1e-9)
+                if bad.size:
+                    j = int(bad[0])
+                    raise ValueError(f"`pi_b` at the logged action must equal `pscore`; got "
+                                     f"{got[j]} against {self.pscore[j]} at record {j}.")
+            set_("pi_b", _frozen(pb, np.float64, "pi_b", 2))
 
     # -- shape ---------------------------------------------------------------------------
     @property
@@ -229,11 +342,16 @@ class BanditLog:
             context=self.context[index], action=self.action[index], reward=self.reward[index],
             pscore=self.pscore[index], n_actions=self.n_actions, available=opt(self.available),
             tick=opt(self.tick), user=opt(self.user), metadata=self.metadata,
+            action_embeddings=self.action_embeddings, pi_b=opt(self.pi_b),
         )
 
     # -- Open Bandit Pipeline ------------------------------------------------------------
     def to_obp(self, *, expected_reward: np.ndarray | None = None) -> dict:
         """Open Bandit Pipeline's ``bandit_feedback`` dict (arrays are copies).
+
+        ``action_context`` is the log's ``action_embeddings`` when it has them (OBP's MIPS
+        reads the logged action's embedding as ``action_context[action]``), the identity
+        otherwise; ``pi_b`` is added as ``(n_rounds, n_actions, 1)`` when the log has it.
 
         ``expected_reward`` (n_rounds, n_actions), the simulator's ground truth, may be added
         for OBP's synthetic-data tools; recloop's estimators never read it.
@@ -246,8 +364,11 @@ class BanditLog:
             "position": np.zeros(self.n_rounds, dtype=np.int64),
             "reward": self.reward.copy(),
             "pscore": self.pscore.copy(),
-            "action_context": np.eye(self.n_actions),
+            "action_context": (np.eye(self.n_actions) if self.action_embeddings is None
+                               else self.action_embeddings.copy()),
         }
+        if self.pi_b is not None:
+            fb["pi_b"] = self.pi_b[:, :, None].copy()
         if expected_reward is not None:
             er = np.asarray(expected_reward, dtype=np.float64)
             if er.shape != (self.n_rounds, self.n_actions):
@@ -266,7 +387,11 @@ class BanditLog:
 
     @classmethod
     def from_obp(cls, bandit_feedback: Mapping[str, Any]) -> "BanditLog":
-        """Build a log from Open Bandit Pipeline's ``bandit_feedback`` dict."""
+        """Build a log from Open Bandit Pipeline's ``bandit_feedback`` dict.
+
+        An integer ``action_context`` other than the identity becomes ``action_embeddings``;
+        ``pi_b`` is kept when present.
+        """
         if not isinstance(bandit_feedback, Mapping):
             raise TypeError(
                 f"`bandit_feedback` must be a dict; got {type(bandit_feedback).__name__}."
@@ -278,12 +403,21 @@ class BanditLog:
         pos = bandit_feedback.get("position")
         if pos is not None and np.any(np.asarray(pos) != 0):
             raise ValueError("`bandit_feedback['position']` must be all 0 (one slot per round).")
+        K = int(bandit_feedback["n_actions"])
+        emb = bandit_feedback.get("action_context")
+        if emb is not None:
+            emb = np.asarray(emb)
+            # the identity is OBP's "no embedding"; float embeddings are not discrete ones
+            if emb.dtype.kind not in "iu" or (emb.shape == (K, K)
+                                             and np.array_equal(emb, np.eye(K))):
+                emb = None
         return cls(
             context=bandit_feedback["context"], action=bandit_feedback["action"],
             reward=bandit_feedback["reward"], pscore=bandit_feedback["pscore"],
-            n_actions=int(bandit_feedback["n_actions"]),
+            n_actions=K,
             available=bandit_feedback.get("available"), tick=bandit_feedback.get("tick"),
-            user=bandit_feedback.get("user"),
+            user=bandit_feedback.get("user"), action_embeddings=emb,
+            pi_b=bandit_feedback.get("pi_b"),
         )
 
     # -- files ---------------------------------------------------------------------------
@@ -298,11 +432,29 @@ class BanditLog:
 
     @classmethod
     def load(cls, path) -> "BanditLog":
-        """Read a log written by :meth:`save`."""
+        """Read a log written by :meth:`save`.
+
+        Raises
+        ------
+        FileNotFoundError
+            No such file.
+        LogFormatError
+            (a ``ValueError``) Anything else wrong with the file, named: not an ``.npz``
+            archive, a header that is not one JSON object of kind ``BanditLog`` with an int
+            ``n_actions``, missing or unexpected arrays, object or non-numeric arrays, or
+            arrays that do not make a valid log.
+        """
         data, header = _open_npz(path, "BanditLog")
         with data:
-            kw = {k: data[k] for k in data.files if k != "__header__"}
-        return cls(n_actions=header["n_actions"], metadata=header.get("metadata", {}), **kw)
+            kw = _read_arrays(data, path, ("context", "action", "reward", "pscore"),
+                              ("available", "tick", "user", "action_embeddings", "pi_b"))
+        n_actions = _header_int(header, "n_actions", path)
+        meta = _header_metadata(header, path)
+        try:
+            return cls(n_actions=n_actions, metadata=meta, **kw)
+        except (TypeError, ValueError) as exc:
+            raise LogFormatError(f"{path}: the arrays do not make a valid BanditLog: "
+                                 f"{exc}") from None
 
 
 @dataclass(frozen=True, eq=False)
@@ -371,10 +523,18 @@ class InteractionLog:
 
     @classmethod
     def load(cls, path) -> "InteractionLog":
+        """Read a log written by :meth:`save` (``LogFormatError`` on a malformed file)."""
         data, header = _open_npz(path, "InteractionLog")
         with data:
-            kw = {k: data[k] for k in ("user", "item", "tick", "source")}
-        return cls(n_users=header["n_users"], n_items=header["n_items"],
-                   metadata=header.get("metadata", {}), **kw)
+            kw = _read_arrays(data, path, ("user", "item", "tick", "source"), ())
+        n_users = _header_int(header, "n_users", path)
+        n_items = _header_int(header, "n_items", path)
+        meta = _header_metadata(header, path)
+        try:
+            return cls(n_users=n_users, n_items=n_items, metadata=meta, **kw)
+        except (TypeError, ValueError) as exc:
+            raise LogFormatError(f"{path}: the arrays do not make a valid InteractionLog: "
+                                 f"{exc}") from None
+
 
 from simulator._slate_log import SlateLog  # noqa: E402,F401  (slates: simulator/_slate_log.py)

@@ -36,6 +36,11 @@ class BanditProblem:
         Linear scores of the target policy (a softmax with temperature ``target_temperature``).
     deficient : int or None
         An action the logging policy never takes (``None``: full support).
+    target_action : int or None
+        When set, the target policy always takes this action (instead of the softmax).
+    n_rounds : int
+        Default size of the logs :meth:`draw_log` draws (the checker sets the size of the
+        failing example, so that ``problem.draw_log(seed)`` gives it back).
     """
 
     support: np.ndarray
@@ -47,6 +52,8 @@ class BanditProblem:
     target_temperature: float = 1.0
     epsilon: float = 0.2
     deficient: int | None = None
+    target_action: int | None = None
+    n_rounds: int = 200
 
     @property
     def n_actions(self) -> int:
@@ -79,6 +86,10 @@ class BanditProblem:
 
     def target_probs(self, context) -> np.ndarray:
         """The target policy's action probabilities, shape (n, n_actions)."""
+        if self.target_action is not None:
+            p = np.zeros((np.shape(context)[0], self.n_actions))
+            p[:, self.target_action] = 1.0
+            return p
         return softmax(np.asarray(context) @ self.target_scores.T / self.target_temperature, axis=1)
 
     @property
@@ -87,8 +98,16 @@ class BanditProblem:
         return float(np.mean(np.sum(self.target_probs(self.support)
                                     * self.expected_reward(self.support), axis=1)))
 
+    def draw_log(self, seed, n_rounds: int | None = None) -> tuple[BanditLog, np.ndarray]:
+        """The log (and target ``action_dist`` (n, K, 1)) of ``seed``: the same as
+        :meth:`sample` with ``n_rounds`` defaulting to the problem's ``n_rounds``."""
+        return self.sample(self.n_rounds if n_rounds is None else n_rounds, seed)
+
     def sample(self, n_rounds: int, rng) -> tuple[BanditLog, np.ndarray]:
-        """Draw a log of ``n_rounds`` records and the target's ``action_dist`` (n, K, 1)."""
+        """Draw a log of ``n_rounds`` records and the target's ``action_dist`` (n, K, 1).
+
+        The log carries the logging policy's probabilities (``pi_b``) and the identity as
+        ``action_embeddings`` (each action its own embedding, where MIPS is IPS)."""
         rng = np.random.default_rng(rng)
         idx = rng.integers(0, self.support.shape[0], n_rounds)
         x = self.support[idx]
@@ -100,8 +119,10 @@ class BanditProblem:
         action[zero] = np.argmax(p[zero], axis=1)
         q = self.expected_reward(x)[np.arange(n_rounds), action]
         reward = (rng.random(n_rounds) < q).astype(np.float64)
+        # the logger knows its own policy (pi_b); each action is its own embedding
         log = BanditLog(context=x, action=action, reward=reward,
-                        pscore=p[np.arange(n_rounds), action], n_actions=self.n_actions)
+                        pscore=p[np.arange(n_rounds), action], n_actions=self.n_actions,
+                        pi_b=p, action_embeddings=np.arange(self.n_actions)[:, None])
         return log, self.target_probs(x)[:, :, None]
 
 

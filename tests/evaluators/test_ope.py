@@ -33,8 +33,10 @@ def test_obp_shape_accepted(seed):
     world = make_world(seed % 101)
     log, _ = make_log(world, 100, seed, kind="nonuniform")
     ad = StaticPolicy(np.random.default_rng(seed).normal(size=(4, 3))).action_dist(log)
-    for f in (ips, snips, direct_method, doubly_robust):
+    for f in (ips, snips):
         assert f(log, ad) == f(log, ad[:, :, None])
+    for f in (direct_method, doubly_robust):  # fitted models draw folds / resamples
+        assert f(log, ad, rng=seed) == f(log, ad[:, :, None], rng=seed)
 
 
 def test_ips_formula_and_clip():
@@ -58,7 +60,8 @@ def test_direct_method_mean_model_and_dr_with_exact_model_terms():
     # arm means 0.5, 1.0, 1.0
     dm = direct_method(log, ad, model="mean").value
     assert dm == pytest.approx(0.25 * 0.5 + 0.25 * 1.0 + 0.5 * 1.0)
-    dr = doubly_robust(log, ad, model="mean")
+    # DR cross-fits a fitted model; with the in-sample arm means given as an array:
+    dr = doubly_robust(log, ad, model=np.tile([0.5, 1.0, 1.0], (4, 1)))
     w = np.array([0.5, 0.5, 0.5, 1.0])
     q = np.array([0.5, 0.5, 1.0, 1.0])
     assert dr.value == pytest.approx(dm + np.mean(w * (log.reward - q)))
@@ -101,7 +104,7 @@ def test_unbiased_with_coverage_for_static_policy(kind):
         log, _ = make_log(world, 400, child, kind=kind)
         ad = pol.action_dist(log)
         for name, est in (("ips", ips(log, ad)), ("snips", snips(log, ad)),
-                          ("dr", doubly_robust(log, ad, model="mean"))):
+                          ("dr", doubly_robust(log, ad, model="mean", rng=child))):
             res[name].append(est.value - truth)
             cov[name] += est.covers(truth)
     for name in ("ips", "snips", "dr"):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 
 import evaluators
-from recloop.testing import (check_learning_policy_evaluator, check_offline_metric,
+from recloop.testing import (CheckFailed, check_learning_policy_evaluator, check_offline_metric,
                              check_ope_estimator, random_bandit_problem)
 from recloop.testing.strategies import bandit_problems, profile_graphs, rating_triples, worlds
 
@@ -40,22 +40,104 @@ def offline_score_ignoring_weights(profiles, recommender, *, k, item_weights=Non
     return evaluators.offline_score(profiles, recommender, k=k)
 
 
-# -- recloop's own estimators pass -------------------------------------------------------
+# -- recloop's own estimators pass at the checker's defaults -------------------------------
+def textbook_ips(log, action_dist):
+    """IPS as the textbook writes it: 0 when no logged action has target support."""
+    if log.n_rounds == 0:
+        raise ValueError("`log` is empty.")
+    w = np.asarray(action_dist)[np.arange(log.n_rounds), log.action, 0] / log.pscore
+    return evaluators.normal_estimate(w * log.reward)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator, unbiased, n_rounds", [
-    pytest.param(evaluators.ips, True, 200, id="ips"),
-    pytest.param(evaluators.snips, False, 200, id="snips"),
-    # DR's interval ignores the variance of the reward model fitted on the same log, so it
-    # covers less than nominal on small logs (0.915 at 200 records): checked at 1,000.
-    pytest.param(evaluators.doubly_robust, True, 1000, id="doubly_robust"),
-])
-def test_recloop_ope_estimators_pass(estimator, unbiased, n_rounds):
-    report = check_ope_estimator(estimator, n_problems=4, n_logs=150, n_rounds=n_rounds,
-                                 unbiased=unbiased, rng=1)
+def test_recloop_ope_estimators_pass():
+    # the biased-by-design ones and the catalogue are in tests/evaluators/test_ope_catalogue.py
+    report = check_ope_estimator(evaluators.ips, rng=1)
     assert report.passed
     assert {r.name for r in report.results} >= {"deterministic", "permutation_invariant",
-                                                 "empty_log_rejected", "no_support_rejected"}
-    assert "coverage" in report.figures  # recloop's estimators return intervals
+                                                 "empty_log_rejected", "no_support_rejected",
+                                                 "unbiased", "interval_coverage"}
+    assert 0.85 < report.figures["coverage"] <= 1  # measured coverage always reported
+    assert report.figures["coverage_of"] == "the truth"
+
+
+def test_skip_reports_skipped_never_passed():
+    with pytest.raises(AssertionError) as info:
+        check_ope_estimator(textbook_ips, n_problems=1, n_logs=20, rng=0)
+    assert "no_support_rejected" in _failing_names(str(info.value))
+    report = check_ope_estimator(textbook_ips, n_problems=1, n_logs=20,
+                                 skip=("no_support_rejected",), rng=0)
+    assert report.passed
+    (skipped,) = report.skipped
+    assert skipped.name == "no_support_rejected" and not skipped.passed
+    assert "[skip] no_support_rejected" in str(report) and "1 skipped" in str(report)
+
+
+def test_skip_names_are_checked():
+    with pytest.raises(ValueError, match="`skip` must be property names among .*no_support"):
+        check_ope_estimator(evaluators.ips, skip=("no_support",))
+
+
+def test_failure_carries_report_and_reproducible_problem():
+    with pytest.raises(CheckFailed) as info:
+        check_ope_estimator(ips_mutating_input, n_problems=2, n_logs=5, unbiased=False, rng=7)
+    report = info.value.report
+    assert isinstance(info.value, AssertionError) and not report.passed
+    (failure,) = [f for f in report.failures if f.name == "inputs_not_mutated"]
+    log, ad = failure.problem.draw_log(failure.seed)
+    assert log.n_rounds == 8  # the smallest failing example, drawn back from its seed
+    before = ad.copy()
+    ips_mutating_input(log, ad)
+    assert not np.array_equal(ad, before)  # the failure happens again on that very input
+
+
+def test_statistical_failure_names_problem_and_seeds():
+    with pytest.raises(CheckFailed) as info:
+        check_ope_estimator(ips_ignoring_propensity, n_problems=3, n_logs=100, rng=4)
+    (bias,) = [f for f in info.value.report.failures if f.name == "unbiased"]
+    assert bias.problem is not None and len(bias.seeds) == 100
+    log, ad = bias.problem.draw_log(bias.seeds[0])
+    assert log.n_rounds == 200
+
+
+def clipped_ips(log, action_dist):
+    return evaluators.ips(log, action_dist, clip=1.5)
+
+
+def test_biased_by_design_passes_with_unbiased_false_and_reports_bias():
+    with pytest.raises(AssertionError) as info:
+        check_ope_estimator(clipped_ips, n_problems=3, n_logs=100, rng=8)
+    assert "unbiased" in _failing_names(str(info.value))
+    report = check_ope_estimator(clipped_ips, n_problems=3, n_logs=100, unbiased=False, rng=8)
+    assert "unbiased" not in {r.name for r in report.results}
+    assert report.figures["coverage_of"].startswith("the estimator's own expectation")
+    assert len(report.figures["bias"]) == len(report.figures["rmse"]) == 3
+    assert min(report.figures["bias"]) < -0.01  # clipping biases downwards, and it is said
+
+
+def test_bias_and_rmse_bounds_can_fail_and_pass():
+    kw = dict(n_problems=3, n_logs=100, unbiased=False, rng=8)
+    with pytest.raises(CheckFailed) as info:
+        check_ope_estimator(clipped_ips, max_abs_bias=0.001, max_rmse=0.001, **kw)
+    assert {"max_abs_bias", "max_rmse"} <= _failing_names(str(info.value))
+    report = check_ope_estimator(clipped_ips, max_abs_bias=0.5, max_rmse=0.5, **kw)
+    assert {"max_abs_bias", "max_rmse"} <= {r.name for r in report.results if r.passed}
+
+
+def ips_empty_mean_warning(log, action_dist):
+    # an empty log gives numpy's "Mean of empty slice" RuntimeWarning and nan: an accident
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        if log.n_rounds == 0:
+            return float(np.mean(np.zeros(0)))
+    return evaluators.ips(log, action_dist)
+
+
+def test_empty_log_needs_value_error_or_named_warning():
+    with pytest.raises(AssertionError) as info:
+        check_ope_estimator(ips_empty_mean_warning, n_problems=1, n_logs=10, rng=0)
+    assert "empty_log_rejected" in _failing_names(str(info.value))
+    assert "RuntimeWarning" in str(info.value)
 
 
 def test_recloop_offline_score_passes():
@@ -117,7 +199,10 @@ def test_smallest_failing_example_is_reported():
 # -- bad input ----------------------------------------------------------------------------
 @pytest.mark.parametrize("call, error, match", [
     pytest.param(lambda: check_ope_estimator("ips"), TypeError, "`estimator` must be callable", id="not-callable"),
-    pytest.param(lambda: check_ope_estimator(evaluators.ips, n_problems=0), ValueError, "`n_problems` must be >= 1", id="n-problems"),
+    pytest.param(lambda: check_ope_estimator(evaluators.ips, n_problems=0), ValueError, "`n_problems` must be an int >= 1", id="n-problems"),
+    pytest.param(lambda: check_ope_estimator(evaluators.ips, coverage_tol=1.0), ValueError, "`coverage_tol` must be", id="coverage-tol"),
+    pytest.param(lambda: check_ope_estimator(evaluators.ips, max_abs_bias=-1), ValueError, "`max_abs_bias` must be", id="max-abs-bias"),
+    pytest.param(lambda: check_ope_estimator(evaluators.ips, unbiased="yes"), TypeError, "`unbiased` must be a bool", id="unbiased"),
     pytest.param(lambda: check_ope_estimator(lambda log, ad: "0.5"), TypeError, "must return an Estimate or a real number", id="non-number"),
     pytest.param(lambda: check_offline_metric(None), TypeError, "`metric` must be callable", id="metric"),
     pytest.param(lambda: check_learning_policy_evaluator(evaluators.bred, n_logs=0), ValueError, "`n_logs` must be >= 1", id="n-logs"),
@@ -187,3 +272,44 @@ def test_the_documented_example_passes():
 
     example = Path(__file__).resolve().parents[2] / "examples" / "test_my_estimator.py"
     runpy.run_path(str(example))["test_my_ips"]()
+
+
+# -- the false-alarm rate the docstring states ---------------------------------------------
+def hand_written_ips(log, action_dist):
+    """A correct IPS written by a user: ValueError on an empty log, nan with a named warning
+    without support, normal interval."""
+    if log.n_rounds == 0:
+        raise ValueError("`log` is empty.")
+    w = np.asarray(action_dist)[np.arange(log.n_rounds), log.action, 0] / log.pscore
+    if not w.any():
+        warnings.warn("no support", evaluators.NoSupportWarning)
+        return math.nan
+    return evaluators.normal_estimate(w * log.reward)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("estimator, n_seeds, kw", [
+    # about 0.25 s a check for IPS, 0.8 s for DR on a quiet machine: 20 s in all
+    pytest.param(evaluators.ips, 30, {}, id="recloop-ips"),
+    pytest.param(hand_written_ips, 15, {}, id="hand-written-ips"),
+    pytest.param(evaluators.doubly_robust, 6, {}, id="recloop-dr"),
+    pytest.param(lambda log, ad: evaluators.ips(log, ad, clip=2.0), 6, {"unbiased": False},
+                 id="clipped-ips-unbiased-false"),
+])
+def test_false_alarm_rate_of_every_property_matches_the_docstring(estimator, n_seeds, kw):
+    # the docstring: each statistical property fails a correct estimator with probability
+    # about alpha = 1e-3 at the defaults; the deterministic ones never
+    from scipy import stats
+
+    alarms = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", evaluators.UndefinedStderrWarning)
+        for seed in range(n_seeds):
+            try:
+                check_ope_estimator(estimator, rng=10_000 + seed, **kw)
+            except CheckFailed as exc:
+                for f in exc.report.failures:
+                    alarms[f.name] = alarms.get(f.name, 0) + 1
+    for name, k in alarms.items():
+        assert name in ("unbiased", "interval_coverage"), (name, k)
+        assert stats.binomtest(k, n_seeds, 1e-3, alternative="greater").pvalue > 1e-3, alarms

@@ -269,3 +269,64 @@ def test_vector_env_rejects_bad_actions():
     acts[2] = int(np.flatnonzero(~obs["available"][2])[0])
     with pytest.raises(ValueError, match="sub-environment 2 is not an available arm"):
         venv.step(acts)
+
+
+# -- large action spaces with embeddings -----------------------------------------------------
+def test_embedded_arms_share_their_embedding_parameters_up_to_the_residual():
+    import simulator
+    from simulator._bandit import arm_table
+
+    for residual in (0.0, 0.2):
+        config = simulator.preset("large_actions", n_arms=500, residual=residual)
+        tab = arm_table(config)
+        assert tab.embeddings.shape == (500, 2) and tab.embeddings.max() < 10
+        _, groups = np.unique(tab.embeddings, axis=0, return_inverse=True)
+        groups = groups.reshape(-1)
+        for g in range(3):
+            rows = np.flatnonzero(groups == g)
+            assert np.allclose(tab.weights[rows], tab.weights[rows[0]])
+            spread = np.ptp(tab.base[rows])
+            assert spread == 0.0 if residual == 0 else 0 < spread <= 2 * residual
+    assert arm_table(simulator.LinearBanditConfig()).embeddings is None  # BRED world unchanged
+
+
+def test_static_value_exact_at_ten_thousand_arms():
+    import simulator
+    from simulator._bandit import true_ctr
+    from simulator._truth import context_atoms
+
+    config = simulator.preset("large_actions", n_arms=10_000, residual=0.1)
+    g = np.random.default_rng(0)
+    logits = g.normal(size=(config.dim, config.n_arms))
+
+    def policy(x, avail):
+        z = x @ logits
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        return p / p.sum(axis=1, keepdims=True)
+
+    x, prob, _ = context_atoms(config)  # all 512 atoms at once: the plain sum
+    plain = sum(prob[m] * float(policy(x[m:m + 1], None)[0] @ true_ctr(config, x[m:m + 1], 0)[0])
+                for m in range(0, x.shape[0]))
+    assert simulator.static_policy_value(config, policy) == pytest.approx(plain, rel=1e-12)
+
+
+def test_collect_log_records_embeddings_and_pi_b_in_embedded_worlds():
+    import simulator
+
+    log, _ = simulator.collect_log("large_actions", 50, rng=0)
+    assert log.action_embeddings.shape == (1000, 2)
+    assert np.allclose(log.pi_b, 1 / 1000)
+    plain, _ = simulator.collect_log("bred_linear", 50, rng=0)
+    assert plain.action_embeddings is None and plain.pi_b is None
+
+
+@pytest.mark.parametrize("kw, msg", [
+    pytest.param({"n_embedding_features": -1}, "n_embedding_features", id="features"),
+    pytest.param({"n_categories": 0}, "n_categories", id="categories"),
+    pytest.param({"residual": 1.5}, "residual", id="residual"),
+])
+def test_bad_embedding_config(kw, msg):
+    import simulator
+
+    with pytest.raises((TypeError, ValueError), match=msg):
+        simulator.LinearBanditConfig(**kw)

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -65,3 +67,114 @@ def test_load_rejects_other_kind(tmp_path):
     back = InteractionLog.load(path)
     assert (back.profiles(2).toarray() == [[0, 1], [0, 0]]).all()
     assert (back.profiles().toarray() == [[0, 1], [1, 0]]).all()
+
+
+# -- embeddings, pi_b, malformed files --------------------------------------------------------
+def _emb_log():
+    return BanditLog(context=np.zeros((3, 1)), action=[0, 1, 2], reward=[1.0, 0.0, 1.0],
+                     pscore=[0.5, 0.25, 0.25], n_actions=3,
+                     action_embeddings=np.array([[0, 1], [0, 2], [1, 1]]),
+                     pi_b=np.tile([0.5, 0.25, 0.25], (3, 1)))
+
+
+def test_embeddings_and_pi_b_round_trip(tmp_path):
+    log = _emb_log()
+    back = BanditLog.load(log.save(tmp_path / "e.npz"))
+    assert np.array_equal(back.action_embeddings, log.action_embeddings)
+    assert np.array_equal(back.pi_b, log.pi_b)
+    fb = log.to_obp()
+    assert np.array_equal(fb["action_context"], log.action_embeddings)
+    assert fb["pi_b"].shape == (3, 3, 1)
+    again = BanditLog.from_obp(fb)
+    assert np.array_equal(again.action_embeddings, log.action_embeddings)
+    assert np.array_equal(again.pi_b, log.pi_b)
+    assert BanditLog.from_obp(_emb_log().take([0]).to_obp()).pi_b.shape == (1, 3)
+    plain = BanditLog.from_obp(BanditLog(context=np.zeros((1, 1)), action=[0], reward=[1.0],
+                                         pscore=[1.0], n_actions=2).to_obp())
+    assert plain.action_embeddings is None  # OBP's identity action_context is no embedding
+
+
+@pytest.mark.parametrize("kw, exc, msg", [
+    pytest.param({"action_embeddings": np.array([[0.5], [1], [2]])}, TypeError, "integers",
+                 id="float-embeddings"),
+    pytest.param({"action_embeddings": np.array([[0], [1]])}, ValueError, "n_actions",
+                 id="embeddings-rows"),
+    pytest.param({"action_embeddings": np.array([[0], [-1], [2]])}, ValueError, ">= 0",
+                 id="negative-embedding"),
+    pytest.param({"pi_b": np.full((3, 3), 0.5)}, ValueError, "sum", id="pi_b-sum"),
+    pytest.param({"pi_b": np.tile([0.25, 0.5, 0.25], (3, 1))}, ValueError, "equal `pscore`",
+                 id="pi_b-pscore"),
+])
+def test_bad_embeddings_and_pi_b(kw, exc, msg):
+    base = dict(context=np.zeros((3, 1)), action=[0, 1, 2], reward=[1.0, 0.0, 1.0],
+                pscore=[0.5, 0.25, 0.25], n_actions=3)
+    with pytest.raises(exc, match=msg):
+        BanditLog(**base, **kw)
+
+
+def _write_npz(path, **arrays):
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+    return path
+
+
+GOOD = dict(context=np.zeros((2, 1)), action=np.array([0, 1]), reward=np.array([1.0, 0.0]),
+            pscore=np.array([0.5, 0.5]))
+HEADER = json.dumps({"kind": "BanditLog", "format": 1, "n_actions": 2, "metadata": {}})
+
+
+@pytest.mark.parametrize("arrays, msg", [
+    pytest.param(dict(GOOD, __header__=np.array("{not json")), "not valid JSON", id="bad-json"),
+    pytest.param(dict(GOOD, __header__=np.array("[1, 2]")), "JSON object", id="header-list"),
+    pytest.param(dict(GOOD, __header__=np.array([1.0, 2.0])), "one JSON string",
+                 id="header-array"),
+    pytest.param(dict(GOOD, __header__=np.array(json.dumps({"kind": "BanditLog",
+                                                             "n_actions": "2"}))),
+                 "'n_actions' must be an int", id="n_actions-str"),
+    pytest.param({k: v for k, v in GOOD.items() if k != "pscore"} | {"__header__":
+                                                                       np.array(HEADER)},
+                 "missing array", id="missing"),
+    pytest.param(dict(GOOD, extra=np.zeros(2), __header__=np.array(HEADER)), "unexpected",
+                 id="extra"),
+    pytest.param(dict(GOOD, tick=np.array(["a", "b"]), __header__=np.array(HEADER)),
+                 "numeric", id="string-array"),
+    pytest.param(dict(GOOD, pscore=np.array([0.5, 2.0]), __header__=np.array(HEADER)),
+                 "do not make a valid BanditLog", id="invalid-values"),
+    pytest.param(dict(GOOD, __header__=np.array(json.dumps({"kind": "InteractionLog"}))),
+                 "expected a recloop BanditLog", id="wrong-kind"),
+])
+def test_malformed_files_raise_log_format_error(tmp_path, arrays, msg):
+    path = _write_npz(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(LogFormatError, match=msg):
+        BanditLog.load(path)
+
+
+def test_object_array_is_a_log_format_error(tmp_path):
+    path = tmp_path / "obj.npz"
+    with open(path, "wb") as fh:
+        np.savez(fh, **GOOD, user=np.array([{"a": 1}, None], dtype=object),
+                 __header__=np.array(HEADER))
+    with pytest.raises(LogFormatError, match="pickle"):
+        BanditLog.load(path)
+
+
+def test_save_to_existing_directory_is_an_error(tmp_path):
+    log = BanditLog(**GOOD, n_actions=2)
+    with pytest.raises(IsADirectoryError, match="existing directory"):
+        log.save(tmp_path)
+    assert not (tmp_path.parent / (tmp_path.name + ".npz")).exists()
+
+
+def test_interaction_log_malformed_files(tmp_path):
+    header = json.dumps({"kind": "InteractionLog", "n_users": 2, "n_items": 2})
+    base = dict(user=np.array([0, 1]), item=np.array([1, 0]), tick=np.array([0, 0]),
+                source=np.array([0, 2], dtype=np.int8))
+    good = _write_npz(tmp_path / "good.npz", **base, __header__=np.array(header))
+    assert len(InteractionLog.load(good)) == 2
+    for name, arrays, msg in (
+            ("missing", {k: v for k, v in base.items() if k != "tick"}, "missing array"),
+            ("extra", dict(base, pscore=np.zeros(2)), "unexpected"),
+            ("range", dict(base, item=np.array([5, 0])), "valid InteractionLog")):
+        path = _write_npz(tmp_path / f"{name}.npz", **arrays, __header__=np.array(header))
+        with pytest.raises(LogFormatError, match=msg):
+            InteractionLog.load(path)
