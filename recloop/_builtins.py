@@ -112,11 +112,12 @@ LEARNING_ESTIMATORS = tuple(k.name for k in _LEARNING)
 
 
 def _static(name, fn):
-    summary = (fn.__doc__ or "").strip().split("\n")[0]
+    summary = " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split())
     return EstimatorKind(name, fn, "static", summary, None)
 
 
 _STATIC = tuple(_static(name, getattr(evaluators, name)) for name in (
-    "ips", "snips", "direct_method", "doubly_robust"))
+    "ips", "snips", "direct_method", "doubly_robust", "sndr", "switch_dr", "dr_os",
+    "subgaussian_ips", "mips", "select_estimator"))
 
 KINDS = _BANDITS + _RECOMMENDERS + _LEARNING + _STATIC

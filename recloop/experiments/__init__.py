@@ -5,7 +5,7 @@ next to the function it runs; :data:`KINDS` collects them for the registry.
 """
 
 from recloop.experiments import (_bandit_eval, _campaign_bias, _loo_cf, _offline_vs_online,
-                                 _ope, _slate_ope)
+                                 _ope, _selection, _slate_ope)
 from recloop.experiments._bandit_eval import (TruthComparison, bred_vs_replay,
                                               compare_to_truth, dynamic_news,
                                               plot_bred_vs_replay)
@@ -15,7 +15,7 @@ from recloop.experiments._slate_ope import SLATE_OPE_PARAMS, plot_slate_ope, sla
 
 #: Every built-in evaluation kind, in the order ``recloop/scenarios/README.md`` lists them.
 KINDS = (_campaign_bias.KIND, *_bandit_eval.KINDS, _loo_cf.KIND, _offline_vs_online.KIND,
-         _ope.KIND, _slate_ope.KIND)
+         _ope.KIND, _selection.KIND, _slate_ope.KIND)
 
 __all__: list[str] = [
     "KINDS",

@@ -173,7 +173,7 @@ def _check_policy(spec, where: str) -> dict:
     return dict(spec)
 
 
-def _world(config, n_actions):
+def _world(config, n_actions, residual=None):
     import simulator
 
     config = simulator.preset(config) if isinstance(config, str) else config
@@ -187,6 +187,11 @@ def _world(config, n_actions):
         n_actions = _check_int("n_actions", n_actions, 1)
         config = dataclasses.replace(config, n_arms=n_actions,
                                      n_universal=min(config.n_universal, n_actions))
+    if residual is not None:
+        if not getattr(config, "n_embedding_features", 0):
+            raise ValueError("`residual` needs a world whose arms carry embeddings "
+                             "(n_embedding_features > 0, e.g. the preset 'large_actions').")
+        config = dataclasses.replace(config, residual=residual)
     return config
 
 
@@ -194,7 +199,7 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
         agents: Mapping[str, Callable] | None = None, estimators=DEFAULT_ESTIMATORS,
         logging: str = "uniform", beta: float = 10.0, epsilon: float = 0.2,
         n_rounds: int = 1000, n_logs: int = 100, n_actions: int | None = None,
-        reward_noise: float = 0.0, n_train: int = 2000, ab_users: int = 0, rng=None,
+        residual: float | None = None, reward_noise: float = 0.0, n_train: int = 2000, ab_users: int = 0, rng=None,
         progress: bool = False,
         evaluation: str = EVALUATION, on_error: Callable | None = None) -> list[Measurement]:
     """Estimators of static target policies scored against the exact value over many logs.
@@ -227,6 +232,10 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
         Independent logs per cell; every estimator and target sees the same logs.
     n_actions : int, optional
         Override the world's number of arms.
+    residual : float in [0, 1], optional
+        Override the world's ``residual`` (worlds whose arms carry embeddings, e.g.
+        ``large_actions``): how far the reward depends on the action beyond its embedding --
+        0 is MIPS's assumption, larger values break it.
     reward_noise : float >= 0, default 0
         Standard deviation of Gaussian noise added to every logged reward (the expected
         reward, hence the truth, is unchanged; the estimators' variance grows).
@@ -275,7 +284,7 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
     """
     import simulator
 
-    config = _world(config, n_actions)
+    config = _world(config, n_actions, residual)
     n_rounds = _check_int("n_rounds", n_rounds, 1)
     n_logs = _check_int("n_logs", n_logs, 1)
     n_train = _check_int("n_train", n_train, 0)
@@ -353,6 +362,8 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
               "reward_noise": float(reward_noise)}
     if ab_users:
         params["ab_users"] = ab_users
+    if residual is not None:
+        params["residual"] = float(residual)
     if logging == "softmax":
         params["beta"] = float(beta)
     elif logging == "epsilon_greedy":
@@ -612,6 +623,7 @@ def _resources(params, world):
     n = params["n_rounds"]
     targets = len(params.get("targets") or ()) + 4
     return {"n_rounds x world.dim: one log": log_bytes(n, K, d),
+            "n_rounds x n_actions: the log's availability, pi_b and true CTRs": 3 * n * K * F8,
             "n_rounds x n_actions x targets: action distributions": 3 * targets * n * K * F8}
 
 
@@ -660,6 +672,9 @@ KIND = EvaluationKind(
         Param("n_logs", Int(low=1, high=100_000), 100, "Independent logs per cell."),
         Param("n_actions", Int(low=1, high=10_000), None, "Number of arms (default: the "
               "world's `n_arms`)."),
+        Param("residual", Float(low=0.0, high=1.0), None, "Worlds whose arms carry "
+              "embeddings (`large_actions`): the arms' own reward residual beyond their "
+              "embedding (0: MIPS's assumption holds; default: the world's)."),
         Param("reward_noise", Float(low=0.0), 0.0, "Standard deviation of Gaussian noise "
               "added to each logged reward (the truth is unchanged)."),
         Param("n_train", Int(low=0, high=10**7), 2000, "Uniform records each agent target "

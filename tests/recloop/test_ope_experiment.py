@@ -173,3 +173,42 @@ def test_the_ab_test_beside_the_offline_estimators():
     assert 0.8 <= rows["u", "ab_test", "coverage"].estimate <= 1.0
     with pytest.raises(ValueError, match="`ab_users`"):
         ope("bred_linear", n_rounds=20, n_logs=1, ab_users=1)
+
+
+def test_mips_on_a_large_action_world_and_the_residual():
+    kw = dict(n_actions=500, n_rounds=1000, n_logs=30, rng=0,
+              estimators=["ips", "mips"])
+    target = [{"name": "eps", "policy": "epsilon_greedy", "epsilon": 0.2}]
+    held = by_key(ope("large_actions", target, residual=0.0, **kw))
+    broken = by_key(ope("large_actions", target, residual=1.0, **kw))
+    # MIPS's assumption holds: unbiased and well below IPS's RMSE
+    b = held["eps", "mips", "bias"]
+    assert abs(b.estimate) < 4 * b.stderr
+    assert held["eps", "mips", "rmse"].estimate < held["eps", "ips", "rmse"].estimate
+    # the arms' own residual breaks it: biased
+    b = broken["eps", "mips", "bias"]
+    assert abs(b.estimate) > 4 * b.stderr
+    assert dict(broken["eps", "mips", "value"].params)["residual"] == 1.0
+    with pytest.raises(ValueError, match="`residual` needs a world"):
+        ope("bred_linear", target, residual=0.1, n_rounds=20, n_logs=1)
+
+
+def test_estimator_selection_against_the_oracle():
+    from recloop.experiments._selection import estimator_selection
+
+    rows = estimator_selection("bred_linear", family="ips", logging="softmax", beta=-10.0,
+                               n_rounds=300, n_logs=30, n_actions=20, rng=0,
+                               n_resamples=200)
+    got = {(m.variant, m.metric): m for m in rows}
+    oracle = got["oracle", "rmse"].estimate
+    candidates = [m.estimate for m in rows if m.metric == "rmse" and "=" in m.variant]
+    assert len(candidates) == 10 and oracle == min(candidates)
+    assert got["untuned", "rmse"].estimate == candidates[0]  # clip = inf: plain IPS
+    regret = got["slope", "regret"]
+    assert regret.estimate == pytest.approx(got["slope", "rmse"].estimate - oracle)
+    assert regret.estimate >= -1e-12  # no fixed choice beats the oracle on these logs
+    assert regret.ci_low <= regret.estimate <= regret.ci_high
+    assert 0.0 <= got["slope", "within"].estimate <= 1.0
+    assert got["slope", "value"].truth == got["slope", "value"].truth  # an exact, finite truth
+    with pytest.raises(ValueError, match="`family`"):
+        estimator_selection("bred_linear", family="snips", n_rounds=20, n_logs=2)
