@@ -789,100 +789,91 @@ _SIZE_LIMITS = {"n_users": 10**8, "n_items": 10**6, "n_ticks": MAX_TICKS, "dim":
                 "n_alive": 10**6, "lifetime": 10**9}
 
 
-def _field_type(annotation: str, name: str = ""):
-    """The scenario type of a config field from its annotation (None: not settable)."""
-    base = annotation.replace(" | None", "").strip()
-    if base == "int":
-        return Int(high=_SIZE_LIMITS.get(name, 2**63 - 1))
-    if base == "float":
-        return sch.Float()
-    if base == "bool":
+def _field_type(fs, name: str = ""):
+    """The scenario type of a config field from its declaration
+    (``recloop_base.fields.FieldSpec``: Python type, range, choices); None: not settable."""
+    import typing
+
+    if not fs.settable:
+        return None
+    base = fs.base
+    cap = _SIZE_LIMITS.get(name)
+    if base is int:
+        high = fs.high if fs.high is not None else (cap if cap is not None else 2**63 - 1)
+        return Int(low=fs.low, high=min(high, cap) if cap is not None else high)
+    if base is float:
+        return sch.Float(low=fs.low, high=fs.high, low_open=fs.low_open,
+                         high_open=fs.high_open)
+    if base is bool:
         return Bool()
-    if base == "str":
-        return Str()
-    if base.startswith("tuple[") and base.count(",") == 1:
-        item = Int() if "int" in base else sch.Float()
+    if base is str:
+        return Str(choices=fs.choices)
+    if typing.get_origin(base) is tuple and len(typing.get_args(base)) == 2 \
+            and Ellipsis not in typing.get_args(base):
+        item = Int() if typing.get_args(base)[0] is int else sch.Float()
         return ListOf(item, min_len=2, max_len=2)
-    if base == "tuple" or base.startswith("tuple"):
+    if base is tuple or typing.get_origin(base) is tuple:
         return ListOf(sch.OneOf((Int(), sch.Float())), min_len=0, max_len=10**6)
     return None
 
 
-_NOT_OVERRIDABLE = ("campaigns", "shocks", "policy")
-
-
 def _config_fields(config) -> list[Param]:
-    import dataclasses
+    """The settable fields of a config, as scenario parameters (the config's own values as
+    defaults, its declared docs)."""
+    from recloop_base.fields import field_specs
 
     out = []
-    for f in dataclasses.fields(config):
-        t = _field_type(f.type, f.name) if isinstance(f.type, str) else None
-        if t is None or f.name in _NOT_OVERRIDABLE:
-            continue
-        out.append(Param(f.name, t, getattr(config, f.name), ""))
+    for fs in field_specs(type(config)):
+        t = _field_type(fs, fs.name)
+        if t is not None:
+            out.append(Param(fs.name, t, getattr(config, fs.name), fs.doc))
     return out
-
-
-def _field_docs(cls) -> dict[str, str]:
-    """Field descriptions from a config class's numpydoc ``Parameters`` section."""
-    docs: dict[str, str] = {}
-    lines = (cls.__doc__ or "").splitlines()
-    names: list[str] = []
-    for line in lines:
-        m = re.match(r"^    ([A-Za-z_][\w, ]*) : ", line)
-        if m:
-            names = [n.strip() for n in m.group(1).split(",")]
-            continue
-        if names and line.startswith("        "):
-            for n in names:
-                docs[n] = (docs.get(n, "") + " " + line.strip()).strip()
-        elif line.strip() and not line.startswith("        "):
-            names = []
-    return docs
 
 
 def world_params() -> tuple[Param, ...]:
     """The override keys of ``[world]``: fields of the presets' config types (union)."""
     seen: dict[str, Param] = {}
     users: dict[str, list[str]] = {}
-    docs: dict[str, str] = {}
     for name, factory in _presets().items():
-        config = factory()
-        for field, text in _field_docs(type(config)).items():
-            docs.setdefault(field, text)
-        for p in _config_fields(config):
+        for p in _config_fields(factory()):
             seen.setdefault(p.name, p)
             users.setdefault(p.name, []).append(name)
-    return tuple(Param(p.name, p.type, None, (docs.get(p.name, "") + f" (presets "
-                       f"{', '.join(users[p.name])})").strip())
+    return tuple(Param(p.name, p.type, None, f"{p.doc} (presets {', '.join(users[p.name])})")
                  for p in seen.values())
 
 
-_CAMPAIGN_DOCS = {
-    "start": (Int(low=0), REQUIRED, "First tick of the campaign."),
-    "duration": (Int(low=1), 1, "Number of ticks; each reached user is pushed once in it."),
-    "reach": (sch.Float(low=0.0, high=1.0), 0.5, "Fraction of users reached."),
-    "items": (ListOf(Int(low=0), unique=True), REQUIRED, "Pushed items (distinct ids)."),
-    "k": (Int(low=1), None, "Slate size (default: all `items`)."),
-    "boost": (sch.Float(low=1.0), 5.0, "Acceptance boost: a pushed item is accepted with "
-              "probability 1 - (1 - p)^boost."),
-}
-
-
 def campaign_params() -> tuple[Param, ...]:
-    """The keys of ``[[world.campaigns]]`` (simulator.CampaignConfig with a fixed item list)."""
-    return tuple(Param(k, t, d, doc) for k, (t, d, doc) in _CAMPAIGN_DOCS.items())
+    """The keys of ``[[world.campaigns]]``: the settable fields of
+    ``simulator.CampaignConfig``. In a scenario ``items`` is required (a campaign policy
+    object cannot be named in a file)."""
+    import dataclasses
+
+    from recloop_base.fields import field_specs
+    import simulator
+
+    out = []
+    for fs in field_specs(simulator.CampaignConfig):
+        t = _field_type(fs, fs.name)
+        if t is None:
+            continue
+        if fs.name == "items":
+            t = ListOf(Int(low=0), unique=True)
+        default = REQUIRED if fs.default is dataclasses.MISSING or fs.name == "items" \
+            else fs.default
+        out.append(Param(fs.name, t, default, fs.doc))
+    return tuple(out)
 
 
 def _config_problem(problems: _Problems, prefix: str, exc: Exception) -> None:
-    """Turn a config's "`field` must be ...; got ..." message into a scenario problem."""
-    m = re.match(r"`([^`]+)` must (?:be )?(.*?);\s*got (.*?)\.?$", str(exc), re.S)
-    if m:
-        field, rule, got = m.groups()
-        field = re.sub(r"^campaigns\[(\d+)\]\.?", r"campaigns[\1].", field).rstrip(".")
-        problems.add(f"{prefix}{field}", f"expected {rule}, got {got}")
+    """A config's structured error (``ArgumentError``: field, rule, value) as a scenario
+    problem naming the key."""
+    from recloop_base.validation import ArgumentError
+
+    if isinstance(exc, ArgumentError):
+        problems.add(f"{prefix}{exc.name}", f"expected {exc.rule}, got {exc.got}")
     else:
-        problems.add(prefix.rstrip("."), f"expected a valid world, got {type(exc).__name__}: {exc}")
+        problems.add(prefix.rstrip("."), f"expected a valid world, got {type(exc).__name__}: "
+                     f"{exc}")
 
 
 def world_config(world: dict):

@@ -53,6 +53,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from recloop_base.fields import check_fields, documented, spec
+from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check_int
+
 __all__ = ["LinearBanditConfig", "LinearBanditEnv"]
 
 # -- counter-based hashing (common random numbers) ----------------------------------------
@@ -132,132 +135,92 @@ def episode_key(rng: np.random.Generator) -> int:
 def _check_int(name, value, lo, hi=None, *, optional=False):
     if value is None and optional:
         return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"`{name}` must be an int; got {type(value).__name__} {value!r}.")
-    if value < lo or (hi is not None and value > hi):
-        rng_txt = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ValueError(f"`{name}` must be {rng_txt}; got {value}.")
+    check_int(value, name, low=lo, high=hi)
 
 
 def _check_range(name, value, lo, hi):
+    rule = f"a (low, high) pair of numbers with {lo} <= low <= high <= {hi}"
     if (not isinstance(value, tuple) or len(value) != 2
             or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value)):
-        raise TypeError(f"`{name}` must be a (low, high) tuple of floats; got {value!r}.")
+        raise ArgumentTypeError(name, rule, repr(value))
     a, b = float(value[0]), float(value[1])
     if not (math.isfinite(a) and math.isfinite(b) and lo <= a <= b <= hi):
-        raise ValueError(f"`{name}` must satisfy {lo} <= low <= high <= {hi}; got {value!r}.")
+        raise ArgumentValueError(name, rule, repr(value))
 
 
+@documented
 @dataclass(frozen=True)
 class LinearBanditConfig:
     """Configuration of the linear bandit test bed (validated, immutable, hashable).
 
-    Parameters
-    ----------
-    dim : int, default 10
-        Context dimension ``d`` (including the intercept coordinate), in [1, 21].
-    n_arms : int, default 10
-        Total number of arms ``K`` (the size of the action space), >= 1.
-    n_universal : int, default 4
-        Number of universal arms, in [0, n_arms].
-    n_nonzero : int, default 2
-        Non-zero context weights of a specific arm, in [1, number of non-intercept features].
-    universal_ctr, specific_ctr : (float, float)
-        Ranges of the constant CTR of universal arms and of the base CTR of specific arms,
-        ``0 <= low <= high <= 1``. Defaults (0.3, 0.4) and (0.0, 0.05).
-    weight : (float, float), default (0.15, 0.3)
-        Range of the non-zero context weights, within [-1, 1].
-    context_p : float, default 0.5
-        Probability that a (non-intercept) context bit is 1, in [0, 1].
-    intercept : bool, default True
-        Whether coordinate 0 of the context is the constant 1.
-    lifetime : int or None, default None
-        Ticks an arm stays alive (``None``: forever).
-    n_alive : int or None, default None
-        Arms alive at a time when arms are replaced (requires ``lifetime``; in [1, n_arms]).
-        ``None``: no replacement.
-    half_life : float or None, default None
-        Half-life of an arm's CTR in ticks since its birth (``None``: no decay), > 0.
-    arm_seed : int, default 0
-        Seed of the arms' parameters (the world), >= 0.
-    n_embedding_features : int, default 0
-        ``F``, features of the arms' discrete embeddings, in [0, 8] (0: no embeddings, the
-        arms are drawn independently as in the BRED test bed).
-    n_categories : int, default 10
-        ``C``, categories of each embedding feature, in [1, 1000] (used when ``F > 0``).
-    residual : float, default 0.0
-        Half-width of the arm's own base-CTR residual ``u_a`` in [-residual, residual], in
-        [0, 1] (used when ``F > 0``; 0: the reward depends on the arm only through its
-        embedding).
-
     Raises
     ------
     TypeError, ValueError
-        On a wrong type or an out-of-range value; the message names the field.
+        On a wrong type or an out-of-range value: a
+        :class:`recloop_base.validation.ArgumentError` naming the field, its rule and the
+        value received.
     """
 
-    dim: int = 10
-    n_arms: int = 10
-    n_universal: int = 4
-    n_nonzero: int = 2
-    universal_ctr: tuple[float, float] = (0.3, 0.4)
-    specific_ctr: tuple[float, float] = (0.0, 0.05)
-    weight: tuple[float, float] = (0.15, 0.3)
-    context_p: float = 0.5
-    intercept: bool = True
-    lifetime: int | None = None
-    n_alive: int | None = None
-    half_life: float | None = None
-    arm_seed: int = 0
-    n_embedding_features: int = 0
-    n_categories: int = 10
-    residual: float = 0.0
+    dim: int = spec(10, doc="Context dimension ``d`` (including the intercept coordinate).",
+                    low=1, high=21)
+    n_arms: int = spec(10, doc="Total number of arms ``K`` (the size of the action space).",
+                       low=1)
+    n_universal: int = spec(4, doc="Number of universal arms (at most ``n_arms``).", low=0)
+    n_nonzero: int = spec(2, doc="Non-zero context weights of a specific arm, in [1, number "
+                          "of non-intercept features].", low=0)
+    universal_ctr: tuple[float, float] = spec(
+        (0.3, 0.4), doc="Range of the constant CTR of universal arms, ``0 <= low <= high <= "
+        "1``.")
+    specific_ctr: tuple[float, float] = spec(
+        (0.0, 0.05), doc="Range of the base CTR of specific arms, ``0 <= low <= high <= 1``.")
+    weight: tuple[float, float] = spec(
+        (0.15, 0.3), doc="Range of the non-zero context weights, within [-1, 1].")
+    context_p: float = spec(0.5, doc="Probability that a (non-intercept) context bit is 1.",
+                            low=0.0, high=1.0)
+    intercept: bool = spec(True, doc="Whether coordinate 0 of the context is the constant 1.")
+    lifetime: int | None = spec(None, doc="Ticks an arm stays alive (``None``: forever).",
+                                low=1)
+    n_alive: int | None = spec(None, doc="Arms alive at a time when arms are replaced "
+                               "(requires ``lifetime``; at most ``n_arms``). ``None``: no "
+                               "replacement.", low=1)
+    half_life: float | None = spec(None, doc="Half-life of an arm's CTR in ticks since its "
+                                   "birth (``None``: no decay).", low=0.0, low_open=True)
+    arm_seed: int = spec(0, doc="Seed of the arms' parameters (the world).", low=0,
+                         high=2**63 - 1)
+    n_embedding_features: int = spec(0, doc="``F``, features of the arms' discrete embeddings "
+                                     "(0: no embeddings, the arms are drawn independently as "
+                                     "in the BRED test bed).", low=0, high=8)
+    n_categories: int = spec(10, doc="``C``, categories of each embedding feature (used when "
+                             "``F > 0``).", low=1, high=1000)
+    residual: float = spec(0.0, doc="Half-width of the arm's own base-CTR residual ``u_a`` in "
+                           "[-residual, residual] (used when ``F > 0``; 0: the reward depends "
+                           "on the arm only through its embedding).", low=0.0, high=1.0)
 
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, list):  # accept lists from TOML; store tuples (hashable)
                 object.__setattr__(self, f.name, tuple(v))
-        _check_int("dim", self.dim, 1, 21)
-        _check_int("n_arms", self.n_arms, 1)
-        _check_int("n_universal", self.n_universal, 0, self.n_arms)
         if not isinstance(self.intercept, bool):
-            raise TypeError(f"`intercept` must be a bool; got {self.intercept!r}.")
+            raise ArgumentTypeError("intercept", "a bool", repr(self.intercept))
+        check_fields(self)
+        _check_int("n_universal", self.n_universal, 0, self.n_arms)
         n_feat = self.dim - int(self.intercept)
         if self.n_universal < self.n_arms:
             if n_feat < 1:
-                raise ValueError("`dim` must be >= 2 when `intercept` is True and there are "
-                                 f"specific arms; got dim={self.dim}.")
+                raise ArgumentValueError("dim", ">= 2 when `intercept` is True and there are "
+                                         "specific arms", str(self.dim))
             _check_int("n_nonzero", self.n_nonzero, 1, n_feat)
-        else:
-            _check_int("n_nonzero", self.n_nonzero, 0)
         _check_range("universal_ctr", self.universal_ctr, 0.0, 1.0)
         _check_range("specific_ctr", self.specific_ctr, 0.0, 1.0)
         _check_range("weight", self.weight, -1.0, 1.0)
-        if (isinstance(self.context_p, bool) or not isinstance(self.context_p, numbers.Real)):
-            raise TypeError(f"`context_p` must be a float; got {self.context_p!r}.")
-        if not 0.0 <= self.context_p <= 1.0:
-            raise ValueError(f"`context_p` must be in [0, 1]; got {self.context_p}.")
-        _check_int("lifetime", self.lifetime, 1, optional=True)
         _check_int("n_alive", self.n_alive, 1, self.n_arms, optional=True)
         if self.n_alive is not None and self.lifetime is None:
-            raise ValueError("`n_alive` needs `lifetime` (arms are only replaced when they "
-                             f"die); got n_alive={self.n_alive}, lifetime=None.")
+            raise ArgumentValueError("n_alive", "None unless `lifetime` is set (arms are only "
+                                     "replaced when they die)", str(self.n_alive))
         if self.n_alive is not None and self.lifetime < self.n_alive:
-            raise ValueError(f"`lifetime` must be >= `n_alive` ({self.n_alive}) so that births "
-                             f"are at least one tick apart; got {self.lifetime}.")
-        if self.half_life is not None:
-            if isinstance(self.half_life, bool) or not isinstance(self.half_life, numbers.Real):
-                raise TypeError(f"`half_life` must be a float or None; got {self.half_life!r}.")
-            if not (self.half_life > 0 and math.isfinite(self.half_life)):
-                raise ValueError(f"`half_life` must be > 0 and finite; got {self.half_life}.")
-        _check_int("arm_seed", self.arm_seed, 0, 2**63 - 1)
-        _check_int("n_embedding_features", self.n_embedding_features, 0, 8)
-        _check_int("n_categories", self.n_categories, 1, 1000)
-        if isinstance(self.residual, bool) or not isinstance(self.residual, numbers.Real):
-            raise TypeError(f"`residual` must be a float; got {self.residual!r}.")
-        if not 0.0 <= self.residual <= 1.0:
-            raise ValueError(f"`residual` must be in [0, 1]; got {self.residual}.")
+            raise ArgumentValueError("lifetime", f">= `n_alive` ({self.n_alive}) so that "
+                                     "births are at least one tick apart", str(self.lifetime))
 
     @property
     def horizon(self) -> int | None:

@@ -1,16 +1,22 @@
 """Validated, frozen configuration of a simulated world and of its campaigns.
 
-Every out-of-range value raises ``ValueError`` naming the field, the allowed range and the
-value received; a value of the wrong type raises ``TypeError``.
+Every field is declared with its documentation and its range (``recloop_base.fields.spec``):
+the class docstrings, the validation and recloop's scenario schema all come from that one
+declaration. An out-of-range value raises ``ValueError`` and a value of the wrong type
+``TypeError``; both are :class:`recloop_base.validation.ArgumentError` whose ``name``,
+``rule`` and ``got`` say what was wrong as data.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from recloop_base.fields import check_fields, documented, spec
+from recloop_base.validation import (ArgumentTypeError, ArgumentValueError, check_float,
+                                     check_int)
 
 __all__ = ["WorldConfig", "CampaignConfig", "AppealShock", "FittedArrays", "CLICK_MODELS"]
 
@@ -18,41 +24,26 @@ __all__ = ["WorldConfig", "CampaignConfig", "AppealShock", "FittedArrays", "CLIC
 CLICK_MODELS = ("logistic", "linear")
 
 
-# -- small validators (each names the field, the rule and the value) --------------------------
+# -- small validators: structured errors (recloop_base.validation) naming field, rule, value --
 def _int(obj, name: str, lo: int | None = None, hi: int | None = None) -> int:
     value = getattr(obj, name) if not isinstance(obj, tuple) else obj[1]
     label = name if not isinstance(obj, tuple) else obj[0]
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"`{label}` must be an int; got {type(value).__name__} {value!r}.")
-    value = int(value)
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        rng = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
-        raise ValueError(f"`{label}` must be an int in {rng}; got {value}.")
-    return value
+    return check_int(value, label, low=lo, high=hi)
 
 
-def _float(obj, name: str, lo: float = -math.inf, hi: float = math.inf, *,
+def _float(obj, name: str, lo: float | None = None, hi: float | None = None, *,
            lo_open: bool = False, hi_open: bool = False, label: str | None = None) -> float:
     value = getattr(obj, name) if obj is not None else name
-    label = label or name
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
-                                                                      np.floating)):
-        raise TypeError(f"`{label}` must be a real number; got {type(value).__name__} {value!r}.")
-    value = float(value)
-    ok = (math.isfinite(value) and (value > lo if lo_open else value >= lo)
-          and (value < hi if hi_open else value <= hi))
-    if not ok:
-        rng = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
-        raise ValueError(f"`{label}` must be a finite number in {rng}; got {value}.")
-    return value
+    return check_float(value, label or name, low=lo, high=hi, low_open=lo_open,
+                       high_open=hi_open)
 
 
 def _int_tuple(value, label: str, lo: int, hi: int | None, length: int | None = None) -> tuple:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
-        raise TypeError(f"`{label}` must be a sequence of ints; got {type(value).__name__}.")
+        raise ArgumentTypeError(label, "a sequence of ints", type(value).__name__)
     out = tuple(_int((f"{label}[{j}]", v), "", lo, hi) for j, v in enumerate(value))
     if length is not None and len(out) != length:
-        raise ValueError(f"`{label}` must have {length} entries; got {len(out)}.")
+        raise ArgumentValueError(label, f"a sequence of {length} entries", f"{len(out)}")
     return out
 
 
@@ -76,73 +67,58 @@ class AppealShock:
         object.__setattr__(self, "delta", _float(self, "delta"))
 
 
+@documented
 @dataclass(frozen=True)
 class CampaignConfig:
-    """A recommendation campaign: items pushed to a fraction of the users.
+    """A recommendation campaign: items pushed to a fraction of the users."""
 
-    Parameters
-    ----------
-    start : int
-        First tick of the campaign (>= 0).
-    duration : int
-        Number of ticks (>= 1); each reached user is pushed once, at a tick drawn uniformly
-        in ``[start, start + duration)``.
-    reach : float
-        Fraction of users reached, in [0, 1].
-    items : tuple of int, optional
-        Fixed list of pushed items (distinct). A reached user is offered the first ``k``
-        listed items that are alive and not yet in the profile.
-    policy : object, optional
-        Instead of ``items``: any object with ``fit(profiles)`` and
-        ``recommend(users, k, *, removed=None) -> (n, k)`` (the agents' recommender
-        protocol). Each world fits its own deep copy (``World.campaign_policies``) once, on
-        the profiles of tick ``start - 1``. Recommended items that are dead or already in
-        the profile are not offered.
-    k : int, optional
-        Slate size; defaults to ``len(items)``; required with ``policy``.
-    boost : float
-        Acceptance boost >= 1: a pushed item is accepted with probability
-        ``1 - (1 - p)**boost`` where ``p`` is the organic adoption probability.
-    """
-
-    start: int
-    duration: int = 1
-    reach: float = 0.5
-    items: tuple | None = None
-    policy: Any = None
-    k: int | None = None
-    boost: float = 5.0
+    start: int = spec(doc="First tick of the campaign.", low=0)
+    duration: int = spec(1, doc="Number of ticks; each reached user is pushed once, at a tick "
+                         "drawn uniformly in ``[start, start + duration)``.", low=1)
+    reach: float = spec(0.5, doc="Fraction of users reached.", low=0.0, high=1.0)
+    items: tuple | None = spec(None, doc="Fixed list of pushed items (distinct). A reached "
+                               "user is offered the first ``k`` listed items that are alive "
+                               "and not yet in the profile.")
+    policy: Any = spec(None, doc="Instead of ``items``: any object with ``fit(profiles)`` and "
+                       "``recommend(users, k, *, removed=None) -> (n, k)`` (the agents' "
+                       "recommender protocol). Each world fits its own deep copy "
+                       "(``World.campaign_policies``) once, on the profiles of tick ``start - "
+                       "1``. Recommended items that are dead or already in the profile are "
+                       "not offered.", settable=False)
+    k: int | None = spec(None, doc="Slate size; defaults to ``len(items)``; required with "
+                         "``policy``.", low=1)
+    boost: float = spec(5.0, doc="Acceptance boost: a pushed item is accepted with probability "
+                        "``1 - (1 - p)**boost`` where ``p`` is the organic adoption "
+                        "probability.", low=1.0)
 
     def __post_init__(self):
         set_ = lambda n, v: object.__setattr__(self, n, v)  # noqa: E731
-        set_("start", _int(self, "start", 0))
-        set_("duration", _int(self, "duration", 1))
-        set_("reach", _float(self, "reach", 0.0, 1.0))
-        set_("boost", _float(self, "boost", 1.0))
+        check_fields(self)
         if (self.items is None) == (self.policy is None):
-            raise ValueError("exactly one of `items` and `policy` must be given; got "
-                             f"items={self.items!r}, policy={self.policy!r}.")
+            raise ArgumentValueError("items", "given exactly when `policy` is not",
+                                     f"items={self.items!r}, policy={self.policy!r}")
         if self.items is not None:
             items = _int_tuple(self.items, "items", 0, None)
             if not items:
-                raise ValueError("`items` must hold at least one item; got ().")
+                raise ArgumentValueError("items", "a list of at least one item", "()")
             if len(set(items)) != len(items):
-                raise ValueError(f"`items` must be distinct; got {items}.")
+                raise ArgumentValueError("items", "distinct items", str(items))
             set_("items", items)
             if self.k is None:
                 set_("k", len(items))
             k = _int(self, "k", 1)
             if k > len(items):
-                raise ValueError(f"`k` must be in [1, len(items)] = [1, {len(items)}]; got {k}.")
+                raise ArgumentValueError("k", f"an int in [1, len(items)] = [1, {len(items)}]",
+                                         str(k))
             set_("k", k)
         else:
             for meth in ("fit", "recommend"):
                 if not callable(getattr(self.policy, meth, None)):
-                    raise TypeError(f"`policy` must have a `{meth}` method (recommender "
-                                    f"protocol); got {type(self.policy).__name__}.")
+                    raise ArgumentTypeError("policy", f"an object with a `{meth}` method "
+                                            "(recommender protocol)",
+                                            type(self.policy).__name__)
             if self.k is None:
-                raise ValueError("`k` must be given with `policy`; got None.")
-            set_("k", _int(self, "k", 1))
+                raise ArgumentValueError("k", "an int >= 1 with `policy`", "None")
 
     @property
     def end(self) -> int:
@@ -232,104 +208,70 @@ class FittedArrays:
 
 
 # -- the world ----------------------------------------------------------------------------------
+@documented
 @dataclass(frozen=True)
 class WorldConfig:
-    """Everything that defines a simulated world, validated on construction.
+    """Everything that defines a simulated world, validated on construction."""
 
-    Parameters
-    ----------
-    n_users, n_items : int
-        Population sizes (>= 1).
-    n_ticks : int
-        Horizon: ticks (days) ``0 .. n_ticks - 1``.
-    dim : int
-        Dimension of the latent taste vectors and item features.
-    mean_profile_size : float
-        Expected number of organic adoptions per user over the horizon (>= 0); the event rate
-        is calibrated to it at construction (approximately: saturation lowers it slightly).
-    activity_shape : float
-        Tail exponent (> 1) of the Pareto law of user activity: profile sizes are roughly
-        power-law with this exponent.
-    activity_halflife : float or None
-        Half-life (ticks) of the overall activity after launch at tick 0; ``None``: constant.
-    n_universal : int
-        Number of "universal" items (ids ``0 .. n_universal - 1``) with high appeal.
-    universal_appeal : float
-        Appeal (score scale) of the universal items.
-    appeal_mean, appeal_std : float
-        Normal law of the other items' appeal.
-    taste_scale : float
-        Standard deviation of the taste-feature score ``taste . features`` (>= 0).
-    exposure : float
-        Organic exposure: an active user meets item ``i`` with probability proportional to
-        ``exp(exposure * appeal_i(t))`` among alive items (>= 0; 0 is uniform).
-    item_birth, item_death : tuple of int or None
-        Item lifetimes ``[birth, death)``; ``None``: alive over the whole horizon.
-    ctr_halflife : float or None
-        Half-life of an item's click probability after its birth; ``None``: no decay.
-    drift_rate : float
-        Taste random walk: per-coordinate standard deviation per sqrt(tick) (>= 0).
-    drift_terms : int
-        Terms of the Karhunen-Loeve expansion used for the random walk (>= 1).
-    shocks : tuple of AppealShock
-        Scheduled appeal changes (promotions).
-    campaigns : tuple of CampaignConfig
-        Scheduled recommendation campaigns (inside the horizon).
-    user_weights : tuple of float or None
-        Importance weights ``P(u)`` (unnormalised, >= 0, positive sum); ``None``: uniform.
-    click_model : {"logistic", "linear"}
-        ``p = expit(appeal + taste . features)`` or ``clip(appeal + taste . features, 0, 1)``
-        (then appeal is on the probability scale), times the CTR decay.
-    fitted : FittedArrays or None
-        Item appeals and features, user tastes and activities to use instead of drawing them
-        (a world calibrated from data, :func:`simulator.calibrate`). Their shapes must match
-        ``n_users``, ``n_items`` and ``dim``. With them, ``appeal_mean``, ``appeal_std``,
-        ``n_universal``, ``universal_appeal``, ``taste_scale``, ``activity_shape`` and
-        ``mean_profile_size`` are not used; everything else (lifetimes, CTR decay, activity
-        half-life, drift, exposure, shocks, campaigns) works as for a drawn world.
-    """
-
-    n_users: int = 2000
-    n_items: int = 100
-    n_ticks: int = 100
-    dim: int = 8
-    mean_profile_size: float = 5.0
-    activity_shape: float = 2.0
-    activity_halflife: float | None = None
-    n_universal: int = 5
-    universal_appeal: float = 0.0
-    appeal_mean: float = -3.0
-    appeal_std: float = 0.75
-    taste_scale: float = 1.0
-    exposure: float = 1.0
-    item_birth: tuple | None = None
-    item_death: tuple | None = None
-    ctr_halflife: float | None = None
-    drift_rate: float = 0.0
-    drift_terms: int = 8
-    shocks: tuple = ()
-    campaigns: tuple = ()
-    user_weights: tuple | None = None
-    click_model: str = "logistic"
-    fitted: FittedArrays | None = None
+    n_users: int = spec(2000, doc="Number of users.", low=1)
+    n_items: int = spec(100, doc="Number of items.", low=1)
+    n_ticks: int = spec(100, doc="Horizon: ticks (days) ``0 .. n_ticks - 1``.", low=1)
+    dim: int = spec(8, doc="Dimension of the latent taste vectors and item features.", low=1)
+    mean_profile_size: float = spec(5.0, doc="Expected number of organic adoptions per user "
+                                    "over the horizon; the event rate is calibrated to it at "
+                                    "construction (approximately: saturation lowers it "
+                                    "slightly).", low=0.0)
+    activity_shape: float = spec(2.0, doc="Tail exponent of the Pareto law of user activity: "
+                                 "profile sizes are roughly power-law with this exponent.",
+                                 low=1.0, low_open=True)
+    activity_halflife: float | None = spec(None, doc="Half-life (ticks) of the overall "
+                                           "activity after launch at tick 0; ``None``: "
+                                           "constant.", low=0.0, low_open=True)
+    n_universal: int = spec(5, doc="Number of \"universal\" items (ids ``0 .. n_universal - "
+                            "1``) with high appeal (at most ``n_items``).", low=0)
+    universal_appeal: float = spec(0.0, doc="Appeal (score scale) of the universal items.")
+    appeal_mean: float = spec(-3.0, doc="Mean of the normal law of the other items' appeal.")
+    appeal_std: float = spec(0.75, doc="Standard deviation of the normal law of the other "
+                             "items' appeal.", low=0.0)
+    taste_scale: float = spec(1.0, doc="Standard deviation of the taste-feature score "
+                              "``taste . features``.", low=0.0)
+    exposure: float = spec(1.0, doc="Organic exposure: an active user meets item ``i`` with "
+                           "probability proportional to ``exp(exposure * appeal_i(t))`` among "
+                           "alive items (0 is uniform).", low=0.0)
+    item_birth: tuple | None = spec(None, doc="Birth tick of every item (its lifetime is "
+                                    "``[birth, death)``); ``None``: alive from tick 0.")
+    item_death: tuple | None = spec(None, doc="Death tick (first tick not alive) of every "
+                                    "item; ``None``: alive to the horizon.")
+    ctr_halflife: float | None = spec(None, doc="Half-life of an item's click probability "
+                                      "after its birth; ``None``: no decay.", low=0.0,
+                                      low_open=True)
+    drift_rate: float = spec(0.0, doc="Taste random walk: per-coordinate standard deviation "
+                             "per sqrt(tick).", low=0.0)
+    drift_terms: int = spec(8, doc="Terms of the Karhunen-Loeve expansion used for the random "
+                            "walk.", low=1)
+    shocks: tuple = spec((), doc="Scheduled appeal changes (promotions): ``AppealShock``s.",
+                         settable=False)
+    campaigns: tuple = spec((), doc="Scheduled recommendation campaigns (inside the horizon): "
+                            "``CampaignConfig``s.", settable=False)
+    user_weights: tuple | None = spec(None, doc="Importance weights ``P(u)`` (unnormalised, "
+                                      ">= 0, positive sum); ``None``: uniform.")
+    click_model: str = spec("logistic", doc="``p = expit(appeal + taste . features)`` or "
+                            "``clip(appeal + taste . features, 0, 1)`` (then appeal is on the "
+                            "probability scale), times the CTR decay.", choices=CLICK_MODELS)
+    fitted: FittedArrays | None = spec(None, doc="Item appeals and features, user tastes and "
+                                       "activities to use instead of drawing them (a world "
+                                       "calibrated from data, :func:`simulator.calibrate`). "
+                                       "Their shapes must match ``n_users``, ``n_items`` and "
+                                       "``dim``. With them, ``appeal_mean``, ``appeal_std``, "
+                                       "``n_universal``, ``universal_appeal``, "
+                                       "``taste_scale``, ``activity_shape`` and "
+                                       "``mean_profile_size`` are not used; everything else "
+                                       "works as for a drawn world.", settable=False)
 
     def __post_init__(self):
         set_ = lambda n, v: object.__setattr__(self, n, v)  # noqa: E731
-        for name in ("n_users", "n_items", "n_ticks", "dim", "drift_terms"):
-            set_(name, _int(self, name, 1))
+        check_fields(self)
         set_("n_universal", _int(self, "n_universal", 0, self.n_items))
-        set_("mean_profile_size", _float(self, "mean_profile_size", 0.0))
-        set_("activity_shape", _float(self, "activity_shape", 1.0, lo_open=True))
-        for name in ("activity_halflife", "ctr_halflife"):
-            if getattr(self, name) is not None:
-                set_(name, _float(self, name, 0.0, lo_open=True))
-        for name in ("universal_appeal", "appeal_mean"):
-            set_(name, _float(self, name))
-        for name in ("appeal_std", "taste_scale", "exposure", "drift_rate"):
-            set_(name, _float(self, name, 0.0))
-        if self.click_model not in CLICK_MODELS:
-            raise ValueError(f"`click_model` must be one of {CLICK_MODELS}; "
-                             f"got {self.click_model!r}.")
         self._check_fitted()
         self._check_lifetimes(set_)
         self._check_shocks(set_)
@@ -337,14 +279,14 @@ class WorldConfig:
         if self.user_weights is not None:
             w = self.user_weights
             if isinstance(w, (str, bytes)) or not hasattr(w, "__len__"):
-                raise TypeError("`user_weights` must be a sequence of floats; "
-                                f"got {type(w).__name__}.")
+                raise ArgumentTypeError("user_weights", "a sequence of floats",
+                                        type(w).__name__)
             w = tuple(_float(None, v, 0.0, label=f"user_weights[{j}]") for j, v in enumerate(w))
             if len(w) != self.n_users:
-                raise ValueError(f"`user_weights` must have n_users = {self.n_users} entries; "
-                                 f"got {len(w)}.")
+                raise ArgumentValueError("user_weights", f"a sequence of n_users = "
+                                         f"{self.n_users} entries", f"{len(w)}")
             if sum(w) <= 0:
-                raise ValueError("`user_weights` must have a positive sum; got 0.")
+                raise ArgumentValueError("user_weights", "weights with a positive sum", "0")
             set_("user_weights", w)
 
     def _check_fitted(self):
@@ -352,11 +294,11 @@ class WorldConfig:
         if f is None:
             return
         if not isinstance(f, FittedArrays):
-            raise TypeError(f"`fitted` must be a FittedArrays or None; got {type(f).__name__}.")
+            raise ArgumentTypeError("fitted", "a FittedArrays or None", type(f).__name__)
         for name, have in (("n_users", f.n_users), ("n_items", f.n_items), ("dim", f.dim)):
             if have != getattr(self, name):
-                raise ValueError(f"`fitted` must match `{name}` = {getattr(self, name)}; its "
-                                 f"arrays have {name} = {have}.")
+                raise ArgumentValueError("fitted", f"arrays that match `{name}` = "
+                                         f"{getattr(self, name)}", f"{name} = {have}")
 
     def _check_lifetimes(self, set_):
         birth, death = self.item_birth, self.item_death
@@ -368,42 +310,39 @@ class WorldConfig:
         d = self.item_death or (self.n_ticks,) * self.n_items
         for j, (bj, dj) in enumerate(zip(b, d)):
             if dj <= bj:
-                raise ValueError(f"`item_death[{j}]` must be > item_birth[{j}] = {bj}; got {dj}.")
+                raise ArgumentValueError(f"item_death[{j}]", f"> item_birth[{j}] = {bj}", str(dj))
 
     def _check_shocks(self, set_):
         shocks = self.shocks
         if isinstance(shocks, AppealShock) or not isinstance(shocks, (tuple, list)):
-            raise TypeError("`shocks` must be a tuple of AppealShock; "
-                            f"got {type(shocks).__name__}.")
+            raise ArgumentTypeError("shocks", "a tuple of AppealShock", type(shocks).__name__)
         for j, s in enumerate(shocks):
             if not isinstance(s, AppealShock):
-                raise TypeError(f"`shocks[{j}]` must be an AppealShock; got {type(s).__name__}.")
+                raise ArgumentTypeError(f"shocks[{j}]", "an AppealShock", type(s).__name__)
             if s.item >= self.n_items:
-                raise ValueError(f"`shocks[{j}].item` must be in [0, {self.n_items - 1}]; "
-                                 f"got {s.item}.")
+                raise ArgumentValueError(f"shocks[{j}].item", f"in [0, {self.n_items - 1}]",
+                                         str(s.item))
             if s.start >= self.n_ticks:
-                raise ValueError(f"`shocks[{j}].start` must be in [0, {self.n_ticks - 1}]; "
-                                 f"got {s.start}.")
+                raise ArgumentValueError(f"shocks[{j}].start", f"in [0, {self.n_ticks - 1}]",
+                                         str(s.start))
         set_("shocks", tuple(shocks))
 
     def _check_campaigns(self, set_):
         cs = self.campaigns
         if isinstance(cs, CampaignConfig) or not isinstance(cs, (tuple, list)):
-            raise TypeError("`campaigns` must be a tuple of CampaignConfig; "
-                            f"got {type(cs).__name__}.")
+            raise ArgumentTypeError("campaigns", "a tuple of CampaignConfig", type(cs).__name__)
         for j, c in enumerate(cs):
             if not isinstance(c, CampaignConfig):
-                raise TypeError(f"`campaigns[{j}]` must be a CampaignConfig; "
-                                f"got {type(c).__name__}.")
+                raise ArgumentTypeError(f"campaigns[{j}]", "a CampaignConfig", type(c).__name__)
             if c.end > self.n_ticks:
-                raise ValueError(f"`campaigns[{j}]` must lie inside the horizon: start + duration "
-                                 f"must be in [1, n_ticks] = [1, {self.n_ticks}]; got "
-                                 f"{c.start} + {c.duration} = {c.end}.")
+                raise ArgumentValueError(f"campaigns[{j}]", f"inside the horizon: start + "
+                                         f"duration in [1, n_ticks] = [1, {self.n_ticks}]",
+                                         f"{c.start} + {c.duration} = {c.end}")
             if c.items is not None:
                 bad = [i for i in c.items if i >= self.n_items]
                 if bad:
-                    raise ValueError(f"`campaigns[{j}].items` must be in [0, {self.n_items - 1}]; "
-                                     f"got {bad[0]}.")
+                    raise ArgumentValueError(f"campaigns[{j}].items",
+                                             f"in [0, {self.n_items - 1}]", str(bad[0]))
             b = np.asarray(self.item_birth or (0,) * self.n_items)
             d = np.asarray(self.item_death or (self.n_ticks,) * self.n_items)
             pool = np.asarray(c.items) if c.items is not None else np.arange(self.n_items)
@@ -411,8 +350,8 @@ class WorldConfig:
             alive = (b[pool][None, :] <= ticks[:, None]) & (ticks[:, None] < d[pool][None, :])
             n_avail = int(alive.sum(axis=1).min())
             if c.k > n_avail:
-                raise ValueError(f"`campaigns[{j}].k` must be in [1, {n_avail}] (the fewest "
-                                 f"items available during the campaign); got {c.k}.")
+                raise ArgumentValueError(f"campaigns[{j}].k", f"in [1, {n_avail}] (the fewest "
+                                         "items available during the campaign)", str(c.k))
         set_("campaigns", tuple(cs))
 
     # -- derived arrays --------------------------------------------------------------------

@@ -91,7 +91,7 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     """
     import simulator
     from evaluators import SLOPE_DEFAULTS, select_estimator
-    from evaluators._estimate import wilson_estimate
+    from evaluators import wilson_estimate
 
     if family not in FAMILIES:
         raise ValueError(f"`family` must be one of {', '.join(map(repr, FAMILIES))}; got "

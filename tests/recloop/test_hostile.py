@@ -185,7 +185,7 @@ def test_a_misspelled_preset_does_not_hide_the_other_problems(tmp_path, capsys):
     code, err = validate(path, capsys)
     assert code == 2
     assert "world.preset: expected one of" in err and "(did you mean 'bred_linear'?)" in err
-    assert "world.n_arms: expected >= 1, got 0" in err
+    assert "world.n_arms: expected an integer in [1, 1000000], got 0" in err
 
 
 def test_a_scenario_that_asks_for_more_memory_than_there_is(tmp_path, capsys):

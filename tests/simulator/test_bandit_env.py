@@ -190,21 +190,30 @@ def test_unavailable_arm_raises():
 
 
 @pytest.mark.parametrize("field, value, match", [
-    pytest.param("dim", 0, r"`dim` must be \[1, 21\]; got 0", id="dim"),
-    pytest.param("n_arms", -3, r"`n_arms` must be >= 1; got -3", id="n_arms"),
-    pytest.param("n_universal", 11, r"`n_universal` must be \[0, 10\]; got 11", id="n_universal"),
-    pytest.param("n_nonzero", 10, r"`n_nonzero` must be \[1, 9\]; got 10", id="n_nonzero"),
-    pytest.param("universal_ctr", (0.5, 1.2), r"`universal_ctr` must satisfy", id="ctr-range"),
-    pytest.param("specific_ctr", (0.3, 0.1), r"`specific_ctr` must satisfy", id="ctr-order"),
-    pytest.param("context_p", 1.5, r"`context_p` must be in \[0, 1\]; got 1.5", id="context_p"),
-    pytest.param("lifetime", 0, r"`lifetime` must be >= 1; got 0", id="lifetime"),
-    pytest.param("n_alive", 3, r"`n_alive` needs `lifetime`", id="n_alive-alone"),
-    pytest.param("half_life", -1.0, r"`half_life` must be > 0", id="half_life"),
+    pytest.param("dim", 0, r"`dim` must be an int in \[1, 21\]; got 0", id="dim"),
+    pytest.param("n_arms", -3, r"`n_arms` must be an int >= 1; got -3", id="n_arms"),
+    pytest.param("n_universal", 11, r"`n_universal` must be an int in \[0, 10\]; got 11",
+                 id="n_universal"),
+    pytest.param("n_nonzero", 10, r"`n_nonzero` must be an int in \[1, 9\]; got 10",
+                 id="n_nonzero"),
+    pytest.param("universal_ctr", (0.5, 1.2), r"`universal_ctr` must be a \(low, high\) pair",
+                 id="ctr-range"),
+    pytest.param("specific_ctr", (0.3, 0.1), r"`specific_ctr` must be a \(low, high\) pair",
+                 id="ctr-order"),
+    pytest.param("context_p", 1.5, r"`context_p` must be a finite number in \[0.0, 1.0\]; "
+                 r"got 1.5", id="context_p"),
+    pytest.param("lifetime", 0, r"`lifetime` must be an int >= 1; got 0", id="lifetime"),
+    pytest.param("n_alive", 3, r"`n_alive` must be None unless `lifetime` is set",
+                 id="n_alive-alone"),
+    pytest.param("half_life", -1.0, r"`half_life` must be a finite number > 0", id="half_life"),
     pytest.param("arm_seed", -1, r"`arm_seed` must be", id="arm_seed"),
 ])
 def test_invalid_config_raises(field, value, match):
-    with pytest.raises(ValueError, match=match):
+    from recloop_base.validation import ArgumentError
+
+    with pytest.raises(ValueError, match=match) as info:
         LinearBanditConfig(**{field: value})
+    assert isinstance(info.value, ArgumentError) and info.value.name == field  # as data
 
 
 @pytest.mark.parametrize("field, value", [("dim", 2.0), ("intercept", 1), ("weight", 0.2),

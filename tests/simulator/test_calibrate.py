@@ -337,7 +337,7 @@ def test_fitted_arrays_are_validated_against_the_config():
     fa = simulator.FittedArrays(appeal=np.zeros(3), features=np.zeros((3, 2)),
                                 taste=np.zeros((4, 2)), activity=np.ones(4))
     WorldConfig(n_users=4, n_items=3, dim=2, n_universal=0, fitted=fa)
-    with pytest.raises(ValueError, match="`fitted` must match `n_users` = 5"):
+    with pytest.raises(ValueError, match="`fitted` must be arrays that match `n_users` = 5"):
         WorldConfig(n_users=5, n_items=3, dim=2, n_universal=0, fitted=fa)
     with pytest.raises(ValueError, match=r"`fitted.activity` must be >= 0; got -1.0 at index 1"):
         simulator.FittedArrays(appeal=np.zeros(3), features=np.zeros((3, 2)),

@@ -124,9 +124,23 @@ def test_invalid_campaign_rejected(kwargs, exc, field, value):
 def test_messages_state_the_allowed_range():
     with pytest.raises(ValueError, match=re.escape("`reach` must be a finite number in [0.0, 1.0]; got 2.0")):
         CampaignConfig(**_camp(reach=2.0))
-    with pytest.raises(ValueError, match=re.escape("`n_users` must be an int in [1, inf]; got 0")):
+    with pytest.raises(ValueError, match=re.escape("`n_users` must be an int >= 1; got 0")) \
+            as info:
         WorldConfig(n_users=0)
+    # the same facts as data (what the scenario loader reads: no parsing of the message)
+    assert (info.value.name, info.value.rule, info.value.got) == ("n_users", "an int >= 1", "0")
 
+
+def test_fields_declare_their_documentation_and_range():
+    from recloop_base.fields import field_specs
+
+    specs = {s.name: s for s in field_specs(WorldConfig)}
+    assert specs["activity_shape"].low == 1.0 and specs["activity_shape"].low_open
+    assert specs["click_model"].choices == ("logistic", "linear")
+    assert not specs["campaigns"].settable and "Karhunen" in specs["drift_terms"].doc
+    # the class docstring's Parameters section is written from the same declarations
+    assert "activity_shape : float, default 2.0" in WorldConfig.__doc__
+    assert "Karhunen-Loeve" in WorldConfig.__doc__
 
 def test_valid_config_is_frozen_and_normalised():
     cfg = WorldConfig(**SMALL, campaigns=[CampaignConfig(start=0, items=[3, 4])])

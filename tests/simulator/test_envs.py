@@ -241,11 +241,11 @@ def test_unavailable_item_raises():
 
 @pytest.mark.parametrize("kw, exc, match", [
     pytest.param({"k": 31}, ValueError, r"`k` must be <= .*\(30\); got 31", id="k-too-large"),
-    pytest.param({"k": 0}, ValueError, r"`k` must be >= 1; got 0", id="k-zero"),
-    pytest.param({"visits_per_tick": 0}, ValueError, "`visits_per_tick` must be >= 1",
+    pytest.param({"k": 0}, ValueError, r"`k` must be an int >= 1; got 0", id="k-zero"),
+    pytest.param({"visits_per_tick": 0}, ValueError, "`visits_per_tick` must be an int >= 1",
                  id="visits"),
-    pytest.param({"start_tick": 40}, ValueError, r"`start_tick` must be \[0, 39\]; got 40",
-                 id="start"),
+    pytest.param({"start_tick": 40}, ValueError,
+                 r"`start_tick` must be an int in \[0, 39\]; got 40", id="start"),
     pytest.param({"world": "nope"}, ValueError, "unknown preset", id="preset"),
     pytest.param({"world": 3}, TypeError, "`world` must be", id="world-type"),
     pytest.param({"add_clicks": 1}, TypeError, "`add_clicks` must be a bool", id="add_clicks"),
