@@ -12,6 +12,7 @@ import numpy as np
 from evaluators._estimate import Estimate
 from evaluators._replay import (NoMatchWarning, _check_actions, _check_level, _check_log,
                                 _check_uniform, _walk)
+from recloop_base.fast_paths import fast_path
 from recloop_base.threads import n_threads, thread_map
 
 __all__ = ["bred", "BredEstimate", "JITTER_C"]
@@ -76,13 +77,12 @@ def _draw_noise(gen, c, d, out=None):
 
 
 def _noise(gen, n, h):
-    """Jitter (n, d) of ``n`` records, drawn in the chunks of the batched path (``None`` when
-    ``h == 0``)."""
+    """Unscaled float32 jitter draws (n, d) of ``n`` records, drawn in the chunks of the
+    batched path (``None`` when ``h == 0``); record j's jitter is ``draws[j] * h``."""
     if not np.any(h > 0):
         return None
     d = h.shape[0]
-    return np.concatenate([_draw_noise(gen, min(_CHUNK, n - s), d) for s in range(0, n, _CHUNK)]
-                          ) * h
+    return np.concatenate([_draw_noise(gen, min(_CHUNK, n - s), d) for s in range(0, n, _CHUNK)])
 
 
 def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=0.95,
@@ -190,9 +190,11 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
     Randomness: ``rng`` is converted once and spawns B children; child ``i`` spawns two
     streams, the first for replicate i's resampling indices then its jitter, the second
     is passed to ``make_agent``. Replicate ``i`` therefore depends on child ``i`` only,
-    whatever the batching. Agents whose class has ``batch`` (recloop's bandits) run as one
-    batched twin of B copies (compiled when it has ``replay_arrays``); others run replicate
-    after replicate -- with identical numbers.
+    whatever the batching. Agents whose ``batch`` twin implements their ``act`` / ``update``
+    (recloop's bandits and their subclasses that do not override these; see
+    :func:`agents.fast_path`) run as one batched twin of B copies (compiled when the twin's
+    ``replay_arrays`` is a fast path); others run replicate after replicate, through the
+    agent's own compiled replay when it has one -- with identical numbers.
     """
     log = _check_log(log)
     _check_uniform(log, "bred")
@@ -229,7 +231,7 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
     index = np.stack([g.integers(0, T, size=n) for g in data_gens])
 
     cls = type(agents_[0])
-    if hasattr(cls, "batch") and all(type(a) is cls for a in agents_):
+    if fast_path(agents_[0], "batch") is not None and all(type(a) is cls for a in agents_):
         sums, matches = _run_twins(log, agents_, index, data_gens, h, once)
     else:
         sums, matches = _run_plain(log, agents_, index, data_gens, h, once)
@@ -276,17 +278,14 @@ def _run_plain(log, agents_, index, data_gens, h, once=False):
     revealed = np.zeros((B, log.n_rounds), dtype=bool) if once else None
     for i in range(B):
         idx = index[i]
-        ctx = log.context[idx]
-        noise = _noise(data_gens[i], n, h)
-        if noise is not None:
-            ctx = ctx + noise
+        walk = dict(index=idx, jitter=_noise(data_gens[i], n, h), jitter_scale=h)
+        if once:
+            _walk(agents_[i], log.context, avail_all, log.action, log.reward,
+                  revealed=revealed[i], **walk)
+            continue
+        actions = _walk(agents_[i], log.context, avail_all, log.action, log.reward, **walk)
         logged = log.action[idx]
         reward = log.reward[idx]
-        if once:
-            _walk(agents_[i], ctx, avail_all[idx], logged, reward, np.ones(n, bool),
-                  source=idx, revealed=revealed[i])
-            continue
-        actions = _walk(agents_[i], ctx, avail_all[idx], logged, reward, np.ones(n, bool))
         for s in range(0, n, _CHUNK):  # the batched path's summation order, chunk by chunk
             m = actions[s:s + _CHUNK] == logged[s:s + _CHUNK]
             sums[i] += np.where(m, reward[s:s + _CHUNK], 0.0).sum()
@@ -303,7 +302,7 @@ def _run_twins(log, agents_, index, data_gens, h, once):
     cls = type(agents_[0])
     B = len(agents_)
     twin = cls.batch(agents_)  # checks all B agents together (errors name the replicate)
-    n = min(B, n_threads()) if callable(getattr(twin, "replay_arrays", None)) else 1
+    n = min(B, n_threads()) if fast_path(twin, "replay_arrays") is not None else 1
     if n == 1:
         return _run_batched(log, twin, index, data_gens, h, once)
     bounds = np.linspace(0, B, n + 1).astype(int)
@@ -324,7 +323,7 @@ def _run_batched(log, batched, index, data_gens, h, once=False, stop=None):
     between chunks once ``stop`` is set (another part failed, or an interrupt)."""
     B, n = index.shape
     avail_all = log.available_mask()
-    fast = getattr(batched, "replay_arrays", None)
+    fast = fast_path(batched, "replay_arrays")
     sums, matches = np.zeros(B), np.zeros(B)
     jit = any(h > 0)
     buf = None
@@ -344,13 +343,11 @@ def _run_batched(log, batched, index, data_gens, h, once=False, stop=None):
             noise = buf
         logged = log.action[idx]
         reward = log.reward[idx]
-        if callable(fast):
-            if once:
-                actions = fast(log.context, avail_all, log.action, log.reward, idx, noise,
-                               np.ones((B, c), bool), revealed=revealed, jitter_scale=h)
-            else:
-                actions = fast(log.context, avail_all, log.action, log.reward, idx, noise,
-                               np.ones((B, c), bool), jitter_scale=h)
+        if fast is not None:
+            opts = {"revealed": revealed} if once else {}
+            if noise is not None:
+                opts.update(jitter=noise, jitter_scale=h)
+            actions = fast(log.context, avail_all, log.action, log.reward, index=idx, **opts)
             for i in range(B):
                 _check_actions(actions[i], avail_all, idx[i])
         else:

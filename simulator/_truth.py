@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from recloop_base.fast_paths import fast_path, why_no_fast_path
 from simulator import _bandit as _b
 from simulator._logging import policy_probabilities
 
@@ -222,6 +223,16 @@ def _run_batched(config, batched, keys, T, start=0):
     return out
 
 
+def _batch_of(agents):
+    """The agents' ``batch`` when it provably implements their act/update (the rule of
+    :func:`agents.fast_path`) and they share one class; else the reason, as a string."""
+    cls = type(agents[0])
+    other = next((type(a) for a in agents if type(a) is not cls), None)
+    if other is not None:
+        return f"`make_agent` returned both {cls.__name__} and {other.__name__}."
+    return fast_path(agents[0], "batch") or why_no_fast_path(agents[0], "batch")
+
+
 def online_value(config, make_agent, T: int, *, n_runs: int = 200, start: int = 0, rng=None,
                  method: str = "auto") -> OnlineValue:
     """Expected average reward of a learning agent's first ``t`` online steps, ``t <= T``.
@@ -246,7 +257,9 @@ def online_value(config, make_agent, T: int, *, n_runs: int = 200, start: int = 
     method : {"auto", "loop", "batched"}
         ``"batched"`` steps all runs in lockstep through ``type(agent).batch(agents)``;
         ``"loop"`` runs them one after another; ``"auto"`` batches when the agent class offers
-        ``batch``. Both give the same numbers when the batched twin is exact.
+        a ``batch`` that implements its ``act`` / ``update`` (the rule of
+        :func:`agents.fast_path`: a subclass overriding them runs the loop). Both give the
+        same numbers when the batched twin is exact.
 
     Returns
     -------
@@ -293,12 +306,12 @@ def online_value(config, make_agent, T: int, *, n_runs: int = 200, start: int = 
         env_gen, agent_gen = child.spawn(2)
         keys[i] = _b.episode_key(env_gen)
         agents.append(make_agent(agent_gen))
-    has_batch = callable(getattr(type(agents[0]), "batch", None))
-    if method == "batched" and not has_batch:
-        raise ValueError(f"`method='batched'` needs `{type(agents[0]).__name__}.batch`; the "
-                         "agent class has none.")
-    if method == "batched" or (method == "auto" and has_batch):
-        R = _run_batched(config, type(agents[0]).batch(agents), keys, T, int(start))
+    batch = _batch_of(agents)
+    if method == "batched" and not callable(batch):
+        raise ValueError(f"`method='batched'` needs a batched twin of "
+                         f"{type(agents[0]).__name__}: {batch}")
+    if method == "batched" or (method == "auto" and callable(batch)):
+        R = _run_batched(config, batch(agents), keys, T, int(start))
     else:
         R = np.column_stack([_run_loop(config, ag, int(k), T, i, int(start))
                              for i, (ag, k) in enumerate(zip(agents, keys))])
