@@ -208,11 +208,15 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
     Randomness: ``rng`` is converted once and spawns B children; child ``i`` spawns two
     streams, the first for replicate i's resampling indices then its jitter, the second
     is passed to ``make_agent``. Replicate ``i`` therefore depends on child ``i`` only,
-    whatever the batching, the partitions and the executor. Agents whose ``batch`` twin implements their ``act`` / ``update``
-    (recloop's bandits and their subclasses that do not override these; see
-    :func:`agents.fast_path`) run as one batched twin of B copies (compiled when the twin's
-    ``replay_arrays`` is a fast path); others run replicate after replicate, through the
-    agent's own compiled replay when it has one -- with identical numbers.
+    whatever the batching, the partitions and the executor. Agents whose ``batch`` twin
+    implements their ``act`` / ``update`` (recloop's bandits and their subclasses that do
+    not override these; see :func:`agents.fast_path`) run as batched twins of many copies
+    (compiled when the twin's ``replay_arrays`` is a fast path); others run replicate after
+    replicate, through the agent's own compiled replay when it has one -- with identical
+    numbers. Memory: the log, plus for each running twin the resampling indices of its
+    replicates, ``8 n`` bytes each (``n = round(expansion * T)``), at most 512 MiB per twin
+    (further replicates run in successive twins), and ``T`` bytes per replicate with
+    ``reveal="once"``.
     """
     log = _check_log(log)
     _check_uniform(log, "bred")
@@ -325,7 +329,9 @@ def _bred_partition(arrays, part):
     out = []
     for lo in range(0, len(agents_), step):
         gens = data_gens[lo:lo + step]
-        index = np.stack([g.integers(0, T, size=n) for g in gens])
+        index = np.empty((len(gens), n), dtype=np.int64)
+        for j, g in enumerate(gens):  # row by row: np.stack of a list would hold two copies
+            index[j] = g.integers(0, T, size=n)
         out.append(_run_batched(arrays, cls.batch(agents_[lo:lo + step]), index, gens, h,
                                 once, stop))
     return tuple(np.concatenate(col) for col in zip(*out))
