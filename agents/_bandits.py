@@ -26,6 +26,7 @@ import numpy as np
 
 from agents import _kernels as kn
 from agents._base import as_generator
+from recloop_base.fast_paths import register_fast_path, why_no_fast_path
 
 __all__ = ["UniformRandom", "UCB1", "EpsilonGreedy", "LinUCB", "ThompsonSampling"]
 
@@ -183,20 +184,24 @@ class _Bandit:
         return _batched.make_batch(cls, agents)
 
     # -- fast replay ----------------------------------------------------------------------
-    def replay_arrays(self, context, available, logged_action, reward, eligible, *,
-                      source=None, revealed=None):
+    def replay_arrays(self, context, available, logged_action, reward, *, index=None,
+                      eligible=None, jitter=None, jitter_scale=None, revealed=None):
         """Replay over arrays of records, equivalent to the loop below but compiled.
 
-        ::
+        The signature of :class:`agents.SupportsReplayArrays`, shared with the batched twins
+        (where ``index``, ``eligible`` and ``jitter`` gain a leading copy axis)::
 
-            for j in range(T):
-                a[j] = self.act({"context": context[j], "available": available[j]})
-                if a[j] == logged_action[j] and eligible[j]:
+            for j in range(n):                      # n = len(index)
+                r = index[j]
+                x = context[r] + jitter[j] * jitter_scale      # (no jitter: context[r])
+                obs = {"context": x, "available": available[r]}
+                a[j] = self.act(obs)
+                if a[j] == logged_action[r] and eligible[j]:
                     if revealed is not None:        # reveal once (BRED)
-                        if revealed[source[j]]:
+                        if revealed[r]:
                             continue
-                        revealed[source[j]] = True
-                    self.update(obs_j, a[j], reward[j])
+                        revealed[r] = True
+                    self.update(obs, a[j], reward[r])
 
         Parameters
         ----------
@@ -204,42 +209,123 @@ class _Bandit:
         available : array (T, K) bool
         logged_action : array (T,) int
         reward : array (T,) float
-        eligible : array (T,) bool
-            Records whose match may be used (``False``: rejected by rejection sampling).
-        source : array (T,) int, optional
-            Source record of each record (an index into ``revealed``); with ``revealed``.
-        revealed : array (n_source,) bool, optional
-            Reveal once: a match is used only if its source record is not yet revealed, and
-            then marks it (``revealed`` is updated in place). ``None``: every eligible match.
+            The T source records.
+        index : array (n,) int, optional
+            The records walked, in order (repeats allowed); default ``arange(T)``.
+        eligible : array (n,) bool, optional
+            Steps whose match may be used (``False``: rejected by rejection sampling);
+            default all.
+        jitter : array (n, d) float32 or float64, optional
+            Noise added to the context of each step, widened to float64 and multiplied by
+            ``jitter_scale`` (BRED's smoothed bootstrap).
+        jitter_scale : array (d,) float, optional
+            Per-feature scale of ``jitter`` (default 1).
+        revealed : array (T,) bool, optional
+            Reveal once: a match is used only if its source record ``index[j]`` is not yet
+            revealed, and then marks it (``revealed`` is updated in place). ``None``: every
+            eligible match.
 
         Returns
         -------
-        actions : array (T,) int64
-            The agent's choice at each record. The agent's state and generator end exactly
+        actions : array (n,) int64
+            The agent's choice at each step. The agent's state and generator end exactly
             as after the loop. Inputs are trusted (validated by the evaluator), except that
-            a non-finite reward raises ValueError before anything changes.
+            shapes and non-finite rewards raise ValueError before anything changes.
+
+        Raises
+        ------
+        TypeError
+            The agent's class overrides ``act`` or ``update`` below the class whose compiled
+            loop this is (the loop would not implement them; see
+            :func:`agents.fast_path`).
         """
+        _refuse_foreign(self)
         self._ensure_reset()
         X = np.array(context, dtype=np.float64)
         avail = np.array(available, dtype=np.bool_)
         reward = _finite_rewards(reward)  # before any state or draw changes
-        T = X.shape[0]
+        T, d = X.shape
+        idx, elig, jit, scale = _replay_inputs(T, d, index, eligible, jitter, jitter_scale,
+                                               None)
+        src, rev = _reveal_inputs(idx, revealed, T, None)
+        n = idx.shape[1]
         if self._K is None:
-            self._init_state(avail.shape[1], X.shape[1])
-        out = np.empty((1, T), dtype=np.int64)
-        if T == 0:
+            self._init_state(avail.shape[1], d)
+        out = np.empty((1, n), dtype=np.int64)
+        if n == 0:
             return out[0]
-        index = np.arange(T, dtype=np.int64)[None, :]
-        u = self._take(T * self._n_uniforms).reshape(1, T, self._n_uniforms)
-        if revealed is None:
-            src, rev = _EMPTY_SOURCE, _EMPTY_REVEALED
-        else:
-            src = np.array(source, dtype=np.int64)[None, :]
-            rev = revealed[None, :]  # a view: the kernel marks the caller's array
-        self._run_replay(X, avail, np.array(logged_action, dtype=np.int64), reward,
-                         np.array(eligible, dtype=np.bool_)[None, :], src, rev, index,
-                         _EMPTY3, _NO_SCALE, u, out)
+        u = self._take(n * self._n_uniforms).reshape(1, n, self._n_uniforms)
+        self._run_replay(X, avail, np.array(logged_action, dtype=np.int64), reward, elig, src,
+                         rev, idx, jit, scale, u, out)
         return out[0]
+
+
+def _refuse_foreign(agent):
+    """TypeError when ``agent``'s class overrides act/update below the compiled loop's class."""
+    why = why_no_fast_path(agent, "replay_arrays")
+    if why is not None:
+        raise TypeError(f"replay_arrays cannot stand in for {type(agent).__name__}'s act and "
+                        f"update: {why} Replay it with evaluators.replay (the act/update "
+                        f"loop), or register the class with agents.register_fast_path.")
+
+
+def _replay_inputs(T, d, index, eligible, jitter, jitter_scale, B):
+    """``(index, eligible, jitter, scale)`` as the replay kernels take them, with a leading
+    copy axis of size ``B`` (``None``: a single agent, one copy, no axis in the arguments)."""
+    lead = () if B is None else (B,)
+    if index is None:
+        idx = np.broadcast_to(np.arange(T, dtype=np.int64), (1 if B is None else B, T))
+    else:
+        idx = np.asarray(index, dtype=np.int64)
+        if idx.ndim != len(lead) + 1 or idx.shape[:len(lead)] != lead:
+            want = "(n,)" if B is None else f"({B}, n)"
+            raise ValueError(f"`index` must have shape {want}; got {idx.shape}.")
+        if idx.size and (idx.min() < 0 or idx.max() >= T):
+            raise ValueError(f"`index` must hold record indices in [0, {T}); got "
+                             f"{idx.min()}..{idx.max()}.")
+        idx = idx.reshape((1 if B is None else B, idx.shape[-1]))
+    n = idx.shape[1]
+    if eligible is None:
+        elig = np.ones(idx.shape, dtype=np.bool_)
+    else:
+        elig = np.asarray(eligible, dtype=np.bool_)
+        if elig.shape != lead + (n,):
+            raise ValueError(f"`eligible` must have shape {lead + (n,)}; got {elig.shape}.")
+        elig = elig.reshape(idx.shape)
+    if jitter is None:
+        return np.ascontiguousarray(idx), np.ascontiguousarray(elig), _EMPTY3, _NO_SCALE
+    jit = np.asarray(jitter)
+    jit = np.ascontiguousarray(jit, dtype=np.float32 if jit.dtype == np.float32 else np.float64)
+    if jit.shape != lead + (n, d):
+        raise ValueError(f"`jitter` must have shape {'(n, d)' if B is None else '(B, n, d)'} = "
+                         f"{lead + (n, d)}; got {jit.shape}.")
+    scale = np.ones(d) if jitter_scale is None else _scale(jitter_scale, d)
+    return (np.ascontiguousarray(idx), np.ascontiguousarray(elig),
+            jit.reshape((idx.shape[0], n, d)), scale)
+
+
+def _reveal_inputs(idx, revealed, T, B):
+    """``(source, revealed)`` for the kernels: the walked records are their own sources."""
+    if revealed is None:
+        return _EMPTY_SOURCE, _EMPTY_REVEALED
+    want = (T,) if B is None else (B, T)
+    if not (isinstance(revealed, np.ndarray) and revealed.dtype == np.bool_
+            and revealed.shape == want):
+        raise ValueError(f"`revealed` must be a bool array of shape {want} (updated in "
+                         f"place); got {getattr(revealed, 'shape', type(revealed).__name__)}.")
+    # a view either way: the kernel marks the caller's array
+    return idx, (revealed[None, :] if B is None else revealed)
+
+
+def _scale(jitter_scale, d) -> np.ndarray:
+    try:
+        scale = np.array(jitter_scale, dtype=np.float64)
+    except (TypeError, ValueError):
+        scale = None
+    if scale is None or scale.shape != (d,) or not np.all(np.isfinite(scale)):
+        raise ValueError(f"`jitter_scale` must be {d} finite floats (one per context "
+                         f"feature); got {jitter_scale!r}.")
+    return scale
 
 
 class UniformRandom(_Bandit):
@@ -489,3 +575,13 @@ class ThompsonSampling(_Bandit):
 
     # no buffer: replay_arrays would have to replicate Generator.beta; use the plain loop
     replay_arrays = None
+
+
+# Their compiled loops and batched twins live on shared base classes (``_Bandit``,
+# ``agents._batched``) while act/update are defined on each class: vouch for them here, so
+# that ``agents.fast_path`` takes the shortcut for these classes and the subclasses that leave
+# act/update alone, and refuses it for subclasses that override them (issue 18).
+for _cls in (UniformRandom, UCB1, EpsilonGreedy, LinUCB):
+    register_fast_path(_cls, "replay_arrays", "batch")
+register_fast_path(ThompsonSampling, "batch")
+del _cls

@@ -23,6 +23,14 @@ Two families share it:
 
 Every agent owns its random generator, set by ``reset(rng)``; it never touches numpy's global
 random state. ``agents.check_agent`` checks all of the above on a fresh agent.
+
+Fast paths. A bandit policy may offer two compiled shortcuts beside ``act`` / ``update``:
+``replay_arrays`` (:class:`SupportsReplayArrays`: a whole replay in one call) and the
+classmethod ``batch`` (:class:`SupportsBatch`: a twin stepping B copies in lockstep, whose own
+``replay_arrays`` has the same signature with a leading copy axis). An evaluator takes one
+only through :func:`agents.fast_path`, which checks that it implements the agent's own
+``act`` / ``update`` (a subclass overriding them gets the plain loop, with its own numbers);
+``check_agent`` verifies that an offered fast path gives the numbers of the loop.
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["BanditPolicy", "Recommender", "as_generator"]
+__all__ = ["BanditPolicy", "BatchedBanditPolicy", "Recommender", "SupportsBatch",
+           "SupportsReplayArrays", "as_generator"]
 
 
 def as_generator(rng) -> np.random.Generator:
@@ -62,3 +71,39 @@ class Recommender(Protocol):
     def fit(self, profiles) -> "Recommender": ...
 
     def recommend(self, users, k: int, *, removed=None) -> np.ndarray: ...
+
+
+@runtime_checkable
+class SupportsReplayArrays(Protocol):
+    """A compiled replay equal, bit for bit, to the ``act`` / ``update`` loop it replaces.
+
+    One signature for single agents and batched twins: the data arrays describe the ``T``
+    source records; a batched twin adds a leading copy axis (B) to ``index``, ``eligible``,
+    ``jitter`` and ``revealed``. Step ``j`` acts on record ``r = index[j]`` with context
+    ``context[r] + jitter[j] * jitter_scale`` and updates when the action equals
+    ``logged_action[r]``, ``eligible[j]`` holds and (with ``revealed``) record ``r`` was not
+    revealed yet, which it then marks. Returns the actions, (n,) or (B, n) int64.
+    """
+
+    def replay_arrays(self, context, available, logged_action, reward, *, index=None,
+                      eligible=None, jitter=None, jitter_scale=None,
+                      revealed=None) -> np.ndarray: ...
+
+
+@runtime_checkable
+class BatchedBanditPolicy(Protocol):
+    """B copies of a bandit policy stepping in lockstep on arrays (all act, the ``active``
+    ones learn); copy i equals single agent i stepped alone."""
+
+    def act(self, context, available) -> np.ndarray: ...
+
+    def update(self, active, context, action, reward) -> None: ...
+
+
+@runtime_checkable
+class SupportsBatch(Protocol):
+    """``cls.batch(agents)``: the batched twin of B single agents of this exact class (each
+    copy takes over its agent's state and generator)."""
+
+    @classmethod
+    def batch(cls, agents) -> BatchedBanditPolicy: ...

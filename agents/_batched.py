@@ -10,9 +10,13 @@ Interface (all copies act at every step; only the ``active`` ones learn)::
 
     act(context (B, d), available (B, K)) -> (B,) int64
     update(active (B,) bool, context (B, d), action (B,), reward (B,))
-    replay_arrays(context, available, logged_action, reward, index, jitter, eligible,
-                  revealed=None, jitter_scale=None)
+    replay_arrays(context, available, logged_action, reward, *, index=None, eligible=None,
+                  jitter=None, jitter_scale=None, revealed=None)
     unbatch() -> list of B single agents carrying the copies' states
+
+``replay_arrays`` has the single agents' signature (:class:`agents.SupportsReplayArrays`),
+with a leading copy axis on ``index`` (B, n), ``eligible`` (B, n), ``jitter`` (B, n, d) and
+``revealed`` (B, T).
 
 LinUCB's twin holds ``B x K x d x d`` inverse matrices updated by Sherman-Morrison.
 """
@@ -24,16 +28,29 @@ import copy
 import numpy as np
 
 from agents import _kernels as kn
-from agents._bandits import (_BLOCK, _EMPTY3, _EMPTY_REVEALED, _EMPTY_SOURCE, _NO_SCALE,
-                             EpsilonGreedy, LinUCB, ThompsonSampling, UCB1, UniformRandom,
-                             _draw, _finite_rewards)
+from agents._bandits import (_BLOCK, EpsilonGreedy, LinUCB, ThompsonSampling, UCB1,
+                             UniformRandom, _draw, _finite_rewards, _replay_inputs,
+                             _reveal_inputs)
+from recloop_base.fast_paths import register_fast_path, why_no_fast_path
 
 __all__ = ["BatchedUniformRandom", "BatchedUCB1", "BatchedEpsilonGreedy", "BatchedLinUCB",
            "BatchedThompsonSampling", "make_batch"]
 
 
 def make_batch(cls, agents):
-    """Build the batched twin of class ``cls`` from the single ``agents``."""
+    """Build the batched twin of class ``cls`` from the single ``agents``.
+
+    ``cls`` may be a subclass of a bundled bandit that leaves ``act`` / ``update`` alone (it
+    gets its parent's twin); one that overrides them has no exact twin: TypeError.
+    """
+    why = why_no_fast_path(cls, "batch")
+    if why is not None:
+        raise TypeError(f"{cls.__name__} has no batched twin: {why} Run its copies one by "
+                        f"one (the evaluators do so), or register the class with "
+                        f"agents.register_fast_path.")
+    twin = next((_TWINS[c] for c in cls.__mro__ if c in _TWINS), None)
+    if twin is None:
+        raise TypeError(f"{cls.__name__} has no batched twin in agents._batched.")
     agents = list(agents)
     if not agents:
         raise ValueError("`agents` must hold at least one agent; got an empty sequence.")
@@ -56,18 +73,7 @@ def make_batch(cls, agents):
         for a in agents:
             if a._K is None:
                 a._init_state(K, d)
-    return _TWINS[cls](agents)
-
-
-def _scale(jitter_scale, d) -> np.ndarray:
-    try:
-        scale = np.array(jitter_scale, dtype=np.float64)
-    except (TypeError, ValueError):
-        scale = None
-    if scale is None or scale.shape != (d,) or not np.all(np.isfinite(scale)):
-        raise ValueError(f"`jitter_scale` must be {d} finite floats (one per context "
-                         f"feature); got {jitter_scale!r}.")
-    return scale
+    return twin(agents)
 
 
 class _Batched:
@@ -174,25 +180,34 @@ class _Batched:
         """Update the copies where ``active`` is True with their ``(context, action, reward)``."""
         self._update(*self._update_arrays(active, context, action, reward))
 
-    def replay_arrays(self, context, available, logged_action, reward, index, jitter,
-                      eligible, *, revealed=None, jitter_scale=None):
+    def replay_arrays(self, context, available, logged_action, reward, *, index=None,
+                      eligible=None, jitter=None, jitter_scale=None, revealed=None):
         """Replay copy i over records ``index[i]`` of the given arrays (compiled loop).
 
         Copy i acts on ``context[index[i, j]] + jitter[i, j] * jitter_scale`` and availability
         ``available[index[i, j]]``; when its action equals ``logged_action[index[i, j]]`` and
         ``eligible[i, j]`` it is updated with ``reward[index[i, j]]``. Equivalent to stepping
-        ``act`` / ``update`` record by record. With ``revealed`` (reveal once, for BRED), a
-        match of copy i is used only if ``revealed[i, index[i, j]]`` is False, which it then
-        sets: each source record updates a copy at most once.
+        ``act`` / ``update`` record by record, and to copy i's single agent's
+        ``replay_arrays`` with ``index[i]``, ``eligible[i]``, ``jitter[i]``, ``revealed[i]``
+        (the same signature, with a leading copy axis). With ``revealed`` (reveal once, for
+        BRED), a match of copy i is used only if ``revealed[i, index[i, j]]`` is False, which
+        it then sets: each source record updates a copy at most once.
 
         Parameters
         ----------
         context : (T, d) float; available : (T, K) bool; logged_action : (T,) int;
-        reward : (T,) float; index : (B, n) int; jitter : (B, n, d) float or None;
-        eligible : (B, n) bool; revealed : (B, T) bool or None (updated in place);
-        jitter_scale : (d,) float or None (no scaling). A float32 ``jitter`` is used as is
-        (no float64 copy): each element is widened, times its scale, in float64 -- the
-        numbers of ``context[index] + jitter.astype(float64) * jitter_scale``.
+        reward : (T,) float
+            The T source records.
+        index : (B, n) int, optional
+            Records walked by each copy (default: every copy walks ``arange(T)``).
+        eligible : (B, n) bool, optional
+            Default all.
+        jitter : (B, n, d) float or None; jitter_scale : (d,) float or None (no scaling)
+            A float32 ``jitter`` is used as is (no float64 copy): each element is widened,
+            times its scale, in float64 -- the numbers of
+            ``context[index] + jitter.astype(float64) * jitter_scale``.
+        revealed : (B, T) bool or None
+            Updated in place.
 
         Returns
         -------
@@ -200,33 +215,21 @@ class _Batched:
         """
         X = np.array(context, dtype=np.float64)
         avail = np.array(available, dtype=np.bool_)
-        index = np.array(index, dtype=np.int64)
-        B, n = index.shape
-        d = X.shape[1]
-        if jitter is None:
-            jitter, scale = _EMPTY3, _NO_SCALE
-        else:
-            jitter = np.asarray(jitter)
-            jitter = np.ascontiguousarray(
-                jitter, dtype=np.float32 if jitter.dtype == np.float32 else np.float64)
-            if jitter.shape != (B, n, d):
-                raise ValueError(f"`jitter` must have shape (B, n, d) = {(B, n, d)}; got "
-                                 f"{jitter.shape}.")
-            scale = np.ones(d) if jitter_scale is None else _scale(jitter_scale, d)
+        T, d = X.shape
+        B = self.n_copies
+        index, eligible, jitter, scale = _replay_inputs(T, d, index, eligible, jitter,
+                                                        jitter_scale, B)
+        src, rev = _reveal_inputs(index, revealed, T, B)
         reward = _finite_rewards(reward)
+        n = index.shape[1]
         if self._K is None:
             self._init_state(avail.shape[1], d)
         out = np.empty((B, n), dtype=np.int64)
         if n == 0:
             return out
         u = self._take(n * self._n_uniforms).reshape(B, n, self._n_uniforms)
-        if revealed is None:
-            src, rev = _EMPTY_SOURCE, _EMPTY_REVEALED
-        else:
-            src, rev = index, revealed
-        self._run_replay(X, avail, np.array(logged_action, dtype=np.int64), reward,
-                         np.array(eligible, dtype=np.bool_), src, rev, index, jitter, scale, u,
-                         out)
+        self._run_replay(X, avail, np.array(logged_action, dtype=np.int64), reward, eligible,
+                         src, rev, index, jitter, scale, u, out)
         return out
 
     def unbatch(self) -> list:
@@ -449,3 +452,8 @@ class BatchedThompsonSampling(_Batched):
 _TWINS = {UniformRandom: BatchedUniformRandom, UCB1: BatchedUCB1,
           EpsilonGreedy: BatchedEpsilonGreedy, LinUCB: BatchedLinUCB,
           ThompsonSampling: BatchedThompsonSampling}
+
+# the twins' compiled loop lives on _Batched, their act/update on each twin class
+for _twin in (BatchedUniformRandom, BatchedUCB1, BatchedEpsilonGreedy, BatchedLinUCB):
+    register_fast_path(_twin, "replay_arrays")
+del _twin

@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from agents._base import BanditPolicy, Recommender, as_generator
+from recloop_base.fast_paths import fast_path
 
 __all__ = ["AgentCheckError", "check_agent"]
 
@@ -56,7 +57,14 @@ def check_agent(agent, *, profiles=None, k: int = 3, n_actions: int = 5,
       it does not change later actions);
     * ``update(observation, action, reward)`` is accepted;
     * ``reset(seed)`` forgets what was learnt: the same seed replays the same actions;
-    * no call mutates the observation.
+    * no call mutates the observation;
+    * fast paths, where :func:`agents.fast_path` would take them: ``replay_arrays`` returns
+      the actions of the ``act`` / ``update`` loop it stands for on a random log (all records
+      in order; then a walk with repeated records, float32 jitter, rejected steps and
+      reveal-once), and leaves the agent in the loop's state (the next actions agree);
+      ``type(agent).batch`` of 3 copies acts as the 3 agents stepped alone, with masks and
+      learning copies that differ, and its own ``replay_arrays`` (if a fast path) equals
+      each copy's loop.
 
     Parameters
     ----------
@@ -319,3 +327,142 @@ def _check_bandit(agent, n_actions, d, n_steps, gen):
     agent.reset(np.random.default_rng(seed))
     _expect_error(agent, (ValueError, RuntimeError), (), lambda: agent.act(empty),
                   "act on an observation with no available arm")
+
+    if fast_path(agent, "replay_arrays") is not None:
+        _check_replay_arrays(agent, observations, rewards, seed, gen)
+    if fast_path(agent, "batch") is not None:
+        _check_batch(agent, observations, rewards, seed, gen)
+
+
+# --------------------------------------------------------------------------- fast paths
+
+
+def _log_arrays(observations, rewards, gen):
+    """A uniformly logged log of the observations: (context, available, logged, reward)."""
+    X = np.array([o["context"] for o in observations], dtype=np.float64)
+    avail = np.array([o["available"] for o in observations], dtype=np.bool_)
+    logged = np.array([gen.choice(np.flatnonzero(row)) for row in avail], dtype=np.int64)
+    return X, avail, logged, rewards[np.arange(len(observations)), logged]
+
+
+def _walk_options(gen, T, n, d, lead=()):
+    """index (repeats), eligible, float32 jitter and its scale: BRED's way of walking a log."""
+    return dict(index=gen.integers(0, T, size=lead + (n,)),
+                eligible=gen.random(lead + (n,)) < 0.8,
+                jitter=gen.standard_normal(lead + (n, d), dtype=np.float32),
+                jitter_scale=gen.random(d) * 0.3)
+
+
+def _loop_replay(agent, X, avail, logged, reward, index=None, eligible=None, jitter=None,
+                 jitter_scale=None, revealed=None):
+    """The act/update loop that ``replay_arrays`` stands for (its definition)."""
+    n = X.shape[0] if index is None else index.shape[0]
+    out = []
+    for j in range(n):
+        r = j if index is None else int(index[j])
+        x = X[r] if jitter is None else X[r] + jitter[j].astype(np.float64) * jitter_scale
+        obs = {"context": x, "available": avail[r]}
+        a = int(agent.act(obs))
+        out.append(a)
+        if a == logged[r] and (eligible is None or eligible[j]):
+            if revealed is not None:
+                if revealed[r]:
+                    continue
+                revealed[r] = True
+            agent.update(obs, a, reward[r])
+    return np.array(out, dtype=np.int64)
+
+
+def _same_actions(agent, got, want, what):
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        _fail(agent, f"{what} returned shape {got.shape}; the act/update loop gives "
+                     f"{want.shape}.")
+    if not np.array_equal(got, want):
+        j = np.argwhere(got != want)[0]
+        _fail(agent, f"{what} disagrees with the act/update loop it stands for: action "
+                     f"{got[tuple(j)]} instead of {want[tuple(j)]} at step {tuple(j.tolist())}.")
+
+
+def _next_actions(agent, observations, what, want=None):
+    got = [int(agent.act(o)) for o in observations[:5]]
+    if want is not None and got != want:
+        _fail(agent, f"after {what}, the agent is not in the state the act/update loop leaves "
+                     f"it in: the next actions are {got}, not {want}.")
+    return got
+
+
+def _check_replay_arrays(agent, observations, rewards, seed, gen):
+    X, avail, logged, reward = _log_arrays(observations, rewards, gen)
+    T, d = X.shape
+    opts = _walk_options(gen, T, 2 * T, d)
+    for label, kw in (("replay_arrays(all records)", {}),
+                      ("replay_arrays(index, eligible, jitter, jitter_scale)", opts),
+                      ("replay_arrays(..., revealed) (reveal once)",
+                       dict(opts, revealed=np.zeros(T, dtype=bool)))):
+        agent.reset(np.random.default_rng(seed))
+        rev_loop = None if "revealed" not in kw else np.zeros(T, dtype=bool)
+        want = _loop_replay(agent, X, avail, logged, reward,
+                            **dict(kw, **({} if rev_loop is None else {"revealed": rev_loop})))
+        after = _next_actions(agent, observations, label)
+        agent.reset(np.random.default_rng(seed))
+        try:
+            got = agent.replay_arrays(X, avail, logged, reward, **kw)
+        except Exception as err:  # noqa: BLE001 - report what was raised instead
+            _fail(agent, f"{label} raised {type(err).__name__}: {err}")
+        _same_actions(agent, got, want, label)
+        if rev_loop is not None and not np.array_equal(kw["revealed"], rev_loop):
+            _fail(agent, f"{label} marked other records as revealed than the loop does.")
+        _next_actions(agent, observations, label, after)
+
+
+def _check_batch(agent, observations, rewards, seed, gen):
+    B = 3
+    seeds = [seed + 1 + i for i in range(B)]
+
+    def fresh():
+        out = []
+        for s in seeds:
+            a = copy.deepcopy(agent)
+            a.reset(np.random.default_rng(s))
+            out.append(a)
+        return out
+
+    singles, copies = fresh(), fresh()
+    try:
+        twin = type(agent).batch(copies)
+    except Exception as err:  # noqa: BLE001 - report what was raised instead
+        _fail(agent, f"batch of {B} fresh copies raised {type(err).__name__}: {err}")
+    # copy i sees observation (t + i) mod T: contexts and masks differ between copies
+    T = len(observations)
+    for t in range(T):
+        obs = [observations[(t + i) % T] for i in range(B)]
+        X = np.array([o["context"] for o in obs], dtype=np.float64)
+        avail = np.array([o["available"] for o in obs], dtype=np.bool_)
+        got = np.asarray(twin.act(X, avail))
+        want = np.array([a.act(o) for a, o in zip(singles, obs)], dtype=np.int64)
+        _same_actions(agent, got, want, f"batch(...).act at step {t}")
+        r = np.array([rewards[(t + i) % T, want[i]] for i in range(B)])
+        active = gen.random(B) < 0.7
+        twin.update(active, X, want, r)
+        for i in np.flatnonzero(active):
+            singles[i].update(obs[i], int(want[i]), float(r[i]))
+    if fast_path(twin, "replay_arrays") is None:
+        return
+    X, avail, logged, reward = _log_arrays(observations, rewards, gen)
+    opts = _walk_options(gen, T, 2 * T, X.shape[1], lead=(B,))
+    revealed = np.zeros((B, T), dtype=bool)
+    try:
+        got = twin.replay_arrays(X, avail, logged, reward, revealed=revealed, **opts)
+    except Exception as err:  # noqa: BLE001 - report what was raised instead
+        _fail(agent, f"batch(...).replay_arrays raised {type(err).__name__}: {err}")
+    for i, a in enumerate(singles):
+        rev = np.zeros(T, dtype=bool)
+        want = _loop_replay(a, X, avail, logged, reward, index=opts["index"][i],
+                            eligible=opts["eligible"][i], jitter=opts["jitter"][i],
+                            jitter_scale=opts["jitter_scale"], revealed=rev)
+        _same_actions(agent, np.asarray(got)[i], want,
+                      f"copy {i} of batch(...).replay_arrays")
+        if not np.array_equal(revealed[i], rev):
+            _fail(agent, f"copy {i} of batch(...).replay_arrays marked other records as "
+                         f"revealed than the loop does.")

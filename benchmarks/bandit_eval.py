@@ -71,8 +71,8 @@ class Single(Plain):
     """A LinUCB without ``batch``: bred then runs replicate after replicate, each through the
     single agent's compiled replay (what B calls of ``replay`` would do)."""
 
-    def replay_arrays(self, *args):
-        return self.agent.replay_arrays(*args)
+    def replay_arrays(self, *args, **kw):
+        return self.agent.replay_arrays(*args, **kw)
 
 
 def timed(f):

@@ -12,7 +12,11 @@ import numpy as np
 from evaluators._estimate import Estimate
 from evaluators._replay import (NoMatchWarning, _check_actions, _check_level, _check_log,
                                 _check_uniform, _walk)
-from recloop_base.threads import n_threads, thread_map
+from recloop_base.fast_paths import fast_path
+from recloop_base.executors import (check_executor, executor_threads, run_partitions,
+                                    split_evenly)
+from recloop_base.threads import n_threads
+from recloop_base.validation import check_int
 
 __all__ = ["bred", "BredEstimate", "JITTER_C"]
 
@@ -76,17 +80,17 @@ def _draw_noise(gen, c, d, out=None):
 
 
 def _noise(gen, n, h):
-    """Jitter (n, d) of ``n`` records, drawn in the chunks of the batched path (``None`` when
-    ``h == 0``)."""
+    """Unscaled float32 jitter draws (n, d) of ``n`` records, drawn in the chunks of the
+    batched path (``None`` when ``h == 0``); record j's jitter is ``draws[j] * h``."""
     if not np.any(h > 0):
         return None
     d = h.shape[0]
-    return np.concatenate([_draw_noise(gen, min(_CHUNK, n - s), d) for s in range(0, n, _CHUNK)]
-                          ) * h
+    return np.concatenate([_draw_noise(gen, min(_CHUNK, n - s), d) for s in range(0, n, _CHUNK)])
 
 
 def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=0.95,
-         reveal="every", rng=None) -> BredEstimate:
+         reveal="every", rng=None, executor=None, n_partitions=None,
+         progress=False) -> BredEstimate:
     """Bootstrapped Replay on Expanded Data: replay on B jittered bootstrap resamples.
 
     Parameters
@@ -116,6 +120,18 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
         counted and given to the agent only at its first match; later matches of copies of
         the same record are skipped (not counted, no update). See Notes.
     rng : None, int, SeedSequence or Generator
+    executor : None or dask.distributed.Client
+        ``None``: this process (batched twins on its threads when their replay is compiled).
+        A client: the replicates are partitioned over the cluster's workers (contiguous
+        parts; the log scattered once to every worker; each part's agents and generators
+        sent with its task, so ``make_agent``'s agents must pickle). Same result, bit for
+        bit.
+    n_partitions : int >= 1, optional
+        Parts of the replicates (default: one per thread here or per worker thread of the
+        cluster for agents with a compiled batched twin, four per thread otherwise). Changes
+        nothing but the schedule.
+    progress : bool, default False
+        A tqdm bar over the parts.
 
     Returns
     -------
@@ -128,11 +144,13 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
     ------
     TypeError
         ``log`` not a BanditLog, ``make_agent`` not callable or returning a non-agent,
-        ``n_bootstrap`` not an int, ``jitter`` of a wrong type.
+        ``n_bootstrap`` or ``n_partitions`` not an int, ``jitter`` of a wrong type,
+        ``executor`` neither None nor a ``dask.distributed.Client``.
     ValueError
         Empty log, non-uniform propensities, ``n_bootstrap < 1``, ``expansion <= 0``,
         negative ``jitter``, ``reveal`` not "every" or "once", an agent returning an
-        unavailable or out-of-range action.
+        unavailable or out-of-range action, ``n_partitions < 1``, a closed or unreachable
+        client (before any work is sent).
 
     Notes
     -----
@@ -190,9 +208,15 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
     Randomness: ``rng`` is converted once and spawns B children; child ``i`` spawns two
     streams, the first for replicate i's resampling indices then its jitter, the second
     is passed to ``make_agent``. Replicate ``i`` therefore depends on child ``i`` only,
-    whatever the batching. Agents whose class has ``batch`` (recloop's bandits) run as one
-    batched twin of B copies (compiled when it has ``replay_arrays``); others run replicate
-    after replicate -- with identical numbers.
+    whatever the batching, the partitions and the executor. Agents whose ``batch`` twin
+    implements their ``act`` / ``update`` (recloop's bandits and their subclasses that do
+    not override these; see :func:`agents.fast_path`) run as batched twins of many copies
+    (compiled when the twin's ``replay_arrays`` is a fast path); others run replicate after
+    replicate, through the agent's own compiled replay when it has one -- with identical
+    numbers. Memory: the log, plus for each running twin the resampling indices of its
+    replicates, ``8 n`` bytes each (``n = round(expansion * T)``), at most 512 MiB per twin
+    (further replicates run in successive twins), and ``T`` bytes per replicate with
+    ``reveal="once"``.
     """
     log = _check_log(log)
     _check_uniform(log, "bred")
@@ -215,6 +239,9 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
     if not (isinstance(reveal, str) and reveal in _REVEALS):
         raise ValueError(f"`reveal` must be one of {_REVEALS}; got {reveal!r}.")
     once = reveal == "once"
+    if n_partitions is not None:
+        n_partitions = check_int(n_partitions, "n_partitions", low=1)
+    executor = check_executor(executor)
     T, B = log.n_rounds, int(n_bootstrap)
     n = max(1, int(round(expansion * T)))
 
@@ -226,13 +253,24 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
         if not (callable(getattr(ag, "act", None)) and callable(getattr(ag, "update", None))):
             raise TypeError(f"`make_agent` must return a bandit agent (with `act` and "
                             f"`update`); got {type(ag).__name__} for replicate {i}.")
-    index = np.stack([g.integers(0, T, size=n) for g in data_gens])
-
     cls = type(agents_[0])
-    if hasattr(cls, "batch") and all(type(a) is cls for a in agents_):
-        sums, matches = _run_twins(log, agents_, index, data_gens, h, once)
-    else:
-        sums, matches = _run_plain(log, agents_, index, data_gens, h, once)
+    twins = fast_path(agents_[0], "batch") is not None and all(type(a) is cls for a in agents_)
+    compiled = False
+    if twins:  # checks all B agents together (errors name the replicate); then discarded:
+        # each partition builds the twin of its replicates from their (untouched) agents
+        compiled = fast_path(cls.batch(agents_), "replay_arrays") is not None
+    local = n_threads() if compiled else 1  # a compiled replay releases the GIL
+    if n_partitions is None:
+        width = executor_threads(executor) if executor is not None else local
+        n_partitions = width if compiled else 4 * width
+    stop = threading.Event() if executor is None else None
+    parts = [(agents_[r.start:r.stop], data_gens[r.start:r.stop], n, h, once, twins, stop)
+             for r in split_evenly(B, n_partitions)]
+    arrays = (log.context, log.available_mask(), log.action, log.reward)
+    done = run_partitions(_bred_partition, parts, shared=(arrays,), executor=executor,
+                          threads=local, progress=progress, desc="bred", stop=stop)
+    sums = np.concatenate([d[0] for d in done])
+    matches = np.concatenate([d[1] for d in done])
 
     with np.errstate(invalid="ignore", divide="ignore"):
         values = sums / matches
@@ -268,67 +306,74 @@ def _revealed_totals(revealed, reward):
     return sums, matches
 
 
-def _run_plain(log, agents_, index, data_gens, h, once=False):
+#: Bytes of resampling indices held at once by one batched twin (8 per record and replicate):
+#: replicates beyond it run in successive twins, which changes nothing but memory.
+_INDEX_BYTES = 1 << 29
+
+
+def _bred_partition(arrays, part):
+    """Reward sums and match counts (B_p,) of a contiguous part of the replicates.
+
+    ``arrays``: the log's (context, available, action, reward), shared by every part;
+    ``part``: the part's agents and data generators (replicate i's stream draws its
+    resampling indices, then its jitter chunk by chunk), ``n``, ``h``, reveal once, whether
+    to run batched twins, and a stop event (local threads only). Twins of at most
+    ``_INDEX_BYTES / (8 n)`` replicates run one after another.
+    """
+    agents_, data_gens, n, h, once, twins, stop = part
+    T = arrays[0].shape[0]
+    if not twins:
+        return _run_plain(arrays, agents_, data_gens, n, h, once, stop)
+    cls = type(agents_[0])
+    step = max(1, min(len(agents_), _INDEX_BYTES // (8 * n)))
+    out = []
+    for lo in range(0, len(agents_), step):
+        gens = data_gens[lo:lo + step]
+        index = np.empty((len(gens), n), dtype=np.int64)
+        for j, g in enumerate(gens):  # row by row: np.stack of a list would hold two copies
+            index[j] = g.integers(0, T, size=n)
+        out.append(_run_batched(arrays, cls.batch(agents_[lo:lo + step]), index, gens, h,
+                                once, stop))
+    return tuple(np.concatenate(col) for col in zip(*out))
+
+
+def _run_plain(arrays, agents_, data_gens, n, h, once=False, stop=None):
     """Replicate after replicate through the replay walk (compiled walk if the agent has it)."""
-    B, n = index.shape
-    avail_all = log.available_mask()
+    context, avail_all, action, reward_all = arrays
+    T = context.shape[0]
+    B = len(agents_)
     sums, matches = np.zeros(B), np.zeros(B)
-    revealed = np.zeros((B, log.n_rounds), dtype=bool) if once else None
     for i in range(B):
-        idx = index[i]
-        ctx = log.context[idx]
-        noise = _noise(data_gens[i], n, h)
-        if noise is not None:
-            ctx = ctx + noise
-        logged = log.action[idx]
-        reward = log.reward[idx]
+        if stop is not None and stop.is_set():
+            raise RuntimeError("stopped: another part of the replicates failed")
+        idx = data_gens[i].integers(0, T, size=n)
+        walk = dict(index=idx, jitter=_noise(data_gens[i], n, h), jitter_scale=h)
         if once:
-            _walk(agents_[i], ctx, avail_all[idx], logged, reward, np.ones(n, bool),
-                  source=idx, revealed=revealed[i])
+            revealed = np.zeros(T, dtype=bool)
+            _walk(agents_[i], context, avail_all, action, reward_all, revealed=revealed,
+                  **walk)
+            sums[i], matches[i] = (x[0] for x in _revealed_totals(revealed[None], reward_all))
             continue
-        actions = _walk(agents_[i], ctx, avail_all[idx], logged, reward, np.ones(n, bool))
+        actions = _walk(agents_[i], context, avail_all, action, reward_all, **walk)
+        logged = action[idx]
+        reward = reward_all[idx]
         for s in range(0, n, _CHUNK):  # the batched path's summation order, chunk by chunk
             m = actions[s:s + _CHUNK] == logged[s:s + _CHUNK]
             sums[i] += np.where(m, reward[s:s + _CHUNK], 0.0).sum()
             matches[i] += m.sum()
-    if once:
-        return _revealed_totals(revealed, log.reward)
     return sums, matches
 
 
-def _run_twins(log, agents_, index, data_gens, h, once):
-    """Batched twins: one per thread when the replay is compiled (it releases the GIL), each
-    over a contiguous part of the replicates; the replicates are independent, so the split
-    changes nothing but speed."""
-    cls = type(agents_[0])
-    B = len(agents_)
-    twin = cls.batch(agents_)  # checks all B agents together (errors name the replicate)
-    n = min(B, n_threads()) if callable(getattr(twin, "replay_arrays", None)) else 1
-    if n == 1:
-        return _run_batched(log, twin, index, data_gens, h, once)
-    bounds = np.linspace(0, B, n + 1).astype(int)
-    singles = twin.unbatch()
-    parts = [(cls.batch(singles[lo:hi]), slice(lo, hi)) for lo, hi in zip(bounds, bounds[1:])]
-    stop = threading.Event()  # set when a part fails or the caller is interrupted
-
-    def run(part):
-        batched, rows = part
-        return _run_batched(log, batched, index[rows], data_gens[rows], h, once, stop)
-
-    done = thread_map(run, parts, n, stop=stop)
-    return tuple(np.concatenate(col) for col in zip(*done))
-
-
-def _run_batched(log, batched, index, data_gens, h, once=False, stop=None):
+def _run_batched(arrays, batched, index, data_gens, h, once=False, stop=None):
     """All replicates in lockstep on the batched twin, chunk by chunk of records; gives up
     between chunks once ``stop`` is set (another part failed, or an interrupt)."""
+    context, avail_all, action, reward_all = arrays
     B, n = index.shape
-    avail_all = log.available_mask()
-    fast = getattr(batched, "replay_arrays", None)
+    fast = fast_path(batched, "replay_arrays")
     sums, matches = np.zeros(B), np.zeros(B)
     jit = any(h > 0)
     buf = None
-    revealed = np.zeros((B, log.n_rounds), dtype=bool) if once else None
+    revealed = np.zeros((B, context.shape[0]), dtype=bool) if once else None
     rows = np.arange(B)
     for s in range(0, n, _CHUNK):
         if stop is not None and stop.is_set():
@@ -342,21 +387,19 @@ def _run_batched(log, batched, index, data_gens, h, once=False, stop=None):
             for i, g in enumerate(data_gens):
                 _draw_noise(g, c, h.shape[0], out=buf[i])
             noise = buf
-        logged = log.action[idx]
-        reward = log.reward[idx]
-        if callable(fast):
-            if once:
-                actions = fast(log.context, avail_all, log.action, log.reward, idx, noise,
-                               np.ones((B, c), bool), revealed=revealed, jitter_scale=h)
-            else:
-                actions = fast(log.context, avail_all, log.action, log.reward, idx, noise,
-                               np.ones((B, c), bool), jitter_scale=h)
+        logged = action[idx]
+        reward = reward_all[idx]
+        if fast is not None:
+            opts = {"revealed": revealed} if once else {}
+            if noise is not None:
+                opts.update(jitter=noise, jitter_scale=h)
+            actions = fast(context, avail_all, action, reward_all, index=idx, **opts)
             for i in range(B):
                 _check_actions(actions[i], avail_all, idx[i])
         else:
             actions = np.empty((B, c), dtype=np.int64)
             for j in range(c):
-                x = log.context[idx[:, j]]
+                x = context[idx[:, j]]
                 if jit:
                     x = x + noise[:, j] * h
                 av = avail_all[idx[:, j]]
@@ -373,5 +416,5 @@ def _run_batched(log, batched, index, data_gens, h, once=False, stop=None):
             sums[i] += np.where(m[i], reward[i], 0.0).sum()
             matches[i] += m[i].sum()
     if once:
-        return _revealed_totals(revealed, log.reward)
+        return _revealed_totals(revealed, reward_all)
     return sums, matches

@@ -20,6 +20,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
+from recloop_base.executors import check_executor, executor_threads, run_partitions, split_evenly
+from recloop_base.validation import check_int
 
 __all__ = ["EmptyProfilesWarning", "LooQuality", "loo_quality", "offline_score"]
 
@@ -193,9 +195,37 @@ def _quality_of(recommended: np.ndarray, items: np.ndarray, k: int, quality: str
     return np.where(found, 1.0 / rank, 0.0)
 
 
+class _BadOutput(ValueError):
+    """The recommender returned an item id out of range or twice in a list."""
+
+
+def _check_output(recommender, rec, users, items, n_items, offset):
+    """ValueError naming the recommender and the first row with an item id outside
+    ``[0, n_items)`` or a repeated item (rows are numbered over all evaluated pairs)."""
+    out = (rec < 0) | (rec >= n_items)
+    srt = np.sort(rec, axis=1)
+    rep = np.zeros(rec.shape[0], dtype=bool)
+    if rec.shape[1] > 1:
+        rep = np.any(srt[:, 1:] == srt[:, :-1], axis=1)
+    bad = out.any(axis=1) | rep
+    if not bad.any():
+        return
+    j = int(np.argmax(bad))
+    row = f"row {offset + j} (user {users[j]}, item {items[j]} removed): {rec[j].tolist()}"
+    if out[j].any():
+        v = int(rec[j][np.argmax(out[j])])
+        why = f"item id {v} outside [0, {n_items})"
+    else:
+        v = int(srt[j, 1:][np.argmax(srt[j, 1:] == srt[j, :-1])])
+        why = f"item {v} more than once"
+    raise _BadOutput(f"`recommender` {recommender!r} returned {why} in {row}; a list must "
+                     f"hold distinct item ids in [0, {n_items}).")
+
+
 def _evaluate_pairs(recommender, users: np.ndarray, items: np.ndarray, k: int, quality: str,
-                    batch_size: int) -> np.ndarray:
-    """l(g(u_-i), i) for the given pairs, calling ``recommend`` once per batch."""
+                    batch_size: int, n_items: int, offset: int = 0) -> np.ndarray:
+    """l(g(u_-i), i) for the given pairs, calling ``recommend`` once per batch. ``offset``:
+    the number of the first pair among all evaluated (in messages)."""
     out = np.empty(users.size, dtype=np.float64)
     for lo in range(0, users.size, batch_size):
         hi = min(lo + batch_size, users.size)
@@ -206,8 +236,42 @@ def _evaluate_pairs(recommender, users: np.ndarray, items: np.ndarray, k: int, q
         if rec.size and not np.issubdtype(rec.dtype, np.integer):
             raise TypeError(f"`recommender.recommend` must return item ids (integers); "
                             f"got dtype {rec.dtype}.")
+        _check_output(recommender, rec[:, :k], users[lo:hi], items[lo:hi], n_items,
+                      offset + lo)
         out[lo:hi] = _quality_of(rec, items[lo:hi], k, quality)
     return out
+
+
+def _score_partition(recommender, users, items, part):
+    """Qualities of pairs ``lo:hi`` (a whole number of batches); a bad list is returned, not
+    raised, when ``defer`` (a cluster: the first bad row over all partitions is named)."""
+    lo, hi, k, quality, batch_size, n_items, defer = part
+    try:
+        return _evaluate_pairs(recommender, users[lo:hi], items[lo:hi], k, quality,
+                               batch_size, n_items, lo)
+    except _BadOutput as err:
+        if defer:
+            return err
+        raise
+
+
+def _score_pairs(recommender, users, items, k, quality, batch_size, n_items, executor,
+                 n_partitions, progress) -> np.ndarray:
+    """Qualities of all pairs, in partitions of whole batches (the ``recommend`` calls are
+    those of one pass over the pairs, so the partitions change nothing), here or on a
+    cluster with the fitted recommender and the pairs scattered once."""
+    n_batches = -(-users.size // batch_size)
+    if n_partitions is None:
+        n_partitions = 32 if executor is None else 4 * executor_threads(executor)
+    parts = [(r.start * batch_size, min(users.size, r.stop * batch_size), k, quality,
+              batch_size, n_items, executor is not None)
+             for r in split_evenly(n_batches, n_partitions)]
+    done = run_partitions(_score_partition, parts, shared=(recommender, users, items),
+                          executor=executor, progress=progress, desc="offline_score")
+    for q in done:
+        if isinstance(q, _BadOutput):
+            raise q
+    return np.concatenate(done) if done else np.empty(0)
 
 
 def _estimate(values: np.ndarray, quality: str) -> Estimate:
@@ -303,7 +367,7 @@ def loo_quality(profiles, recommender, *, k: int = 5, quality: str = "hit", fit:
     if fit:
         recommender.fit(m)
     users, items = _edge_users(m), m.indices.copy()
-    q = _evaluate_pairs(recommender, users, items, k, quality, batch_size)
+    q = _evaluate_pairs(recommender, users, items, k, quality, batch_size, m.shape[1])
     for a in (users, items, q):
         a.setflags(write=False)
     return LooQuality(m, users, items, q, k, quality)
@@ -311,7 +375,8 @@ def loo_quality(profiles, recommender, *, k: int = 5, quality: str = "hit", fit:
 
 def offline_score(profiles, recommender, *, k: int = 5, quality: str = "hit", n_samples=None,
                   user_weights=None, item_weights=None, rng=None, fit: bool = True,
-                  batch_size: int = _DEFAULT_BATCH) -> Estimate:
+                  batch_size: int = _DEFAULT_BATCH, executor=None, n_partitions=None,
+                  progress: bool = False) -> Estimate:
     """Offline leave-one-out score ``L_t(g)`` of a recommender, exhaustive or sampled.
 
     Parameters
@@ -343,6 +408,17 @@ def offline_score(profiles, recommender, *, k: int = 5, quality: str = "hit", n_
         already fitted on these profiles.
     batch_size : int
         Number of (user, removed item) pairs per ``recommend`` call.
+    executor : None or dask.distributed.Client
+        ``None``: this process. A client: the (user, removed item) pairs -- grouped by
+        user, in whole batches -- are partitioned over the cluster's workers; the fitted
+        recommender and the pairs are scattered once to every worker (the recommender must
+        pickle). The ``recommend`` calls are the same batches as here, so the result is the
+        same, bit for bit.
+    n_partitions : int >= 1, optional
+        Parts of the pairs, in whole batches (default: 32 here, 4 per worker thread on a
+        cluster). Changes nothing but the schedule.
+    progress : bool, default False
+        A tqdm bar over the parts.
 
     Returns
     -------
@@ -354,11 +430,14 @@ def offline_score(profiles, recommender, *, k: int = 5, quality: str = "hit", n_
     Raises
     ------
     TypeError
-        ``profiles`` not a matrix, ``recommender`` without ``recommend``, non-integer ``k``.
+        ``profiles`` not a matrix, ``recommender`` without ``recommend``, non-integer ``k``
+        or ``n_partitions``, ``executor`` neither None nor a ``dask.distributed.Client``.
     ValueError
         ``k`` outside ``[1, n_items]``, unknown ``quality``, non-positive ``item_weights``,
         negative ``user_weights`` or none positive on a user holding an item,
-        ``n_samples < 1``.
+        ``n_samples < 1``, ``n_partitions < 1``; a recommender returning an item id outside
+        ``[0, n_items)`` or an item twice in a list (the recommender and the first bad row
+        are named); a closed or unreachable client (before any work is sent).
 
     Warns
     -----
@@ -389,18 +468,23 @@ def offline_score(profiles, recommender, *, k: int = 5, quality: str = "hit", n_
     n_samples = _check_n_samples(n_samples)
     batch_size = _check_batch_size(batch_size)
     _check_recommender(recommender)
+    if n_partitions is not None:
+        n_partitions = check_int(n_partitions, "n_partitions", low=1)
+    executor = check_executor(executor)
     pu = _user_probabilities(m, user_weights)
     w = _item_weights(item_weights, m.shape[1])
     if pu is None:
         return _empty_estimate()
     if fit:
         recommender.fit(m)
+    score = dict(k=k, quality=quality, batch_size=batch_size, n_items=m.shape[1],
+                 executor=executor, n_partitions=n_partitions, progress=bool(progress))
     if n_samples is None:
-        q = _evaluate_pairs(recommender, _edge_users(m), m.indices, k, quality, batch_size)
+        q = _score_pairs(recommender, _edge_users(m), m.indices, **score)
         value = _weighted_sum(_edge_probabilities(m, pu, w), q)
         return _exact_estimate(value, q.size)
     e = _draw_edges(m, pu, w, n_samples, np.random.default_rng(rng))
     # np.searchsorted on indptr maps an edge back to its user.
     users = np.searchsorted(m.indptr, e, side="right") - 1
-    q = _evaluate_pairs(recommender, users, m.indices[e], k, quality, batch_size)
+    q = _score_pairs(recommender, users, m.indices[e], **score)
     return _estimate(q, quality)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluators._estimate import Estimate, normal_estimate
+from recloop_base.fast_paths import fast_path
 from simulator.logs import BanditLog
 
 __all__ = ["replay", "ReplayEstimate", "NoMatchWarning"]
@@ -98,38 +99,48 @@ def _check_agent(agent) -> None:
 
 # -- the walk ------------------------------------------------------------------------------
 
-def _walk(agent, context, available, logged, reward, eligible, observation=None, *,
-          source=None, revealed=None):
-    """Chosen actions (T,) of ``agent`` replayed over the records, in order.
+def _walk(agent, context, available, logged, reward, *, index=None, eligible=None,
+          jitter=None, jitter_scale=None, revealed=None, observation=None):
+    """Chosen actions (n,) of ``agent`` replayed over records ``index`` (default: all), in order.
 
-    Uses the agent's compiled ``replay_arrays`` when it has one; otherwise the plain loop
-    (the reference): act on every record, update on eligible matches. With ``revealed``
-    (reveal once, BRED): record j comes from source record ``source[j]``; a match is used
-    only if that source is not yet revealed, and then marks it in ``revealed`` (in place).
+    Uses the agent's compiled ``replay_arrays`` when :func:`agents.fast_path` vouches that it
+    implements the agent's ``act`` / ``update``; otherwise the plain loop (the reference):
+    step j acts on record ``r = index[j]`` with context ``context[r] + jitter[j] *
+    jitter_scale`` (float32 jitter widened first), and updates on an eligible match. With
+    ``revealed`` (reveal once, BRED) a match is used only if record r is not yet revealed, and
+    then marks it in ``revealed`` (in place). ``observation(r)`` builds the observation of
+    record r when given (no ``index`` and no ``jitter`` then).
     """
-    fast = getattr(agent, "replay_arrays", None)
-    if callable(fast):
-        if revealed is None:  # positional call: agents written against the plain signature
-            actions = np.asarray(fast(context, available, logged, reward, eligible))
-        else:
-            actions = np.asarray(fast(context, available, logged, reward, eligible,
-                                      source=source, revealed=revealed))
-        _check_actions(actions, available)
+    fast = fast_path(agent, "replay_arrays")
+    if fast is not None:
+        # only the options in use: a user's replay_arrays may implement just those it needs
+        opts = {k: v for k, v in (("index", index), ("eligible", eligible), ("jitter", jitter),
+                                  ("jitter_scale", jitter_scale), ("revealed", revealed))
+                if v is not None}
+        actions = np.asarray(fast(context, available, logged, reward, **opts))
+        _check_actions(actions, available, index)
         return actions
-    T = logged.shape[0]
-    actions = np.empty(T, dtype=np.int64)
-    for j in range(T):
-        obs = (observation(j) if observation is not None
-               else {"context": context[j], "available": available[j]})
+    n = logged.shape[0] if index is None else index.shape[0]
+    actions = np.empty(n, dtype=np.int64)
+    for j in range(n):
+        r = j if index is None else int(index[j])
+        if observation is not None:
+            obs = observation(r)
+        else:
+            x = context[r]
+            if jitter is not None:
+                noise = jitter[j].astype(np.float64)
+                x = x + (noise if jitter_scale is None else noise * jitter_scale)
+            obs = {"context": x, "available": available[r]}
         a = agent.act(obs)
-        _check_one_action(a, j, available[j])
+        _check_one_action(a, j, available[r])
         actions[j] = a
-        if a == logged[j] and eligible[j]:
+        if a == logged[r] and (eligible is None or eligible[j]):
             if revealed is not None:
-                if revealed[source[j]]:
+                if revealed[r]:
                     continue  # already revealed in this replicate: skipped
-                revealed[source[j]] = True
-            agent.update(obs, int(a), float(reward[j]))
+                revealed[r] = True
+            agent.update(obs, int(a), float(reward[r]))
     return actions
 
 
@@ -141,9 +152,11 @@ def replay(log, agent, *, method="uniform", ci=0.95, rng=None) -> ReplayEstimate
     log : simulator.logs.BanditLog
         ``n_rounds`` records (context, available, action, reward, pscore), walked in order.
     agent : object with ``act(observation)`` and ``update(observation, action, reward)``
-        Used as is (reset it beforehand); it learns from the matched records. An agent with
-        a ``replay_arrays`` method (recloop's bandits) is replayed by its compiled loop, with
-        the same result as the plain loop.
+        Used as is (reset it beforehand); it learns from the matched records. An agent whose
+        ``replay_arrays`` implements its own ``act`` / ``update`` (recloop's bandits and
+        their subclasses that do not override these; see :func:`agents.fast_path`) is
+        replayed by that compiled loop, with the same result as the plain loop; any other
+        agent -- a subclass overriding ``act``, for one -- by the plain loop.
     method : {"uniform", "rejection"}
         ``"uniform"`` (Li et al. 2011) requires uniform logging, ``pscore == 1 /
         n_available``; ``"rejection"`` (Dudik et al. 2012) accepts a matching record with
@@ -184,7 +197,8 @@ def replay(log, agent, *, method="uniform", ci=0.95, rng=None) -> ReplayEstimate
     Examples
     --------
     >>> import numpy as np, agents
-    >>> from simulator.logs import BanditLog
+    >>> from recloop_base.fast_paths import fast_path
+from simulator.logs import BanditLog
     >>> g = np.random.default_rng(0)
     >>> log = BanditLog(context=g.normal(size=(200, 2)), action=g.integers(0, 2, 200),
     ...                 reward=g.random(200), pscore=np.full(200, 0.5), n_actions=2)
@@ -204,7 +218,7 @@ def replay(log, agent, *, method="uniform", ci=0.95, rng=None) -> ReplayEstimate
         gen = np.random.default_rng(rng)
         eligible = gen.random(T) < log.pscore.min() / log.pscore
     actions = _walk(agent, log.context, log.available_mask(), log.action, log.reward,
-                    eligible, log.observation)
+                    eligible=eligible, observation=log.observation)
     match = actions == log.action
     used = match & eligible
     est = normal_estimate(log.reward[used], level=level)

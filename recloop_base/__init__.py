@@ -9,5 +9,8 @@ can all use it without breaking the one-way layering of ``docs/DESIGN.md``:
   subclasses that carry the argument's name, the rule and what was received as data;
 * :mod:`recloop_base.threads` -- the thread budget of compiled kernels (``RECLOOP_THREADS``)
   and ``thread_map``;
-* :mod:`recloop_base.kernels` -- numba kernels compiled on first use.
+* :mod:`recloop_base.fast_paths` -- when an agent's compiled shortcut (``replay_arrays``,
+  ``batch``) may stand in for its ``act`` / ``update`` (:func:`~recloop_base.fast_paths.fast_path`);
+* :mod:`recloop_base.executors` -- the ``executor=`` of large evaluations: partitions run on
+  this process's threads or on a ``dask.distributed.Client`` (Dask imported only then).
 """

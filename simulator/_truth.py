@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from recloop_base.executors import (check_executor, executor_threads, run_partitions,
+                                    split_evenly)
+from recloop_base.fast_paths import fast_path, why_no_fast_path
+from recloop_base.validation import check_int
 from simulator import _bandit as _b
 from simulator._logging import policy_probabilities
 
@@ -203,8 +207,9 @@ def _run_loop(config, agent, key, T, run, start=0):
     return out
 
 
-def _run_batched(config, batched, keys, T, start=0):
-    """All runs in lockstep through the agents' batched twin; returns (T, B)."""
+def _run_batched(config, batched, keys, T, start=0, first=0):
+    """All runs in lockstep through the agents' batched twin; returns (T, B). ``first``:
+    the number of the first run (in messages)."""
     B = keys.shape[0]
     rows = np.arange(B)
     active = np.ones(B, dtype=bool)
@@ -226,8 +231,9 @@ def _run_batched(config, batched, keys, T, start=0):
             if bad.size == 0:
                 bad = np.flatnonzero(~A[i][a])
             if bad.size:
-                raise ValueError(f"the agent of run {bad[0]} returned action {a[bad[0]]} at "
-                                 f"step {t}, which is out of range or not available.")
+                raise ValueError(f"the agent of run {first + bad[0]} returned action "
+                                 f"{a[bad[0]]} at step {t}, which is out of range or not "
+                                 f"available.")
             p = P[rows, i, a]
             reward = (_b.click_uniforms(keys, t, a) < p).astype(np.float64)
             batched.update(active, x, a, reward)
@@ -235,8 +241,29 @@ def _run_batched(config, batched, keys, T, start=0):
     return out
 
 
+def _batch_of(agents):
+    """The agents' ``batch`` when it provably implements their act/update (the rule of
+    :func:`agents.fast_path`) and they share one class; else the reason, as a string."""
+    cls = type(agents[0])
+    other = next((type(a) for a in agents if type(a) is not cls), None)
+    if other is not None:
+        return f"`make_agent` returned both {cls.__name__} and {other.__name__}."
+    return fast_path(agents[0], "batch") or why_no_fast_path(agents[0], "batch")
+
+
+def _online_partition(config, part):
+    """Expected rewards (T, n_p) of a contiguous part of the runs (a batched twin of its
+    agents, or the loop run by run)."""
+    agents, keys, first, batched, T, start = part
+    if batched:
+        return _run_batched(config, type(agents[0]).batch(agents), keys, T, start, first)
+    return np.column_stack([_run_loop(config, ag, int(k), T, first + i, start)
+                            for i, (ag, k) in enumerate(zip(agents, keys))])
+
+
 def online_value(config, make_agent, T: int, *, n_runs: int = 200, start: int = 0, rng=None,
-                 method: str = "auto") -> OnlineValue:
+                 method: str = "auto", executor=None, n_partitions=None,
+                 progress: bool = False) -> OnlineValue:
     """Expected average reward of a learning agent's first ``t`` online steps, ``t <= T``.
 
     Parameters
@@ -259,7 +286,19 @@ def online_value(config, make_agent, T: int, *, n_runs: int = 200, start: int = 
     method : {"auto", "loop", "batched"}
         ``"batched"`` steps all runs in lockstep through ``type(agent).batch(agents)``;
         ``"loop"`` runs them one after another; ``"auto"`` batches when the agent class offers
-        ``batch``. Both give the same numbers when the batched twin is exact.
+        a ``batch`` that implements its ``act`` / ``update`` (the rule of
+        :func:`agents.fast_path`: a subclass overriding them runs the loop). Both give the
+        same numbers when the batched twin is exact.
+    executor : None or dask.distributed.Client
+        ``None``: this process. A client: the runs are partitioned over the cluster's
+        workers (contiguous parts; the config scattered once, each part's agents and
+        episode keys sent with its task, so ``make_agent``'s agents must pickle). Same
+        result, bit for bit.
+    n_partitions : int >= 1, optional
+        Parts of the runs (default: 1 here when batched, else 8; on a cluster one per
+        worker thread when batched, else four). Changes nothing but the schedule.
+    progress : bool, default False
+        A tqdm bar over the parts.
 
     Returns
     -------
@@ -270,7 +309,8 @@ def online_value(config, make_agent, T: int, *, n_runs: int = 200, start: int = 
     ------
     TypeError, ValueError
         Bad arguments; an agent returning an out-of-range or unavailable action (named by run
-        and step).
+        and step); ``executor`` neither None nor a ``dask.distributed.Client`` (TypeError),
+        or a closed or unreachable client (ValueError, before any work is sent).
 
     Notes
     -----
@@ -298,6 +338,9 @@ def online_value(config, make_agent, T: int, *, n_runs: int = 200, start: int = 
                          f"{start} + {T} = {start + T}.")
     if method not in ("auto", "loop", "batched"):
         raise ValueError(f"`method` must be 'auto', 'loop' or 'batched'; got {method!r}.")
+    if n_partitions is not None:
+        n_partitions = check_int(n_partitions, "n_partitions", low=1)
+    executor = check_executor(executor)
     T, n_runs = int(T), int(n_runs)
     rng = np.random.default_rng(rng)
     keys = np.empty(n_runs, dtype=np.uint64)
@@ -306,15 +349,19 @@ def online_value(config, make_agent, T: int, *, n_runs: int = 200, start: int = 
         env_gen, agent_gen = child.spawn(2)
         keys[i] = _b.episode_key(env_gen)
         agents.append(make_agent(agent_gen))
-    has_batch = callable(getattr(type(agents[0]), "batch", None))
-    if method == "batched" and not has_batch:
-        raise ValueError(f"`method='batched'` needs `{type(agents[0]).__name__}.batch`; the "
-                         "agent class has none.")
-    if method == "batched" or (method == "auto" and has_batch):
-        R = _run_batched(config, type(agents[0]).batch(agents), keys, T, int(start))
-    else:
-        R = np.column_stack([_run_loop(config, ag, int(k), T, i, int(start))
-                             for i, (ag, k) in enumerate(zip(agents, keys))])
+    batch = _batch_of(agents)
+    if method == "batched" and not callable(batch):
+        raise ValueError(f"`method='batched'` needs a batched twin of "
+                         f"{type(agents[0]).__name__}: {batch}")
+    batched = method == "batched" or (method == "auto" and callable(batch))
+    if n_partitions is None:
+        width = 1 if executor is None else executor_threads(executor)
+        n_partitions = width if batched else 4 * width if executor is not None else 8
+    parts = [(agents[r.start:r.stop], keys[r.start:r.stop], r.start, batched, T, int(start))
+             for r in split_evenly(n_runs, n_partitions)]
+    R = np.concatenate(run_partitions(_online_partition, parts, shared=(config,),
+                                      executor=executor, progress=bool(progress),
+                                      desc="online_value"), axis=1)
     steps = np.arange(1, T + 1, dtype=np.float64)[:, None]
     cum = np.cumsum(R, axis=0) / steps                      # (T, n_runs)
     curve = cum.mean(axis=1)

@@ -307,76 +307,8 @@ def fit_once_knn(ratings, *, similarity="pearson", k=20, min_support=1, include_
 # -- synthetic data -------------------------------------------------------------------------------
 
 
-def synthetic_ratings(n_users=943, n_items=1682, n_ratings=100_000, *, n_factors=5,
-                      rng=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A rating set shaped like MovieLens 100K: power-law popularity, user and item effects.
-
-    Parameters
-    ----------
-    n_users, n_items : int
-        Sizes, >= 1.
-    n_ratings : int
-        Observations, in [1, n_users * n_items]. A user rates at most 70% of the items, or
-        the fewest that make room for ``n_ratings``; users may be left without a rating when
-        ``n_ratings < 20 * n_users``.
-    n_factors : int, default 5
-        Rank of the user-item interaction (the taste that neighbours share), >= 0.
-    rng : None, int, SeedSequence or Generator
-
-    Returns
-    -------
-    users, items : int64 ndarray (n_ratings,)
-        Sorted by user, then item.
-    ratings : float64 ndarray (n_ratings,)
-        Integers 1..5.
-
-    Raises
-    ------
-    TypeError, ValueError
-        A size that is not an integer in its range (the message names it).
-
-    Notes
-    -----
-    Each user rates ``min(20, n_ratings // n_users)`` items plus a log-normal share of the
-    rest (heavy-tailed activity, capped), drawn without replacement with weights
-    ``(rank + n_items / 80)^-1`` (Gumbel top-k); the rating is
-    ``rint(3.5 + b_u + b_i + p_u . q_i + noise)`` clipped to [1, 5], with ``b_u ~ N(0, 0.4)``,
-    ``b_i ~ N(0, 0.4)`` plus 0.3 per standard deviation of log-popularity (popular items are
-    rated higher, as in MovieLens), an interaction of standard deviation about 0.6 and noise
-    ``N(0, 0.8)``.
-    """
-    n_users = _check_int("n_users", n_users, 1)
-    n_items = _check_int("n_items", n_items, 1)
-    n_ratings = _check_int("n_ratings", n_ratings, 1, n_users * n_items)
-    n_factors = _check_int("n_factors", n_factors, 0)
-    # MovieLens users rate at most ~70% of the catalogue; a denser set raises the cap
-    cap = min(n_items, max(1, int(0.7 * n_items), -(-n_ratings // n_users)))
-    rng = np.random.default_rng(rng)
-    base = min(20, n_ratings // n_users, cap)
-    counts = np.full(n_users, base, dtype=np.int64)
-    weight = rng.lognormal(0.0, 1.0, n_users)
-    rest = n_ratings - int(counts.sum())
-    while rest > 0:  # ends: the caps hold at least n_ratings in all
-        free = weight * (counts < cap)
-        counts = np.minimum(counts + rng.multinomial(rest, free / free.sum()), cap)
-        rest = n_ratings - int(counts.sum())
-    logp = -np.log(np.arange(n_items) + max(1.0, n_items / 80.0))[rng.permutation(n_items)]
-    keys = logp[None, :] + rng.gumbel(size=(n_users, n_items))
-    order = np.argsort(-keys, axis=1)
-    take = np.arange(n_items)[None, :] < counts[:, None]
-    users = np.broadcast_to(np.arange(n_users)[:, None], order.shape)[take]
-    items = order[take]
-    srt = np.lexsort((items, users))
-    users, items = users[srt].astype(np.int64), items[srt].astype(np.int64)
-    b_u = rng.normal(0.0, 0.4, n_users)
-    b_i = rng.normal(0.0, 0.4, n_items) + 0.3 * (logp - logp.mean()) / max(logp.std(), 1e-12)
-    score = 3.5 + b_u[users] + b_i[items] + rng.normal(0.0, 0.8, users.size)
-    if n_factors:
-        scale = 0.6 ** 0.5 / n_factors ** 0.25  # p.q has standard deviation ~0.6
-        P = rng.normal(0.0, scale, (n_users, n_factors))
-        Q = rng.normal(0.0, scale, (n_items, n_factors))
-        score += np.einsum("nf,nf->n", P[users], Q[items])
-    return users, items, np.clip(np.rint(score), 1.0, 5.0)
+# moved to evaluators.datasets (issue 17), same numbers; kept importable from here
+from evaluators.datasets import synthetic_ratings  # noqa: E402
 
 
 # -- rating files ------------------------------------------------------------------------------

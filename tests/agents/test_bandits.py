@@ -217,41 +217,45 @@ def test_linucb_kernels_equal_python(seed, K, d):
 
 @pytest.mark.parametrize("name", COMPILED)
 @settings(max_examples=10)
-@given(seed=st.integers(0, 2**32 - 1), K=st.integers(1, 5), T=st.integers(0, 300),
-       once=st.booleans())
-def test_replay_arrays_equals_act_update_loop(name, seed, K, T, once):
+@given(seed=st.integers(0, 2**32 - 1), K=st.integers(1, 5), T=st.integers(1, 300),
+       once=st.booleans(), walk=st.sampled_from(["all", "index", "index+jitter"]))
+def test_replay_arrays_equals_act_update_loop(name, seed, K, T, once, walk):
     X, avail, R = random_stream(seed, T, K, 3)
     g = np.random.default_rng(seed + 1)
     logged = np.array([g.choice(np.flatnonzero(row)) for row in avail], dtype=np.int64)
-    eligible = g.random(T) < 0.8
     reward = R[np.arange(T), logged]
-    # reveal once: the records come from few source records, so sources repeat
-    n_src = max(1, T // 4)
-    source = g.integers(0, n_src, T)
+    # a walk with repeated records (reveal once then matters), rejected steps, BRED's jitter
+    n = T if walk == "all" else int(g.integers(0, 2 * T + 1))
+    index = None if walk == "all" else g.integers(0, T, n)
+    eligible = g.random(n) < 0.8
+    jitter = scale = None
+    if walk == "index+jitter":
+        jitter = g.standard_normal((n, 3), dtype=np.float32)
+        scale = g.random(3) * 0.2
     fast = FACTORIES[name]()
     fast.reset(seed)
-    rev_fast = np.zeros(n_src, dtype=bool)
-    if once:
-        got = fast.replay_arrays(X, avail, logged, reward, eligible, source=source,
-                                 revealed=rev_fast)
-    else:
-        got = fast.replay_arrays(X, avail, logged, reward, eligible)
+    rev_fast = np.zeros(T, dtype=bool) if once else None
+    got = fast.replay_arrays(X, avail, logged, reward, index=index, eligible=eligible,
+                             jitter=jitter, jitter_scale=scale, revealed=rev_fast)
     slow = FACTORIES[name]()
     slow.reset(seed)
-    rev_slow = np.zeros(n_src, dtype=bool)
+    rev_slow = np.zeros(T, dtype=bool)
     want = []
-    for j in range(T):
-        obs = {"context": X[j], "available": avail[j]}
+    for j in range(n):
+        r = j if index is None else index[j]
+        x = X[r] if jitter is None else X[r] + jitter[j].astype(np.float64) * scale
+        obs = {"context": x, "available": avail[r]}
         a = slow.act(obs)
         want.append(a)
-        if a == logged[j] and eligible[j]:
+        if a == logged[r] and eligible[j]:
             if once:
-                if rev_slow[source[j]]:
+                if rev_slow[r]:
                     continue
-                rev_slow[source[j]] = True
-            slow.update(obs, a, reward[j])
-    assert np.array_equal(got, np.array(want, dtype=np.int64))
-    assert np.array_equal(rev_fast, rev_slow)
+                rev_slow[r] = True
+            slow.update(obs, a, reward[r])
+    assert np.array_equal(got, np.array(want, dtype=np.int64).reshape(n))
+    if once:
+        assert np.array_equal(rev_fast, rev_slow)
     # same state afterwards, generator included: the next actions agree
     if T:
         obs = {"context": X[0], "available": avail[0]}

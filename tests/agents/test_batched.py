@@ -90,23 +90,16 @@ def test_batched_replay_arrays_equals_single_replays(name, seed, B, n, jitter, o
     ref = singles(name, B, seed)
     batched = type(ref[0]).batch(singles(name, B, seed))
     rev_b = np.zeros((B, T), dtype=bool)
-    if once:  # reveal once: each source record index[i, j] updates copy i at most once
-        got = batched.replay_arrays(X, avail, logged, reward, index, jit, eligible,
-                                    revealed=rev_b, jitter_scale=scale)
-    else:
-        got = batched.replay_arrays(X, avail, logged, reward, index, jit, eligible,
-                                    jitter_scale=scale)
+    # reveal once: each source record index[i, j] updates copy i at most once
+    got = batched.replay_arrays(X, avail, logged, reward, index=index, jitter=jit,
+                                eligible=eligible, revealed=rev_b if once else None,
+                                jitter_scale=scale)
     for i, a in enumerate(ref):
-        idx = index[i]
-        ctx = X[idx]
-        if jit is not None:
-            ctx = ctx + (jit[i] if scale is None else jit[i] * scale)
+        # the single agent's replay_arrays has the same signature, without the copy axis
         rev = np.zeros(T, dtype=bool)
-        if once:
-            want = a.replay_arrays(ctx, avail[idx], logged[idx], reward[idx], eligible[i],
-                                   source=idx, revealed=rev)
-        else:
-            want = a.replay_arrays(ctx, avail[idx], logged[idx], reward[idx], eligible[i])
+        want = a.replay_arrays(X, avail, logged, reward, index=index[i],
+                               jitter=None if jit is None else jit[i], jitter_scale=scale,
+                               eligible=eligible[i], revealed=rev if once else None)
         assert np.array_equal(got[i], want)
         assert np.array_equal(rev_b[i], rev)
     assert_same_state(name, ref, batched.unbatch())
@@ -134,8 +127,7 @@ def test_bad_replay_arrays_input_is_named_and_changes_nothing(bad, msg):
     if "reward" in bad:  # the single agent's compiled replay checks rewards too
         single = singles("linucb", 1, 0)[0]
         with pytest.raises(ValueError, match=msg):
-            single.replay_arrays(X, avail, np.zeros(10, np.int64), bad["reward"],
-                                 np.ones(10, bool))
+            single.replay_arrays(X, avail, np.zeros(10, np.int64), bad["reward"])
 
 
 def test_linucb_batched_views_have_b_k_d_d_shape():
@@ -298,9 +290,10 @@ def test_linucb_batched_steps_then_replay_equal_single_copies():
     batched.update(np.ones(B, bool), X[0], np.zeros(B, int), R[0])  # stale again
     for i, a in enumerate(alone):
         a.update({"context": X[0, i], "available": avail}, 0, R[0, i])
-    got = batched.replay_arrays(Xr, av, logged, reward, index, None, eligible)
+    got = batched.replay_arrays(Xr, av, logged, reward, index=index, eligible=eligible)
     for i, a in enumerate(alone):
         idx = index[i]
-        want = a.replay_arrays(Xr[idx], av[idx], logged[idx], reward[idx], eligible[i])
+        want = a.replay_arrays(Xr[idx], av[idx], logged[idx], reward[idx],
+                               eligible=eligible[i])
         assert np.array_equal(got[i], want)
     assert_same_state("linucb", alone, batched.unbatch())

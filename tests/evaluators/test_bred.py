@@ -325,3 +325,20 @@ def test_paper_bred_overestimates_a_context_learner(linucb_truth):
     err = np.array([e.value for e in est]) - truth.value
     assert err.mean() > 0.1 and err.mean() > 5 * err.std(ddof=1) / math.sqrt(err.size)
     assert np.mean([e.ci_low > truth.value for e in est]) >= 0.9  # intervals miss the truth
+
+
+@pytest.mark.parametrize("name", ["linucb", "thompson", "ucb1"])
+def test_partitions_change_nothing(name, monkeypatch):
+    import evaluators._bred as impl
+
+    world = make_world(3)
+    log, _ = make_log(world, 90, np.random.default_rng(3))
+    one = bred(log, maker(name), n_bootstrap=9, reveal="once", rng=2, n_partitions=1)
+    monkeypatch.setattr(impl, "_INDEX_BYTES", 8 * 4 * 360)  # twins of 4 replicates
+    for p in (2, 9, 50):
+        other = bred(log, maker(name), n_bootstrap=9, reveal="once", rng=2, n_partitions=p,
+                     progress=p == 2)
+        np.testing.assert_array_equal(other.replicate_values, one.replicate_values)
+        np.testing.assert_array_equal(other.replicate_matches, one.replicate_matches)
+    with pytest.raises(ValueError, match=r"`n_partitions` must be an int >= 1; got 0"):
+        bred(log, maker(name), n_bootstrap=2, n_partitions=0)

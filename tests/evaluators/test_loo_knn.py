@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -298,3 +300,32 @@ def test_fast_equals_naive_on_named_edge_cases(similarity):
             fast = loo_knn((users, items, r), **opts)
             assert_same(fast, loo_knn((users, items, r), method="naive", **opts))
     assert fast.n_fallback_global_mean == 1  # user 9
+
+
+def test_ratings_whose_sums_overflow_are_a_value_error():
+    # today: mae = inf with overflow warnings
+    users, items = np.array([0, 0, 1, 1, 2]), np.array([0, 1, 0, 1, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing overflows before the check
+        with pytest.raises(ValueError, match=r"`ratings` must have magnitudes <= 3.54e\+74 "
+                                             r"here .* got 1e\+200 at index 3"):
+            loo_knn((users, items, np.array([1.0, 2.0, 3.0, 1e200, 2.0])))
+        with pytest.raises(ValueError, match=r"got -1e\+160 at entry 0"):
+            loo_knn(sp.csr_array(np.array([[-1e160, 1.0], [2.0, 3.0]])))
+        big = loo_knn((users, items, np.array([1.0, 2.0, 3.0, 1e70, 2.0])), k=2)
+    assert np.all(np.isfinite(big.prediction))
+
+
+def test_partitions_and_progress_change_nothing():
+    from evaluators.datasets import synthetic_ratings
+
+    u, i, r = synthetic_ratings(120, 80, 2500, rng=3)
+    one = loo_knn((u, i, r), k=7, n_partitions=1)
+    for p in (2, 9, 500):
+        other = loo_knn((u, i, r), k=7, n_partitions=p, progress=p == 9)
+        assert other.prediction.tobytes() == one.prediction.tobytes()
+        np.testing.assert_array_equal(other.n_neighbours, one.n_neighbours)
+    with pytest.raises(ValueError, match=r"`n_partitions` must be an int >= 1; got 0"):
+        loo_knn((u, i, r), n_partitions=0)
+    with pytest.raises(TypeError, match=r"`executor` must be None or a running dask"):
+        loo_knn((u, i, r), executor=2)

@@ -289,3 +289,63 @@ def test_no_edge_is_nan_with_a_named_warning():
             est = offline_score(sp.csr_array((3, 4)), rec, k=1, n_samples=n_samples)
         assert math.isnan(est.value) and est.n == 0
     assert rec.calls == 0
+
+
+class _Listing:
+    """Recommends ``lists[user]`` (k = len of the lists); for the output checks."""
+
+    def __init__(self, lists):
+        self.lists = np.asarray(lists)
+
+    def fit(self, profiles):
+        return self
+
+    def recommend(self, users, k, *, removed=None):
+        return self.lists[np.asarray(users)][:, :k]
+
+    def __repr__(self):
+        return "_Listing()"
+
+
+@pytest.mark.parametrize("lists, match", [
+    pytest.param([[0, 1], [2, 9], [0, 1]], r"`recommender` _Listing\(\) returned item id 9 "
+                 r"outside \[0, 4\) in row 2 \(user 1, item 1 removed\): \[2, 9\]",
+                 id="out-of-range"),
+    pytest.param([[0, 1], [1, 2], [-1, 0]], r"item id -1 outside \[0, 4\) in row 4 \(user 2, "
+                 r"item 2 removed\)", id="negative"),
+    pytest.param([[0, 1], [3, 3], [0, 1]], r"returned item 3 more than once in row 2 \(user 1, "
+                 r"item 1 removed\): \[3, 3\]", id="duplicate"),
+])
+@pytest.mark.parametrize("n_samples", [None, 50])
+def test_bad_lists_name_the_recommender_and_the_first_bad_row(lists, match, n_samples):
+    # today's behaviour was to score such lists as misses, silently
+    profiles = sp.csr_array(np.array([[1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]))
+    if n_samples is not None:  # the sampled pairs are numbered in draw order
+        match = match.split(" in row")[0]
+    with pytest.raises(ValueError, match=match):
+        offline_score(profiles, _Listing(lists), k=2, n_samples=n_samples, rng=0, batch_size=2)
+    with pytest.raises(ValueError, match=match.split(" in row")[0]):
+        loo_quality(profiles, _Listing(lists), k=2)
+
+
+def test_columns_past_k_are_not_checked():
+    class Wide(_Listing):  # returns more columns than asked; only the first k are scored
+        def recommend(self, users, k, *, removed=None):
+            return self.lists[np.asarray(users)]
+
+    profiles = sp.csr_array(np.array([[1, 1, 0], [0, 1, 1]]))
+    assert offline_score(profiles, Wide([[0, 1, 1], [1, 2, 2]]), k=2).value == 1.0
+
+
+@pytest.mark.parametrize("n_samples", [None, 400])
+def test_partitions_change_nothing(n_samples):
+    g = np.random.default_rng(2)
+    profiles = sp.csr_array((g.random((90, 25)) < 0.2).astype(float))
+    rec = CooccurrenceRec()
+    kw = dict(k=3, n_samples=n_samples, rng=4, batch_size=7)
+    one = offline_score(profiles, rec, n_partitions=1, **kw)
+    for p in (2, 5, 1000):
+        other = offline_score(profiles, rec, n_partitions=p, progress=p == 5, **kw)
+        assert (other.value, other.stderr, other.n) == (one.value, one.stderr, one.n)
+    with pytest.raises(ValueError, match=r"`n_partitions` must be an int >= 1; got 0"):
+        offline_score(profiles, rec, n_partitions=0)
