@@ -197,8 +197,7 @@ def replay(log, agent, *, method="uniform", ci=0.95, rng=None) -> ReplayEstimate
     Examples
     --------
     >>> import numpy as np, agents
-    >>> from recloop_base.fast_paths import fast_path
-from simulator.logs import BanditLog
+    >>> from simulator.logs import BanditLog
     >>> g = np.random.default_rng(0)
     >>> log = BanditLog(context=g.normal(size=(200, 2)), action=g.integers(0, 2, 200),
     ...                 reward=g.random(200), pscore=np.full(200, 0.5), n_actions=2)
