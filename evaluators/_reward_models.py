@@ -29,6 +29,8 @@ import copy
 
 import numpy as np
 
+from recloop_base.threads import blas_threads
+
 from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check_choice, check_int
 
 __all__ = ["MODELS", "resolve_model", "cross_fit", "fit_in_sample", "fit_predict", "fold_ids",
@@ -246,11 +248,18 @@ def bootstrap_dm_values(log, pi, model: _Model, n_bootstrap: int, rng) -> np.nda
     if model.kind in ("ridge", "mean"):
         Z = _features(log, model.kind)
         coef = _refit(log, model.kind, W, Z)      # (B, K, p)
+        K, p = log.n_actions, Z.shape[1]
         values = np.zeros(n_bootstrap)
-        for k in range(log.n_actions):
-            # sum_j W[b, j] pi[j, k] z_j: the resample's pi-weighted design for action k
-            values += np.einsum("bp,bp->b", np.einsum("bj,jp->bp", W, pi[:, k:k + 1] * Z),
-                                coef[:, k])
+        # sum_j W[b, j] pi[j, k] z_j: each resample's pi-weighted design, all actions in one
+        # product per chunk of actions (bounded (n, chunk x p) temporary); one BLAS thread,
+        # so that the bits do not depend on the machine's thread count
+        chunk = max(1, min(K, (1 << 22) // max(1, n * p)))
+        with blas_threads(1):
+            for k0 in range(0, K, chunk):
+                k1 = min(K, k0 + chunk)
+                M = (pi[:, k0:k1, None] * Z[:, None, :]).reshape(n, (k1 - k0) * p)
+                values += np.einsum("bkp,bkp->b", (W @ M).reshape(-1, k1 - k0, p),
+                                    coef[:, k0:k1])
         return values / n
     values = np.empty(n_bootstrap)
     for b in range(n_bootstrap):
@@ -292,8 +301,9 @@ def _features(log, kind) -> np.ndarray:
 def _refit(log, kind, W, Z) -> np.ndarray:
     """Per-action coefficients (B, K, p) of the mean (``Z`` = 1) or ridge model refitted on
     every resample at once (record weights ``W`` (B, n)); actions a resample never shows get
-    its mean reward. The products are einsum, not BLAS matmul: they are small, and BLAS
-    threads thrash on a busy machine (10x slower measured on 2 shared cores)."""
+    its mean reward. The products run on one BLAS thread: several BLAS threads thrash on a
+    busy machine (10x slower measured on 2 shared cores) and would make the last bits depend
+    on the thread count."""
     n, K = log.n_rounds, log.n_actions
     B, p = W.shape[0], Z.shape[1]
     r = log.reward
@@ -303,15 +313,16 @@ def _refit(log, kind, W, Z) -> np.ndarray:
     pen = np.full(p, _RIDGE if kind == "ridge" else 0.0)
     pen[0] = 0.0  # intercept (or the mean) unpenalised
     O = (Z[:, :, None] * Z[:, None, :]).reshape(n, p * p)
-    for k in np.unique(log.action):
-        rows = np.flatnonzero(log.action == k)
-        Wk = W[:, rows]
-        seen = Wk.sum(axis=1) > 0
-        if not seen.any():
-            continue
-        if not seen.all():
-            Wk = Wk[seen]
-        A = np.einsum("bj,jq->bq", Wk, O[rows]).reshape(-1, p, p) + np.diag(pen)
-        rhs = np.einsum("bj,jp->bp", Wk, Z[rows] * r[rows, None])  # (B_seen, p)
-        coef[seen, k] = np.linalg.solve(A, rhs[:, :, None])[:, :, 0]
+    with blas_threads(1):  # products of (B, n_k) by (n_k, p^2): one thread, machine-free bits
+        for k in np.unique(log.action):
+            rows = np.flatnonzero(log.action == k)
+            Wk = W[:, rows]
+            seen = Wk.sum(axis=1) > 0
+            if not seen.any():
+                continue
+            if not seen.all():
+                Wk = Wk[seen]
+            A = (Wk @ O[rows]).reshape(-1, p, p) + np.diag(pen)
+            rhs = Wk @ (Z[rows] * r[rows, None])  # (B_seen, p)
+            coef[seen, k] = np.linalg.solve(A, rhs[:, :, None])[:, :, 0]
     return coef
