@@ -99,6 +99,11 @@ class CellContext:
     horizon: int
     progress: bool = False
     errors: list = field(default_factory=list)
+    #: ``None``, or the run's ``dask.distributed.Client`` when the cell is the only one of a
+    #: Dask run: its large inner work (``loo_knn``, ``bred``, ``online_value``, ...) is then
+    #: partitioned over the cluster (the rule: the cell runs in the driver process, its inner
+    #: partitions are the cluster's tasks -- never tasks inside tasks).
+    executor: Any = None
 
     @property
     def agent_names(self) -> list[str]:
@@ -169,7 +174,7 @@ class CellError(Exception):
         return type(self), (self.cell_id, self.message, self.tb)
 
 
-def _context(data: dict, cell: Cell, progress: bool) -> CellContext:
+def _context(data: dict, cell: Cell, progress: bool, executor=None) -> CellContext:
     ev = next(e for e in data["evaluations"] if e["name"] == cell.evaluation)
     kind = registry().evaluations[ev["kind"]]
     params = {p.name: ev[p.name] for p in kind.params if p.name in ev}
@@ -180,7 +185,7 @@ def _context(data: dict, cell: Cell, progress: bool) -> CellContext:
         scenario=data["run"]["name"], evaluation=cell.evaluation, kind=ev["kind"],
         seed=cell.seed, seed_sequence=cell.seed_sequence(), params=params,
         swept=dict(cell.swept), agents=agents, world=data.get("world"),
-        horizon=data["run"]["horizon"], progress=progress)
+        horizon=data["run"]["horizon"], progress=progress, executor=executor)
 
 
 def _row(m, *, scenario: str, cell: Cell) -> dict:
@@ -201,15 +206,16 @@ def use_paths(paths) -> None:
             sys.path.insert(0, p)
 
 
-def execute_cell(data: dict, cell: Cell, progress: bool = False, paths=()) -> tuple[
-        list[dict], float, list[str]]:
+def execute_cell(data: dict, cell: Cell, progress: bool = False, paths=(), executor=None
+                 ) -> tuple[list[dict], float, list[str]]:
     """Run one cell (in any process): its rows as plain dicts, the seconds it took, and the
     errors of users' code it survived (see :meth:`CellContext.report_error`). ``paths``
-    are put on the import path first (users' plugins)."""
+    are put on the import path first (users' plugins); ``executor`` is the client that
+    runs the cell's inner partitions (see :attr:`CellContext.executor`)."""
     start = time.perf_counter()
     try:
         use_paths(paths)
-        ctx = _context(data, cell, progress)
+        ctx = _context(data, cell, progress, executor)
         measurements = registry().evaluations[ctx.kind].run(ctx)
         rows = [_row(m, scenario=ctx.scenario, cell=cell) for m in measurements]
     except (Exception, SystemExit) as exc:  # reported by the parent with the cell's id
@@ -460,6 +466,12 @@ class _Dask:
     def _run(self, data, todo, on_done, paths=()):
         from dask.distributed import as_completed
 
+        if len(todo) == 1:
+            # the only cell: run it here, its inner work partitioned over the cluster
+            # (never tasks inside tasks: no nested deadlock, the same numbers)
+            cell = todo[0]
+            on_done(cell, *execute_cell(data, cell, False, paths, self.client))
+            return
         it = iter(todo)
         futures = {}
         for cell in it:  # bounded window: thousands of cells are submitted as others finish

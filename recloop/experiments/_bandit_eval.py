@@ -240,7 +240,8 @@ VARIANTS = ("replay", "bred", "bred_nojitter", "bred_once")
 
 def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: int = 50,
                    n_bootstrap: int = 100, n_truth_runs: int = 200, estimators=VARIANTS,
-                   ab_users: int = 0, rng=None, progress: bool = False) -> list[Measurement]:
+                   ab_users: int = 0, rng=None, progress: bool = False,
+                   executor=None) -> list[Measurement]:
     """Replay and BRED variants against the online value, for one log size T.
 
     Parameters
@@ -273,6 +274,9 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
         evaluator's by its name.
     progress : bool
         Show a progress bar over the logs.
+    executor : None or dask.distributed.Client
+        Where BRED's replicates and the truth's online runs are computed (partitioned over
+        the cluster's workers; the same numbers).
 
     Returns
     -------
@@ -328,7 +332,7 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
                     jitter, reveal, v = bred_variants[variant]
                     ests[name, variant].append(evaluators.bred(
                         log, make, n_bootstrap=n_bootstrap, jitter=jitter, reveal=reveal,
-                        rng=child_rng(root, 4, key, i, v)))
+                        rng=child_rng(root, 4, key, i, v), executor=executor))
                 elif f is not None:
                     ests[name, variant].append(as_estimate(
                         f(log, make, rng=child_rng(root, 6, name_key(variant), key, i)),
@@ -336,7 +340,8 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
     rows = []
     for name, make in agents.items():
         truth = simulator.online_value(config, make, int(T), n_runs=n_truth_runs,
-                                       rng=child_rng(root, 5, name_key(name)))
+                                       rng=child_rng(root, 5, name_key(name)),
+                                       executor=executor)
         for variant, f in table.items():
             es = ests[name, variant]
             rows += _summary_rows(es, truth.value, truth.stderr,
@@ -584,7 +589,8 @@ def _run_bred_vs_replay(cell):
     p = dict(cell.params)
     p["estimators"] = cell.estimators(p["estimators"], "learning", builtins=VARIANTS)
     return bred_vs_replay(world_config(cell.world), _makers(cell), **p,
-                          rng=cell.seed_sequence, progress=cell.progress)
+                          rng=cell.seed_sequence, progress=cell.progress,
+                          executor=cell.executor)
 
 
 #: Agent kinds known to use the context (the paper's BRED is optimistic for them).

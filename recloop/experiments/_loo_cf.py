@@ -424,7 +424,8 @@ def _timing_rows(ratings, u, i, similarity, k, min_support, fast_s, naive_users,
 
 def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = SIMILARITIES, k=20,
                 min_support=1, clip=None, shape=(943, 1682, 100_000), naive_users=0,
-                rng=None, progress=False, evaluation=EVALUATION) -> list[Measurement]:
+                rng=None, progress=False, evaluation=EVALUATION,
+                executor=None) -> list[Measurement]:
     """Exact LOO error of user-based kNN beside the leaky "fit once" protocols.
 
     Parameters
@@ -451,6 +452,9 @@ def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = SIMILARITIES, k=2
         A progress bar over the similarities.
     evaluation : str
         The ``evaluation`` column of the rows.
+    executor : None or dask.distributed.Client
+        Where the exact LOO's held-out users are computed (partitioned over the cluster's
+        workers; the same numbers).
 
     Returns
     -------
@@ -519,7 +523,8 @@ def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = SIMILARITIES, k=2
                      np.array([1.0, 2.0, 2.0, 1.0])), similarity=s, k=1)
             warmed = True
         start = time.perf_counter()
-        exact = loo_knn(ratings, similarity=s, k=k, min_support=min_support, clip=clip)
+        exact = loo_knn(ratings, similarity=s, k=k, min_support=min_support, clip=clip,
+                        executor=executor)
         fast_s = time.perf_counter() - start
         err = exact.prediction - exact.rating
         truth = (exact.mae, exact.rmse)
@@ -635,7 +640,8 @@ def _run_kind(cell):
     if p.get("data") is not None:
         ratings = load_ratings(p["data"], format=p["format"], columns=tuple(p["columns"]))
     return fast_loo_cf(ratings, **_python_kwargs(p), rng=cell.seed_sequence,
-                       progress=cell.progress, evaluation=cell.evaluation)
+                       progress=cell.progress, evaluation=cell.evaluation,
+                       executor=cell.executor)
 
 
 def _figures_kind(measurements, out_dir, world):

@@ -150,7 +150,7 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
                       n_logs: int = 10, n_bootstrap: int = 20, n_truth_runs: int = 100,
                       estimators: Sequence | Mapping[str, Callable] = DEFAULT_ESTIMATORS,
                       n_resamples: int = 2000, ab_users: int = 0, rng=None,
-                      progress: bool = False,
+                      progress: bool = False, executor=None,
                       evaluation: str = EVALUATION) -> list[Measurement]:
     """Each evaluator's ranking of bandit agents against the ranking by online value.
 
@@ -188,6 +188,9 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
         A progress bar over the logs.
     evaluation : str
         The ``evaluation`` column.
+    executor : None or dask.distributed.Client
+        Where the truth's online runs are computed (partitioned over the cluster's workers;
+        the same numbers).
 
     Returns
     -------
@@ -271,7 +274,7 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
     truth = {"T": np.empty(len(names)), "T_over_K": np.empty(len(names))}
     for j, name in enumerate(names):
         ov = simulator.online_value(config, agents[name], T, n_runs=n_truth_runs,
-                                    rng=child_rng(root, 3, name_key(name)))
+                                    rng=child_rng(root, 3, name_key(name)), executor=executor)
         for variant, t in (("T", T), ("T_over_K", t_short)):
             v, se = ov.at(t)
             truth[variant][j] = v
@@ -415,7 +418,8 @@ def _run_kind(cell):
     p["estimators"] = cell.estimators(p["estimators"], "learning", builtins=ESTIMATORS)
     makers = {name: cell.make_agent(name) for name in cell.agent_names}
     return offline_vs_online(world_config(cell.world), makers, **p, rng=cell.seed_sequence,
-                             progress=cell.progress, evaluation=cell.evaluation)
+                             progress=cell.progress, evaluation=cell.evaluation,
+                             executor=cell.executor)
 
 
 def _bred_note(rows, scenario):

@@ -106,6 +106,39 @@ def test_dask_local_cluster_matches_local_run_row_for_row(tmp_path):
     assert results(local) == results(dask)
 
 
+@pytest.mark.slow
+def test_the_only_cell_of_a_dask_run_partitions_its_inner_work_over_the_cluster(
+        tmp_path, monkeypatch):
+    pytest.importorskip("dask.distributed")
+    import evaluators
+
+    sc = loads_scenario("""
+[run]
+name = "one"
+[[evaluations]]
+kind = "fast_loo_cf"
+similarities = ["pearson"]
+n_users = 60
+n_items = 40
+n_ratings = 900
+""")
+    seen = []
+    real = evaluators.loo_knn
+
+    def spy(*args, executor=None, **kw):
+        seen.append(type(executor).__name__)
+        return real(*args, executor=executor, **kw)
+
+    monkeypatch.setattr(evaluators, "loo_knn", spy)
+    local = run_scenario(sc, out=tmp_path / "local", workers=1, quiet=True, report=False)
+    dask = run_scenario(sc, out=tmp_path / "dask", workers=2, executor="dask", quiet=True,
+                        report=False)
+    # the cell ran in this process (the driver) and handed the run's client to loo_knn,
+    # whose partitions were the cluster's tasks: the same rows
+    assert seen == ["NoneType", "Client"]
+    assert results(local) == results(dask)
+
+
 def test_resume_recomputes_only_missing_cells(tmp_path):
     sc = loads_scenario(TINY)
     full = run_scenario(sc, out=tmp_path / "a", workers=1, quiet=True, report=False)
