@@ -87,3 +87,15 @@ def test_calibrated_campaign_bias_quick_run(tmp_path, capsys, monkeypatch):
         assert (out / name).is_file()
     back = simulator.CalibratedWorld.load(out / "world.npz")
     assert back.sha256 in (out / "fidelity.md").read_text()
+
+
+def test_readme_test_your_own_estimator_snippet_passes():
+    # the README's snippet, as a user would paste it into a test file
+    import re
+
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    section = readme.split("## Test your own estimator", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    namespace["test_my_ips"]()
