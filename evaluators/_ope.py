@@ -35,10 +35,15 @@ import numpy as np
 
 from evaluators import _reward_models as _rm
 from evaluators._estimate import Estimate, _z
-from evaluators._replay import _check_log
+from evaluators._validation import check_log as _check_log
 from recloop_base.threads import n_threads, thread_map
-from recloop_base.validation import (ArgumentTypeError, as_generator, check_float, check_int,
-                                     check_level)
+from recloop_base.validation import (
+    ArgumentTypeError,
+    as_generator,
+    check_float,
+    check_int,
+    check_level,
+)
 
 __all__ = ["ips", "snips", "direct_method", "doubly_robust", "sndr", "switch_dr", "dr_os",
            "subgaussian_ips", "OPEEstimate", "NoSupportWarning", "UndefinedStderrWarning"]
@@ -122,7 +127,7 @@ def _over_row_blocks(fn, n, K) -> list:
     (numpy releases the GIL in these loops; memory bandwidth is the limit)."""
     parts = n_threads() if n * K >= (1 << 24) else 1
     edges = np.linspace(0, n, parts + 1).astype(int)
-    return thread_map(fn, list(zip(edges[:-1], edges[1:])), parts)
+    return thread_map(fn, list(zip(edges[:-1], edges[1:], strict=True)), parts)
 
 
 def _sum_tol(a) -> float:
