@@ -180,9 +180,24 @@ _ONE_RECORD = ("the standard error needs at least 2 records (the log has 1); std
                "interval are nan")
 
 
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside ``evaluators``
+    (the estimators reach the warning through call chains of different depths)."""
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.dirname(os.path.abspath(
+            frame.f_code.co_filename)) == here:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _se_or_warn(se: float, n: int, name: str) -> float:
     if n < 2:
-        warnings.warn(f"{name}: {_ONE_RECORD}.", UndefinedStderrWarning, stacklevel=4)
+        warnings.warn(f"{name}: {_ONE_RECORD}.", UndefinedStderrWarning,
+                      stacklevel=_caller_stacklevel())
         return math.nan
     return se
 

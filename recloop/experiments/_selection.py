@@ -230,13 +230,16 @@ def summary_table(rows) -> list[str]:
     often SLOPE picks within 10% of the oracle (means over seeds)."""
     import json
 
-    acc: dict = {}
-    for r in rows:
-        key = (r["evaluation"], json.dumps(r["params"] or {}, sort_keys=True), r["agent"])
-        acc.setdefault(key, {})[(r["variant"], r["metric"])] = r["estimate"]
+    acc: dict = {}  # (setting, target) -> (variant, metric) -> estimates over seeds
+    for r in rows:  # the rows of one evaluation
+        key = (json.dumps(r["params"] or {}, sort_keys=True), r["agent"])
+        acc.setdefault(key, {}).setdefault((r["variant"], r["metric"]), []).append(
+            r["estimate"])
     out = ["| setting | target | untuned RMSE | oracle (choice) RMSE | SLOPE RMSE | regret | "
            "within 10% |", "|---|---|---|---|---|---|---|"]
-    for (_evaluation, setting, target), m in acc.items():
+    for (setting, target), values in acc.items():
+        m = {k: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan
+             for k, v in values.items()}
         p = json.loads(setting)
         shown = ", ".join(f"{k} {p[k]}" for k in ("family", "logging", "beta", "n_rounds",
                                                     "n_actions", "reward_noise") if k in p)
