@@ -4,11 +4,22 @@
 never ``simulator``, ``evaluators`` or ``recloop``.
 """
 
-from agents._bandits import EpsilonGreedy, LinUCB, ThompsonSampling, UCB1, UniformRandom
-from agents._base import (BanditPolicy, BatchedBanditPolicy, Recommender, SupportsBatch,
-                          SupportsReplayArrays, as_generator)
-from agents._batched import (BatchedEpsilonGreedy, BatchedLinUCB, BatchedThompsonSampling,
-                             BatchedUCB1, BatchedUniformRandom)
+from agents._bandits import UCB1, EpsilonGreedy, LinUCB, ThompsonSampling, UniformRandom
+from agents._base import (
+                          BanditPolicy,
+                          BatchedBanditPolicy,
+                          Recommender,
+                          SupportsBatch,
+                          SupportsReplayArrays,
+                          as_generator,
+)
+from agents._batched import (
+                          BatchedEpsilonGreedy,
+                          BatchedLinUCB,
+                          BatchedThompsonSampling,
+                          BatchedUCB1,
+                          BatchedUniformRandom,
+)
 from agents._check import AgentCheckError, check_agent
 from agents._knn import KNNRating
 from agents._plackett_luce import PlackettLuce

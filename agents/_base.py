@@ -39,29 +39,44 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from recloop_base.validation import as_generator as _as_generator
+
 __all__ = ["BanditPolicy", "BatchedBanditPolicy", "Recommender", "SupportsBatch",
            "SupportsReplayArrays", "as_generator"]
 
 
 def as_generator(rng) -> np.random.Generator:
-    """Convert ``rng`` (``None``, int, ``SeedSequence``, ``Generator``) into a Generator once."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if isinstance(rng, np.random.RandomState):
-        raise TypeError("`rng` must be a numpy Generator, SeedSequence, int or None; "
-                        "legacy RandomState is not accepted.")
-    return np.random.default_rng(rng)
+    """Convert ``rng`` (``None``, int, ``SeedSequence``, ``Generator``) into a Generator once
+    (:func:`recloop_base.validation.as_generator`; legacy ``RandomState`` is refused)."""
+    return _as_generator(rng)
 
 
 @runtime_checkable
 class BanditPolicy(Protocol):
-    """What replay, BRED and the environments need from a bandit agent."""
+    """What replay, BRED and the environments need from a bandit agent.
 
-    def reset(self, rng=None) -> None: ...
+    Your own agent needs these three methods (``action_probabilities`` too, to be evaluated
+    off-policy as a target or to log): ``agents.check_agent(MyAgent())`` checks them. A Python
+    agent runs through the plain act/update loop -- in ``bred`` its B replicates run one
+    after another, about 14x slower than recloop's agents, whose batched twins run compiled
+    (``SupportsBatch``, ``SupportsReplayArrays``; see ``examples/my_bandit_agent.py``).
+    """
 
-    def act(self, observation: dict[str, Any]) -> int: ...
+    def reset(self, rng=None) -> None:
+        """Forget everything learnt and draw from now on from ``rng`` (``None``, int,
+        ``SeedSequence`` or ``Generator``): the same ``rng``, the same actions."""
+        ...
 
-    def update(self, observation: dict[str, Any], action: int, reward: float) -> None: ...
+    def act(self, observation: dict[str, Any]) -> int:
+        """An available action for ``observation`` (``context`` (d,), ``available`` (K,)
+        bool, optionally ``tick``, ``user``); a mask without an available action is a
+        ``ValueError``. Must not mutate the observation."""
+        ...
+
+    def update(self, observation: dict[str, Any], action: int, reward: float) -> None:
+        """Learn from ``reward`` of ``action`` taken on ``observation`` (the observation
+        ``act`` saw)."""
+        ...
 
 
 @runtime_checkable

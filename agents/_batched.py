@@ -28,9 +28,18 @@ import copy
 import numpy as np
 
 from agents import _kernels as kn
-from agents._bandits import (_BLOCK, EpsilonGreedy, LinUCB, ThompsonSampling, UCB1,
-                             UniformRandom, _draw, _finite_rewards, _replay_inputs,
-                             _reveal_inputs)
+from agents._bandits import (
+    _BLOCK,
+    UCB1,
+    EpsilonGreedy,
+    LinUCB,
+    ThompsonSampling,
+    UniformRandom,
+    _draw,
+    _finite_rewards,
+    _replay_inputs,
+    _reveal_inputs,
+)
 from recloop_base.fast_paths import register_fast_path, why_no_fast_path
 
 __all__ = ["BatchedUniformRandom", "BatchedUCB1", "BatchedEpsilonGreedy", "BatchedLinUCB",

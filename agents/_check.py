@@ -167,7 +167,7 @@ def _check_recommender(agent, profiles, k, gen):
     snapshot = [a.copy() for a in (given.data, given.indices, given.indptr)]
     if agent.fit(given) is not agent:
         _fail(agent, "fit must return the agent itself.")
-    for a, b in zip(snapshot, (given.data, given.indices, given.indptr)):
+    for a, b in zip(snapshot, (given.data, given.indices, given.indptr), strict=True):
         if a.shape != b.shape or not np.array_equal(a, b):
             _fail(agent, "fit mutated its `profiles` argument.")
 
@@ -314,7 +314,7 @@ def _check_bandit(agent, n_actions, d, n_steps, gen):
     first = _rollout(agent, seed, observations, rewards, query=True)
     again = _rollout(agent, seed, observations, rewards, query=True)
     if again != first:
-        t = next(i for i, (a, b) in enumerate(zip(first, again)) if a != b)
+        t = next(i for i, (a, b) in enumerate(zip(first, again, strict=True)) if a != b)
         _fail(agent, f"reset(rng) with the same seed must replay the same actions; they "
                      f"first differ at step {t} ({first[t]} then {again[t]}).")
     if callable(getattr(agent, "action_probabilities", None)):
@@ -440,7 +440,7 @@ def _check_batch(agent, observations, rewards, seed, gen):
         X = np.array([o["context"] for o in obs], dtype=np.float64)
         avail = np.array([o["available"] for o in obs], dtype=np.bool_)
         got = np.asarray(twin.act(X, avail))
-        want = np.array([a.act(o) for a, o in zip(singles, obs)], dtype=np.int64)
+        want = np.array([a.act(o) for a, o in zip(singles, obs, strict=True)], dtype=np.int64)
         _same_actions(agent, got, want, f"batch(...).act at step {t}")
         r = np.array([rewards[(t + i) % T, want[i]] for i in range(B)])
         active = gen.random(B) < 0.7

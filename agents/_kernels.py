@@ -16,35 +16,16 @@ to the compiled versions. Each compiles on its first call.
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 
-_PY = {}  # kernel name -> plain Python function
-_LOCK = threading.RLock()  # wrapping, and the generated kernels' caches
+from recloop_base.kernels import LazyKernels, jit
 
-
-def _kernel(fn):
-    """Register a kernel (see the module docstring); removed from the module namespace
-    below, so that its first access goes through ``__getattr__``."""
-    _PY[fn.__name__] = fn
-    return fn
-
-
-def _jit(fn):
-    from numba import njit
-
-    return njit(cache=False, nogil=True)(fn)
-
-
-def _compile_all():
-    """Wrap every registered kernel (once; later calls return at once)."""
-    g = globals()
-    with _LOCK:
-        if all(name in g for name in _PY):
-            return
-        for name, fn in _PY.items():
-            g[name] = _jit(fn)
+_KERNELS = LazyKernels(globals())  # the one lazy mechanism (recloop_base.kernels)
+_kernel = _KERNELS.kernel
+_compile_all = _KERNELS.compile_all
+_LOCK = _KERNELS.lock  # compilation, and the generated kernels' caches
+_jit = jit
 
 
 def _generated(cache: dict, d: int, build):
@@ -67,12 +48,6 @@ def _exec_jit(source: str, name: str, label: str):
     exec(compile(source, label, "exec"), ns)
     return _jit(ns[name])
 
-
-def __getattr__(name):
-    if name in _PY:
-        _compile_all()
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # --------------------------------------------------------------------------------------
 # tie-breaking argmax
@@ -666,6 +641,4 @@ def linucb_update_lanes_kernel(d):
         _update_source(d), "linucb_update_unrolled", f"<linucb_update_d{d}>"))
 
 
-for _name in _PY:  # first access goes through __getattr__ (see the module docstring)
-    del globals()[_name]
-del _name
+__getattr__ = _KERNELS.install()  # first access compiles them all (see the module doc)

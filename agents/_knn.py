@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents._recommenders import _Recommender, _check_method, _ids
+from agents._recommenders import _check_method, _ids, _Recommender
+from recloop_base.validation import check_int
 
 __all__ = ["KNNRating", "SIMILARITIES"]
 
@@ -24,14 +25,6 @@ _DECIMALS = 10
 # A sum of squares D is treated as zero when D <= _ZERO_REL * M, M the sum of the squared
 # magnitudes it comes from: an exact zero may come out as a few ulps. As in evaluators.loo_knn.
 _ZERO_REL = 1e-12
-
-
-def _check_int(value, name, low):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"`{name}` must be an integer; got {type(value).__name__}.")
-    if value < low:
-        raise ValueError(f"`{name}` must be >= {low}; got {value}.")
-    return int(value)
 
 
 class KNNRating(_Recommender):
@@ -101,8 +94,8 @@ class KNNRating(_Recommender):
                              f"; got {similarity!r}.")
         method = _check_method(method)
         self.similarity = similarity
-        self.k = _check_int(k, "k", 1)
-        self.min_support = _check_int(min_support, "min_support", 1)
+        self.k = check_int(k, "k", low=1)
+        self.min_support = check_int(min_support, "min_support", low=1)
         self.method = method
 
     def __repr__(self) -> str:

@@ -16,11 +16,11 @@ import math
 
 import numpy as np
 
+from recloop_base.kernels import compiled
 from recloop_base.threads import n_threads, thread_map
 
 __all__ = ["marginals_py", "expectations_py", "marginals", "expectations"]
 
-_COMPILED: dict = {}
 _MIN_ROWS_PER_THREAD = 8
 
 
@@ -48,37 +48,37 @@ def marginals_py(w, t, dt, k, out):
     e = np.empty(m)
     a = np.empty(m)
     for b in range(B):
-        for l in range(m):
+        for i in range(m):
             for j in range(k):
-                out[b, l, j] = 0.0
+                out[b, i, j] = 0.0
         for n in range(N):
             tt = t[b, n]
-            for l in range(m):
-                x = w[b, l] * tt
-                e[l] = math.exp(-x)
-                a[l] = -math.expm1(-x)
+            for i in range(m):
+                x = w[b, i] * tt
+                e[i] = math.exp(-x)
+                a[i] = -math.expm1(-x)
             for j in range(k):
                 P[0, j] = 0.0
                 S[m, j] = 0.0
             P[0, 0] = 1.0
             S[m, 0] = 1.0
-            for l in range(m):
-                P[l + 1, 0] = P[l, 0] * e[l]
+            for i in range(m):
+                P[i + 1, 0] = P[i, 0] * e[i]
                 for j in range(1, k):
-                    P[l + 1, j] = P[l, j] * e[l] + P[l, j - 1] * a[l]
-            for l in range(m - 1, -1, -1):
-                S[l, 0] = S[l + 1, 0] * e[l]
+                    P[i + 1, j] = P[i, j] * e[i] + P[i, j - 1] * a[i]
+            for i in range(m - 1, -1, -1):
+                S[i, 0] = S[i + 1, 0] * e[i]
                 for j in range(1, k):
-                    S[l, j] = S[l + 1, j] * e[l] + S[l + 1, j - 1] * a[l]
-            for l in range(m):
-                if w[b, l] == 0.0:
+                    S[i, j] = S[i + 1, j] * e[i] + S[i + 1, j - 1] * a[i]
+            for i in range(m):
+                if w[b, i] == 0.0:
                     continue
-                c = dt[b, n] * w[b, l] * e[l]
+                c = dt[b, n] * w[b, i] * e[i]
                 for j in range(k):
                     g = 0.0
                     for r in range(j + 1):
-                        g += P[l, r] * S[l + 1, j - r]
-                    out[b, l, j] += c * g
+                        g += P[i, r] * S[i + 1, j - r]
+                    out[b, i, j] += c * g
 
 
 def expectations_py(w, gain, carry, t, dt, k, out):
@@ -106,14 +106,14 @@ def expectations_py(w, gain, carry, t, dt, k, out):
                 Y0[j] = 0.0
                 Y1[j] = 0.0
             Y0[0] = 1.0
-            for l in range(m):
-                wl = w[b, l]
+            for i in range(m):
+                wl = w[b, i]
                 if wl == 0.0:
                     continue
                 x = wl * tt
                 ee = math.exp(-x)
-                aa = -math.expm1(-x) * carry[b, l]
-                pick = wl * ee * gain[b, l]
+                aa = -math.expm1(-x) * carry[b, i]
+                pick = wl * ee * gain[b, i]
                 for j in range(k - 1, 0, -1):  # descending: j - 1 still holds old values
                     Y1[j] = Y1[j] * ee + Y1[j - 1] * aa + Y0[j] * pick
                     Y0[j] = Y0[j] * ee + Y0[j - 1] * aa
@@ -124,19 +124,15 @@ def expectations_py(w, gain, carry, t, dt, k, out):
 
 
 def _compiled(name: str, py_fn):
-    fn = _COMPILED.get(name)
-    if fn is None:
-        import numba  # late: numba's import and the compilation cost nothing until needed
-
-        fn = _COMPILED[name] = numba.njit(cache=False, nogil=True)(py_fn)
-    return fn
+    """The compiled ``py_fn`` (``name`` kept for the call sites' readability)."""
+    return compiled(py_fn)
 
 
 def _split(fn, B: int, threads):
     threads = n_threads() if threads is None else threads
     parts = max(1, min(threads, B // _MIN_ROWS_PER_THREAD))
     bounds = np.linspace(0, B, parts + 1).astype(np.int64)
-    thread_map(fn, list(zip(bounds[:-1].tolist(), bounds[1:].tolist())), parts)
+    thread_map(fn, list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)), parts)
 
 
 def marginals(w, t, dt, k: int, *, threads=None) -> np.ndarray:

@@ -54,8 +54,14 @@ import math
 
 import numpy as np
 
-from recloop_base.validation import (ArgumentTypeError, ArgumentValueError, as_generator,
-                                     check_choice, check_float, check_int)
+from recloop_base.validation import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    as_generator,
+    check_choice,
+    check_float,
+    check_int,
+)
 
 __all__ = ["PlackettLuce", "pl_prefix_probabilities", "pl_marginals",
            "pl_position_expectations", "pl_enumerate"]
@@ -518,7 +524,7 @@ class PlackettLuce:
             fresh = pl_marginals(uniq[todo], self.k, method=method)
             if len(self._cache) + len(todo) > 1 << 16:  # bounded: drop everything
                 self._cache.clear()
-            for r, M in zip(todo, fresh):
+            for r, M in zip(todo, fresh, strict=True):
                 M.setflags(write=False)
                 self._cache[keys[r]] = M
         for r, key in enumerate(keys):

@@ -510,7 +510,8 @@ class UserCosineCF(_Recommender):
 
     def _scores(self, users, removed, pos):
         if self.method == "naive":
-            return _snap(np.stack([self._naive_scores(u, r) for u, r in zip(users, removed)])
+            return _snap(np.stack([self._naive_scores(u, r)
+                                   for u, r in zip(users, removed, strict=True)])
                          if users.size else np.empty((0, self._profiles.shape[1])))
         csr = self._profiles
         rows, cols, flat = self._held_mask_rows(users, pos)
@@ -599,7 +600,8 @@ class NaiveCF(_Recommender):
     def _scores(self, users, removed, pos):
         n_items = self._profiles.shape[1]
         if self.method == "naive":
-            return np.stack([self._naive_scores(u, r) for u, r in zip(users, removed)]) \
+            return np.stack([self._naive_scores(u, r)
+                             for u, r in zip(users, removed, strict=True)]) \
                 if users.size else np.empty((0, n_items))
         rows, cols, _ = self._held_mask_rows(users, pos)
         scores = np.zeros((users.size, n_items))
@@ -717,7 +719,8 @@ class UserKNN(_Recommender):
     def _scores(self, users, removed, pos):
         n_users, n_items = self._profiles.shape
         if self.method == "naive":
-            return np.stack([self._naive_scores(u, r) for u, r in zip(users, removed)]) \
+            return np.stack([self._naive_scores(u, r)
+                             for u, r in zip(users, removed, strict=True)]) \
                 if users.size else np.empty((0, n_items))
         sim, rows, cols = self._similarities(users, removed, pos)
         k = min(self.n_neighbors, n_users - 1)

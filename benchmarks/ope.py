@@ -139,6 +139,7 @@ def time_catalogue(args, out):
 
 def against_obp(n, K):
     import obp.ope as o
+
     import evaluators as ev
 
     print(f"against OBP {__import__('obp').__version__}: n = {n:,}, K = {K:,} (float64)",

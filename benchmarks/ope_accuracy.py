@@ -126,7 +126,7 @@ def selection(n_logs, Ks, rounds, loggings, rng):
                             s = ev.select_estimator(log, ad, estimator=family,
                                                     rng=np.random.default_rng(est_rng))
                         slope.append(s.value)
-                        for v, val in zip(s.candidates, s.candidate_values):
+                        for v, val in zip(s.candidates, s.candidate_values, strict=True):
                             per_cand[v].append(val)
                     rm = {v: float(np.sqrt(np.nanmean((np.array(x) - truth) ** 2)))
                           for v, x in per_cand.items()}

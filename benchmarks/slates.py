@@ -97,7 +97,7 @@ def env(args) -> dict:
         venv.reset(seed=0)
         acts = slates[:N]
 
-        def vsteps(venv=venv):
+        def vsteps(venv=venv, acts=acts, N=N):
             venv.step(acts)
             return N
 

@@ -4,21 +4,43 @@ Estimators never see ground truth; they read logs (``simulator.logs``) and talk 
 through the agents' protocol (duck typing).
 """
 
-from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
+from evaluators import datasets, metrics, splits  # public submodules
 from evaluators._ab import ABTestResult, ab_test
 from evaluators._bred import JITTER_C, BredEstimate, bred
-from evaluators._ope import (NoSupportWarning, OPEEstimate, UndefinedStderrWarning, direct_method,
-                             doubly_robust, dr_os, ips, sndr, snips, subgaussian_ips, switch_dr)
-from evaluators._mips import mips
-from evaluators._slope import SLOPE_DEFAULTS, SelectionEstimate, select_estimator
-from evaluators._replay import NoMatchWarning, ReplayEstimate, replay
-from evaluators._slate_ope import (SLATE_ESTIMATORS, cascade_dr, independent_ips,
-                                   pseudoinverse, reward_interaction_ips, slate_ips)
-from evaluators import datasets, metrics, splits  # public submodules
+from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
 from evaluators._loo_knn import LooKnnWarning, LooResult, kfold_loo_knn, loo_knn
+from evaluators._mips import mips
 from evaluators._offline import EmptyProfilesWarning, LooQuality, loo_quality, offline_score
-from evaluators._weights import (ItemWeights, UnmatchedItemsWarning, fit_item_weights,
-                                 kl_objective, reference_gradient)
+from evaluators._ope import (
+                             NoSupportWarning,
+                             OPEEstimate,
+                             UndefinedStderrWarning,
+                             direct_method,
+                             doubly_robust,
+                             dr_os,
+                             ips,
+                             sndr,
+                             snips,
+                             subgaussian_ips,
+                             switch_dr,
+)
+from evaluators._replay import NoMatchWarning, ReplayEstimate, replay
+from evaluators._slate_ope import (
+                             SLATE_ESTIMATORS,
+                             cascade_dr,
+                             independent_ips,
+                             pseudoinverse,
+                             reward_interaction_ips,
+                             slate_ips,
+)
+from evaluators._slope import SLOPE_DEFAULTS, SelectionEstimate, select_estimator
+from evaluators._weights import (
+                             ItemWeights,
+                             UnmatchedItemsWarning,
+                             fit_item_weights,
+                             kl_objective,
+                             reference_gradient,
+)
 
 __all__ = [
     "ABTestResult",

@@ -8,8 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluators._estimate import Estimate, _z
-from recloop_base.validation import (ArgumentTypeError, as_generator, check_float, check_int,
-                                     check_level)
+from recloop_base.validation import (
+    ArgumentTypeError,
+    as_generator,
+    check_float,
+    check_int,
+    check_level,
+)
 
 __all__ = ["ABTestResult", "ab_test"]
 

@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evaluators._estimate import Estimate
-from evaluators._replay import (NoMatchWarning, _check_actions, _check_level, _check_log,
-                                _check_uniform, _walk)
+from evaluators._replay import NoMatchWarning, _walk
+from evaluators._validation import check_actions as _check_actions
+from evaluators._validation import check_log as _check_log
+from evaluators._validation import check_uniform as _check_uniform
+from recloop_base.executors import check_executor, executor_threads, run_partitions, split_evenly
 from recloop_base.fast_paths import fast_path
-from recloop_base.executors import (check_executor, executor_threads, run_partitions,
-                                    split_evenly)
 from recloop_base.threads import n_threads
-from recloop_base.validation import check_int
+from recloop_base.validation import check_int, check_level
 
 __all__ = ["bred", "BredEstimate", "JITTER_C"]
 
@@ -235,7 +236,7 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
     if not (math.isfinite(expansion) and expansion > 0):
         raise ValueError(f"`expansion` must be > 0; got {expansion}.")
     h = _bandwidth(log, jitter)
-    level = _check_level(ci)
+    level = check_level(ci)
     if not (isinstance(reveal, str) and reveal in _REVEALS):
         raise ValueError(f"`reveal` must be one of {_REVEALS}; got {reveal!r}.")
     once = reveal == "once"
@@ -334,7 +335,7 @@ def _bred_partition(arrays, part):
             index[j] = g.integers(0, T, size=n)
         out.append(_run_batched(arrays, cls.batch(agents_[lo:lo + step]), index, gens, h,
                                 once, stop))
-    return tuple(np.concatenate(col) for col in zip(*out))
+    return tuple(np.concatenate(col) for col in zip(*out, strict=True))
 
 
 def _run_plain(arrays, agents_, data_gens, n, h, once=False, stop=None):

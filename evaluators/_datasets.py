@@ -356,7 +356,7 @@ def _id_array(raw: list[str]) -> np.ndarray:
         ints = [int(x) for x in raw]
     except ValueError:
         return np.asarray(raw, dtype=str)
-    if all(str(v) == x for v, x in zip(ints, raw)):
+    if all(str(v) == x for v, x in zip(ints, raw, strict=True)):
         return np.asarray(ints, dtype=np.int64)
     return np.asarray(raw, dtype=str)  # "01" and "1" must stay different ids
 
@@ -467,7 +467,7 @@ def load_csv(path, *, user, item, rating, timestamp=None, delimiter=",", header=
               "timestamp": "timestamp"}
     out, line_nos = _records(p, rows(), [cols[k] for k in keys], [names_[k] for k in keys],
                              [conv[k] for k in keys])
-    data = dict(zip(keys, out))
+    data = dict(zip(keys, out, strict=True))
     return _build(p, _id_array(data["user"]), _id_array(data["item"]), data["rating"],
                   data.get("timestamp"), line_nos, rating_range=rating_range)
 
@@ -526,7 +526,7 @@ def _parse_block_exact(path, block: bytes, first_line: int, sep: bytes):
             raise _err(path, ln, f"expected 4 fields separated by {sep.decode()!r}; got "
                                  f"{len(fields)} in {line!r}.")
         row = []
-        for j, (name, tok) in enumerate(zip(names, fields)):
+        for j, (name, tok) in enumerate(zip(names, fields, strict=True)):
             tok = tok.strip()
             try:
                 v = float(tok)

@@ -11,6 +11,9 @@ threads, which costs no parallel-compilation time (``parallel=True`` took 10-20 
 on the shared machine). Each held-out rating is computed from read-only inputs by one call
 and written at its own position, so the threading does not change a bit of the output.
 
+Lazy: importing this module imports no numba; the first access to ``loo_users`` compiles it
+(:mod:`recloop_base.kernels`); its plain Python version is ``loo_users.py_func``.
+
 Similarity codes: 0 pearson, 1 cosine, 2 adjusted_cosine, 3 pearson_corated,
 4 cosine_corated (the order of ``SIMILARITIES``).
 """
@@ -20,12 +23,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from recloop_base.kernels import LazyKernels
 
 __all__ = ["loo_users"]
 
+_KERNELS = LazyKernels(globals())
 
-@njit(cache=False, nogil=True)
+
+@_KERNELS.kernel
 def loo_users(held, out_off, u_ptr, u_item, u_rating, u_dev, i_ptr, i_user, i_rating, i_dev,
               allowed, cnt_u, sum_u, sq_u, dev_sq_u, cnt_i, sum_i, mean_i,
               code, k, min_support, zero_rel, total, n_total,
@@ -204,3 +210,6 @@ def loo_users(held, out_off, u_ptr, u_item, u_rating, u_dev, i_ptr, i_user, i_ra
             pred[pos] = mean_rest + wdev / wsum
             n_nb[pos] = n_top
             kind[pos] = 0
+
+
+__getattr__ = _KERNELS.install()  # compiled on first access (recloop_base.kernels)

@@ -24,8 +24,7 @@ from evaluators._loo_knn_naive import (
     ZERO_REL,
     loo_knn_naive,
 )
-from recloop_base.executors import (check_executor, executor_threads, run_partitions,
-                                    split_by_cost)
+from recloop_base.executors import check_executor, executor_threads, run_partitions, split_by_cost
 from recloop_base.threads import n_threads, thread_map
 from recloop_base.validation import check_int
 

@@ -119,7 +119,7 @@ def loo_knn_naive(user, item, rating, n_users, n_items, held, allowed, *, simila
             exo = xo - item_mean[iu]  # items of u other than k keep their means
             euk = a - item_mean[kk]
         cand, sims, devs = [], [], []
-        for v, b in zip(raters[kk], raters_r[kk]):
+        for v, b in zip(raters[kk], raters_r[kk], strict=True):
             if v == u or not allowed[v]:
                 continue
             iv, yo = prof_items[v], prof_r[v]

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluators._ope import (_NO_WEIGHT, OPEEstimate, _check_action_dist, _ess, _mean_estimate,
-                             _nan)
-from evaluators._replay import _check_log
+from evaluators._ope import _NO_WEIGHT, OPEEstimate, _check_action_dist, _ess, _mean_estimate, _nan
+from evaluators._validation import check_log as _check_log
 from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check_level
 
 __all__ = ["mips"]

@@ -35,10 +35,15 @@ import numpy as np
 
 from evaluators import _reward_models as _rm
 from evaluators._estimate import Estimate, _z
-from evaluators._replay import _check_log
+from evaluators._validation import check_log as _check_log
 from recloop_base.threads import n_threads, thread_map
-from recloop_base.validation import (ArgumentTypeError, as_generator, check_float, check_int,
-                                     check_level)
+from recloop_base.validation import (
+    ArgumentTypeError,
+    as_generator,
+    check_float,
+    check_int,
+    check_level,
+)
 
 __all__ = ["ips", "snips", "direct_method", "doubly_robust", "sndr", "switch_dr", "dr_os",
            "subgaussian_ips", "OPEEstimate", "NoSupportWarning", "UndefinedStderrWarning"]
@@ -122,7 +127,7 @@ def _over_row_blocks(fn, n, K) -> list:
     (numpy releases the GIL in these loops; memory bandwidth is the limit)."""
     parts = n_threads() if n * K >= (1 << 24) else 1
     edges = np.linspace(0, n, parts + 1).astype(int)
-    return thread_map(fn, list(zip(edges[:-1], edges[1:])), parts)
+    return thread_map(fn, list(zip(edges[:-1], edges[1:], strict=True)), parts)
 
 
 def _sum_tol(a) -> float:
@@ -175,9 +180,24 @@ _ONE_RECORD = ("the standard error needs at least 2 records (the log has 1); std
                "interval are nan")
 
 
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside ``evaluators``
+    (the estimators reach the warning through call chains of different depths)."""
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.dirname(os.path.abspath(
+            frame.f_code.co_filename)) == here:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _se_or_warn(se: float, n: int, name: str) -> float:
     if n < 2:
-        warnings.warn(f"{name}: {_ONE_RECORD}.", UndefinedStderrWarning, stacklevel=4)
+        warnings.warn(f"{name}: {_ONE_RECORD}.", UndefinedStderrWarning,
+                      stacklevel=_caller_stacklevel())
         return math.nan
     return se
 

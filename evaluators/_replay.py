@@ -8,8 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluators._estimate import Estimate, normal_estimate
+from evaluators._validation import check_actions as _check_actions
+from evaluators._validation import check_agent as _check_agent
+from evaluators._validation import check_log as _check_log
+from evaluators._validation import check_one_action as _check_one_action
+from evaluators._validation import check_uniform as _check_uniform
 from recloop_base.fast_paths import fast_path
-from simulator.logs import BanditLog
+from recloop_base.validation import check_level
 
 __all__ = ["replay", "ReplayEstimate", "NoMatchWarning"]
 
@@ -31,70 +36,6 @@ class ReplayEstimate(Estimate):
     n_records: int = 0
     n_matches: int = 0
     method: str = "uniform"
-
-
-# -- validation shared with bred and the static estimators ------------------------------
-
-def _check_log(log) -> BanditLog:
-    if not isinstance(log, BanditLog):
-        raise TypeError(f"`log` must be a simulator.logs.BanditLog; got {type(log).__name__}.")
-    if log.n_rounds == 0:
-        raise ValueError("`log` is empty (0 records); nothing to evaluate.")
-    return log
-
-
-def _check_uniform(log: BanditLog, fn: str) -> None:
-    """Plain replay needs uniform logging: ``pscore == 1 / n_available`` on every record."""
-    n_avail = log.available_mask().sum(axis=1)
-    bad = np.flatnonzero(np.abs(log.pscore * n_avail - 1.0) > 1e-6)
-    if bad.size:
-        j = int(bad[0])
-        raise ValueError(
-            f"`{fn}` requires uniform logging propensities (pscore == 1 / number of available "
-            f"actions); got pscore {log.pscore[j]} at index {j} with {n_avail[j]} available "
-            f"actions. For known non-uniform propensities use replay(..., method=\"rejection\")."
-        )
-
-
-def _check_level(ci, name="ci") -> float:
-    if isinstance(ci, bool) or not isinstance(ci, (int, float, np.floating)):
-        raise TypeError(f"`{name}` must be a float in (0, 1); got {type(ci).__name__}.")
-    if not 0 < ci < 1:
-        raise ValueError(f"`{name}` must be in (0, 1); got {ci}.")
-    return float(ci)
-
-
-def _check_actions(actions, available, logged_index=None) -> None:
-    """Agent's choices must be ints in range and available; name the first bad record."""
-    K = available.shape[1]
-    rows = np.arange(actions.shape[0]) if logged_index is None else logged_index
-    inrange = (actions >= 0) & (actions < K)
-    ok = inrange.copy()
-    ok[inrange] = available[rows[inrange], actions[inrange]]
-    bad = np.flatnonzero(~ok)
-    if bad.size:
-        j = int(bad[0])
-        raise ValueError(f"the agent returned action {actions[j]} at record {j}, which is "
-                         f"{'not available' if inrange[j] else f'outside [0, {K})'}.")
-
-
-def _check_one_action(a, j, avail):
-    K = avail.shape[0]
-    if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
-        raise ValueError(f"the agent returned {a!r} at record {j}; an action must be an int.")
-    if not 0 <= a < K:
-        raise ValueError(f"the agent returned action {a} at record {j}, which is outside "
-                         f"[0, {K}).")
-    if not avail[a]:
-        raise ValueError(f"the agent returned action {a} at record {j}, which is not "
-                         f"available.")
-
-
-def _check_agent(agent) -> None:
-    for name in ("act", "update"):
-        if not callable(getattr(agent, name, None)):
-            raise TypeError(f"`agent` must have `act` and `update` methods (the bandit "
-                            f"protocol); {type(agent).__name__} has no `{name}`.")
 
 
 # -- the walk ------------------------------------------------------------------------------
@@ -208,7 +149,7 @@ def replay(log, agent, *, method="uniform", ci=0.95, rng=None) -> ReplayEstimate
     _check_agent(agent)
     if method not in _METHODS:
         raise ValueError(f"`method` must be one of {_METHODS}; got {method!r}.")
-    level = _check_level(ci)
+    level = check_level(ci)
     T = log.n_rounds
     if method == "uniform":
         _check_uniform(log, "replay")

@@ -30,7 +30,6 @@ import copy
 import numpy as np
 
 from recloop_base.threads import blas_threads
-
 from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check_choice, check_int
 
 __all__ = ["MODELS", "resolve_model", "cross_fit", "fit_in_sample", "fit_predict", "fold_ids",
@@ -312,7 +311,7 @@ def _refit(log, kind, W, Z) -> np.ndarray:
     coef[:, :, 0] = overall[:, None]
     pen = np.full(p, _RIDGE if kind == "ridge" else 0.0)
     pen[0] = 0.0  # intercept (or the mean) unpenalised
-    O = (Z[:, :, None] * Z[:, None, :]).reshape(n, p * p)
+    outer = (Z[:, :, None] * Z[:, None, :]).reshape(n, p * p)
     with blas_threads(1):  # products of (B, n_k) by (n_k, p^2): one thread, machine-free bits
         for k in np.unique(log.action):
             rows = np.flatnonzero(log.action == k)
@@ -322,7 +321,7 @@ def _refit(log, kind, W, Z) -> np.ndarray:
                 continue
             if not seen.all():
                 Wk = Wk[seen]
-            A = (Wk @ O[rows]).reshape(-1, p, p) + np.diag(pen)
+            A = (Wk @ outer[rows]).reshape(-1, p, p) + np.diag(pen)
             rhs = Wk @ (Z[rows] * r[rows, None])  # (B_seen, p)
             coef[seen, k] = np.linalg.solve(A, rhs[:, :, None])[:, :, 0]
     return coef

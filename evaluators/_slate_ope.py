@@ -44,8 +44,14 @@ import numpy as np
 
 from evaluators._estimate import _z
 from evaluators._ope import NoSupportWarning, OPEEstimate, _ess
-from recloop_base.validation import (ArgumentTypeError, ArgumentValueError, as_generator,
-                                     check_int, check_level)
+from evaluators._validation import check_slate_log
+from recloop_base.validation import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    as_generator,
+    check_int,
+    check_level,
+)
 
 __all__ = ["slate_ips", "independent_ips", "reward_interaction_ips", "pseudoinverse",
            "cascade_dr", "SLATE_ESTIMATORS"]
@@ -59,16 +65,6 @@ _ONE = 1.0 + 1e-12  # probabilities up to this are round-off of 1
 
 
 # -- input checks ---------------------------------------------------------------------------
-
-def _check_log(log):
-    from simulator.logs import SlateLog
-
-    if not isinstance(log, SlateLog):
-        raise ArgumentTypeError("log", "a simulator.logs.SlateLog", type(log).__name__)
-    if log.n_rounds < 1:
-        raise ArgumentValueError("log", "a log with at least one record", "an empty log")
-    return log
-
 
 def _check_clicks(log, name: str) -> None:
     if log.reward_type != "clicks":
@@ -159,7 +155,7 @@ def slate_ips(log, target_pscore, *, ci: float = 0.95) -> OPEEstimate:
     >>> slate_ips(log, [1.0, 0.0]).value     # pi shows (0, 1) always: 2 * 1.0 / 2
     1.0
     """
-    log = _check_log(log)
+    log = check_slate_log(log)
     level = check_level(ci)
     w = _probs(target_pscore, "target_pscore", (log.n_rounds,)) / log.pscore
     return _estimate(w * log.slate_reward, level, _ess(w), "slate_ips",
@@ -191,7 +187,7 @@ def independent_ips(log, target_pscore_item_position, *, ci: float = 0.95) -> OP
     ``E[r_ij | x, s] = f_j(x, s_ij)`` -- the independent and position-based click models;
     biased under the cascade and the DCM, where the items above matter.
     """
-    log = _check_log(log)
+    log = check_slate_log(log)
     _check_clicks(log, "independent_ips")
     level = check_level(ci)
     W = _probs(target_pscore_item_position, "target_pscore_item_position",
@@ -220,7 +216,7 @@ def reward_interaction_ips(log, target_pscore_cascade, *, ci: float = 0.95) -> O
     assumption: ``E[r_ij | x, s]`` depends only on the items at positions ``0 .. j`` -- true
     of all four click models of recloop (independent, PBM, cascade, DCM).
     """
-    log = _check_log(log)
+    log = check_slate_log(log)
     _check_clicks(log, "reward_interaction_ips")
     level = check_level(ci)
     W = _probs(target_pscore_cascade, "target_pscore_cascade",
@@ -281,7 +277,7 @@ def pseudoinverse(log, target_item_marginals, *, ci: float = 0.95) -> OPEEstimat
     allowed; on rankings it is biased.) Logs of a non-uniform policy would need the
     logging policy's pairwise marginals, which recloop does not compute.
     """
-    log = _check_log(log)
+    log = check_slate_log(log)
     level = check_level(ci)
     n, k = log.action.shape
     Mt = _probs(target_item_marginals, "target_item_marginals", (n, k, k))
@@ -296,7 +292,7 @@ def pseudoinverse(log, target_item_marginals, *, ci: float = 0.95) -> OPEEstimat
         j = int(bad[0])
         raise ArgumentValueError(
             "log", "a log of the uniform ranking policy for `pseudoinverse` (pscore_item_"
-            f"position = 1/m, pscore = (m-k)!/m! with m the available items)",
+            "position = 1/m, pscore = (m-k)!/m! with m the available items)",
             f"pscore_item_position {log.pscore_item_position[j].tolist()} and pscore "
             f"{log.pscore[j]} at record {j} (m = {int(m[j])})")
     own = np.trace(Mt, axis1=1, axis2=2)          # sum_j pi(s_j at j)
@@ -546,7 +542,7 @@ def cascade_dr(log, target_pscore_cascade, target_action_dist, *, reward_model="
     records: the standard error treats the terms as independent, which the cross-fitting
     makes nearly true.
     """
-    log = _check_log(log)
+    log = check_slate_log(log)
     _check_clicks(log, "cascade_dr")
     level = check_level(ci)
     n, k = log.action.shape

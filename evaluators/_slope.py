@@ -10,11 +10,25 @@ import numpy as np
 from scipy.special import stdtrit
 
 from evaluators import _reward_models as _rm
-from evaluators._ope import (_NO_WEIGHT, OPEEstimate, _check_action_dist, _dr_parts,
-                             _family_estimate, _nan, _target_at_logged, _weights)
-from evaluators._replay import _check_log
-from recloop_base.validation import (ArgumentTypeError, ArgumentValueError, as_generator,
-                                     check_choice, check_float, check_level)
+from evaluators._ope import (
+    _NO_WEIGHT,
+    OPEEstimate,
+    _check_action_dist,
+    _dr_parts,
+    _family_estimate,
+    _nan,
+    _target_at_logged,
+    _weights,
+)
+from evaluators._validation import check_log as _check_log
+from recloop_base.validation import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    as_generator,
+    check_choice,
+    check_float,
+    check_level,
+)
 
 __all__ = ["select_estimator", "SelectionEstimate", "SLOPE_DEFAULTS"]
 

@@ -19,7 +19,7 @@ def my_ips(log, action_dist) -> Estimate:
     w = np.asarray(action_dist)[np.arange(log.n_rounds), log.action, 0] / log.pscore
     if not w.any():  # the target never takes a logged action: the log says nothing
         warnings.warn("no logged action has support under the target policy",
-                      NoSupportWarning)
+                      NoSupportWarning, stacklevel=2)
         return Estimate(np.nan, np.nan, np.nan, np.nan, log.n_rounds)
     return normal_estimate(w * log.reward)
 

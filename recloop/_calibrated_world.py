@@ -20,7 +20,7 @@ import functools
 import os
 from pathlib import Path
 
-from recloop._schema import REQUIRED, FilePath, Float, Int, ListOf, OneOf, Param, Str, Table
+from recloop._schema import REQUIRED, FilePath, Float, Int, ListOf, Param, Str
 
 __all__ = ["CALIBRATION_KEYS", "CAMPAIGN_KEYS", "FILE_KEYS", "config_of", "fit",
            "is_calibrated", "validate"]
@@ -88,8 +88,9 @@ def validate(problems, raw: dict, check_table) -> dict:
     keys = ("calibrate_from" in raw, "file" in raw, "preset" in raw)
     if sum(keys) > 1:
         problems.add("world", "expected exactly one of `preset`, `calibrate_from`, `file`, got "
-                     + ", ".join(f"`{k}`" for k, there in zip(("calibrate_from", "file",
-                                                               "preset"), keys) if there))
+                     + ", ".join(f"`{k}`" for k, there
+                                 in zip(("calibrate_from", "file", "preset"), keys, strict=True)
+                                 if there))
         return {}
     params = (CALIBRATION_KEYS if keys[0] else FILE_KEYS) + WORLD_KEYS[1:]
     before = len(problems.items)

@@ -272,8 +272,13 @@ def _memory(sc, workers: int, executor: str, scheduler) -> tuple[list[str], list
     """``(lines for --dry-run, problems)``: each evaluation's largest cell against the
     memory this machine has available (not checked for a remote Dask scheduler: its
     workers run elsewhere)."""
-    from recloop._limits import (PROCESS_BYTES, available_memory, drivers, evaluation_bytes,
-                                 format_bytes)
+    from recloop._limits import (
+        PROCESS_BYTES,
+        available_memory,
+        drivers,
+        evaluation_bytes,
+        format_bytes,
+    )
     from recloop._registry import registry
     from recloop._runner import plan_cells
 

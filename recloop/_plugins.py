@@ -16,8 +16,14 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from recloop._registry import AgentKind, EstimatorKind, PluginError, agent_family_of, \
-    kind_from_reference, registry
+from recloop._registry import (
+    AgentKind,
+    EstimatorKind,
+    PluginError,
+    agent_family_of,
+    kind_from_reference,
+    registry,
+)
 
 __all__ = ["PYTHON_KIND", "EstimatorEntry", "agent_factory", "agent_kind", "agent_params",
            "bind_estimator", "estimator_entry", "try_agent", "try_estimator"]
@@ -154,9 +160,9 @@ def entry_name(entry) -> str | None:
 def estimator_entry(entry, family: str) -> EstimatorEntry:
     """Resolve an ``estimators`` entry; :class:`PluginError` whose ``key`` is the sub-key
     at fault (``""``, ``"factory"``, ``"params"``, ``"name"``)."""
-    from recloop._schema import NAME_PATTERN
-
     import re
+
+    from recloop._schema import NAME_PATTERN
 
     if isinstance(entry, str):
         factory, params, name, builtin = entry, {}, entry_name(entry), entry

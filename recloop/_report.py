@@ -6,7 +6,8 @@ matplotlib (Agg backend) is imported only here, when a report is written.
 
 How rows are shown:
 
-* each evaluation's summary leads with its headline metric (its kind's ``headline``), with or without a truth (``kendall_tau`` has none);
+* each evaluation's summary leads with its headline metric (its kind's ``headline``), with or
+  without a truth (``kendall_tau`` has none);
 * coverage is computed only over intervals of positive width: an exact computation (e.g.
   exhaustive LOO, stderr 0) has nothing to cover, and its coverage is left blank;
 * rows that are errors already (``bias``, ``rmse``, ``coverage``, ``width``, ... with a truth
@@ -228,7 +229,8 @@ def _summary_table(summary: _Summary) -> list[str]:
     if summary.truths:
         notes += ["", "The truth itself (estimates that are the ground truth, e.g. the twin's "
                   "score or an online value; error 0 by construction):", ""]
-        notes += ["| evaluation | agent | variant | metric | rows | truth |", "|---|---|---|---|---|---|"]
+        notes += ["| evaluation | agent | variant | metric | rows | truth |",
+                  "|---|---|---|---|---|---|"]
         notes += [f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {g.n} | {_num(g.truth_mean)} |"
                   for k, g in summary.truths]
     return out + notes
@@ -248,7 +250,7 @@ def summary_lines(run_dir, *, limit: int = 30) -> list[str]:
         rows.append((key[0], key[1], key[2], _metric_label(key[1], key[3]), est,
                      _num(g.truth_mean), _num(g.bias, 3), _num(g.rmse, 3)))
     widths = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     if len(summary.rows) > limit:
         lines.append(f"({len(summary.rows) - limit} more in report.md)")
     by_ev: dict[str, list[str]] = {}
@@ -374,7 +376,7 @@ def _figures(run_dir: Path, groups: dict, scenario: dict | None) -> list[tuple[s
                     lines.setdefault(label, []).append((k[4] if k[4] is not None else 0, g))
             elif numeric:
                 xlabel = numeric[0]
-                for (k, g), p in zip(items, params):
+                for (k, g), p in zip(items, params, strict=True):
                     rest = {a: b for a, b in p.items() if a != xlabel}
                     label = " / ".join(x for x in (k[1], k[2]) if x) + (f" {rest}" if rest else "")
                     lines.setdefault(label, []).append((p.get(xlabel, math.nan), g))
@@ -600,8 +602,9 @@ def write_report(run_dir) -> Path:
     fidelity = run_dir / "fidelity.md"
     if fidelity.is_file():  # a world fitted to a real log: how faithful it is
         env_hash = env.get("world_sha256") if isinstance(env, dict) else None
+        fitted_to = (scenario.get("world") or {}).get("calibrate_from", "?")
         out += ["", "## The fitted world", "",
-                f"The world was fitted to `{(scenario.get('world') or {}).get('calibrate_from', '?')}`"
+                f"The world was fitted to `{fitted_to}`"
                 + (f" (sha256 {env_hash})" if env_hash else "") + "; saved as "
                 "[world.npz](world.npz). How faithful it is to the log:", "",
                 fidelity.read_text(encoding="utf-8").strip()]

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 __all__ = [
-    "COLUMNS", "Damage", "LOCK", "RunDirError", "RunLock", "atomic_savefig", "atomic_write", "cell_path",
+    "COLUMNS", "Damage", "LOCK", "RunDirError", "RunLock", "atomic_savefig", "atomic_write",
+    "cell_path",
     "check_cell", "check_json_object", "check_results", "done_cells", "layout_problems",
     "new_run_dir",
     "quarantine", "read_cell", "read_results", "read_small_text", "remove_temporary",
@@ -179,7 +180,8 @@ def _existing(out: Path, name: str) -> list[Path]:
     if not out.is_dir():
         return []
     found = [p for p in out.iterdir()
-             if p.is_dir() and (p.name == name or re.fullmatch(re.escape(name) + r"-[0-9]+", p.name))]
+             if p.is_dir()
+             and (p.name == name or re.fullmatch(re.escape(name) + r"-[0-9]+", p.name))]
     return sorted(found, key=lambda p: _suffix(p, name))
 
 

@@ -3,7 +3,8 @@
 A scenario is a TOML file with the tables ``[run]``, ``[world]`` (optional, with
 ``[[world.campaigns]]``), ``[[agents]]`` and ``[[evaluations]]``; the keys each accepts are
 declared in :data:`RUN_PARAMS`, :data:`AGENT_KEYS`, :data:`EVALUATION_KEYS` and, per ``kind``,
-in the registry (:func:`recloop._registry.registry`). ``recloop/scenarios/README.md`` documents them all.
+in the registry (:func:`recloop._registry.registry`). ``recloop/scenarios/README.md`` documents
+them all.
 
 Validation collects *every* problem before anything runs, each as
 ``FILE: key.path: expected ..., got ...``; :class:`ScenarioError` carries the list.
@@ -25,8 +26,18 @@ from recloop import _calibrated_world as _calibrated
 from recloop import _schema as sch
 from recloop._plugins import PYTHON_KIND
 from recloop._registry import PluginError, registry
-from recloop._schema import (NAME_PATTERN, REQUIRED, Bool, EstimatorList, Int, ListOf, Param,
-                             Reference, Str, Table)
+from recloop._schema import (
+    NAME_PATTERN,
+    REQUIRED,
+    Bool,
+    EstimatorList,
+    Int,
+    ListOf,
+    Param,
+    Reference,
+    Str,
+    Table,
+)
 
 __all__ = [
     "Scenario", "ScenarioError", "builtin_scenarios", "dumps_toml", "find_scenario",
@@ -74,8 +85,8 @@ EVALUATION_KEYS: tuple[Param, ...] = (
     Param("kind", Str(), REQUIRED, "Evaluation kind (see the evaluation kinds below)."),
     Param("name", _IDENT, None, "Name in the results' `evaluation` column (default: the "
           "kind; unique)."),
-    Param("agents", ListOf(_IDENT, min_len=0, unique=True), None, "Names of the agents it evaluates "
-          "(default: every agent of the family the kind accepts)."),
+    Param("agents", ListOf(_IDENT, min_len=0, unique=True), None, "Names of the agents it "
+          "evaluates (default: every agent of the family the kind accepts)."),
     Param("sweep", Table(), None, "Table `{parameter = [values, ...]}`: each combination of "
           "values is a separate cell (cartesian product)."),
 )
@@ -495,7 +506,8 @@ def sweep_values(ev: dict) -> list[dict]:
     """The cartesian product of an evaluation's sweep, as a list of ``{param: value}``."""
     sweep = ev.get("sweep") or {}
     keys = list(sweep)
-    return [dict(zip(keys, combo)) for combo in itertools.product(*(sweep[k] for k in keys))]
+    return [dict(zip(keys, combo, strict=True))
+            for combo in itertools.product(*(sweep[k] for k in keys))]
 
 
 def validate(data: Any, file: str, *, fitted: bool = False) -> Scenario:
@@ -848,8 +860,8 @@ def campaign_params() -> tuple[Param, ...]:
     object cannot be named in a file)."""
     import dataclasses
 
-    from recloop_base.fields import field_specs
     import simulator
+    from recloop_base.fields import field_specs
 
     out = []
     for fs in field_specs(simulator.CampaignConfig):
@@ -970,7 +982,7 @@ def validate_world(problems: _Problems, raw: dict, horizon: int = 0) -> dict:
     return out
 
 
-# --- recloop/scenarios/README.md ------------------------------------------------------------------------
+# --- recloop/scenarios/README.md --------------------------------------------------------------
 
 _README_HEAD = """\
 # Scenario files

@@ -53,7 +53,8 @@ class Int:
     def check(self, value) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int):
             return f"expected {self.describe()}, got {fmt(value)}"
-        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+        if ((self.low is not None and value < self.low)
+                or (self.high is not None and value > self.high)):
             return f"expected {self.describe()}, got {value}"
         return None
 
@@ -223,7 +224,8 @@ class Reference:
 
     def check(self, value) -> str | None:
         if not isinstance(value, str) or not re.fullmatch(REFERENCE_PATTERN, value):
-            return f"expected {self.describe()}, got {fmt(value) if not isinstance(value, str) else repr(value)}"
+            return (f"expected {self.describe()}, got "
+                    f"{fmt(value) if not isinstance(value, str) else repr(value)}")
         return None
 
 

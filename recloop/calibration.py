@@ -17,7 +17,6 @@ distributions of a real and a simulated log; both live in ``simulator``, which m
 from __future__ import annotations
 
 import math
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +25,13 @@ from typing import Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from recloop_base.validation import (ArgumentTypeError, ArgumentValueError, as_seed_sequence,
-                                     check_choice, check_float, check_int)
+from recloop_base.validation import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    as_seed_sequence,
+    check_choice,
+    check_int,
+)
 
 __all__ = ["FORMATS", "RANKING_RECOMMENDERS", "CalibrationReport", "RankingCheck",
            "calibrate_command", "fidelity_report", "load_interactions", "ranking_check"]
@@ -99,7 +103,7 @@ class RankingCheck:
         rank_s = _ranks([e.value for e in self.simulated])
         return [(name, f"{fmt(r)} #{a}", f"{fmt(s)} #{b}")
                 for name, r, s, a, b in zip(self.recommenders, self.real, self.simulated,
-                                            rank_r, rank_s)]
+                                            rank_r, rank_s, strict=True)]
 
 
 def _ranks(values) -> list[int]:
@@ -221,9 +225,11 @@ def ranking_check(real, simulated, *, k: int = 10, n_neighbors: int = 20,
     per_real, per_sim = [], []
     for name in RANKING_RECOMMENDERS:
         per_real.append(_user_hits(m_real, _recommender(name, n_neighbors).fit(m_real), users,
-                                   k, items_per_user, np.random.default_rng(r_items.integers(2**63))))
+                                   k, items_per_user,
+                                   np.random.default_rng(r_items.integers(2**63))))
         per_sim.append(_user_hits(m_sim, _recommender(name, n_neighbors).fit(m_sim), users,
-                                  k, items_per_user, np.random.default_rng(s_items.integers(2**63))))
+                                  k, items_per_user,
+                                  np.random.default_rng(s_items.integers(2**63))))
     hr, hs = np.array(per_real), np.array(per_sim)  # (n_recommenders, n_users)
     n = users.size
 
@@ -313,7 +319,8 @@ class CalibrationReport:
         lines += ["", "Recommender ranking by LOO score:"]
         rows = [("recommender", "real", "simulated")] + self.ranking.rows()
         width = [max(len(x[j]) for x in rows) for j in range(3)]
-        lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(x, width)).rstrip() for x in rows]
+        lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(x, width, strict=True)).rstrip()
+                  for x in rows]
         lines += ["  " + s for s in self._ranking_lines()]
         lines += ["", *self._verdict()]
         return "\n".join(lines)
@@ -401,7 +408,8 @@ def _columns(columns) -> dict:
         if not 3 <= len(columns) <= 4:
             raise ArgumentValueError("columns", "3 or 4 column names: user, item, "
                                      "rating[, timestamp]", repr(list(columns)))
-        spec = dict(zip(_COLUMN_KEYS, columns))
+        # 3 or 4 columns against 4 keys: without a timestamp column the last key stays unset
+        spec = dict(zip(_COLUMN_KEYS, columns, strict=False))
     else:
         raise ArgumentTypeError("columns", "'user,item,rating[,timestamp]' names or a mapping",
                                 type(columns).__name__)

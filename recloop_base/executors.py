@@ -87,7 +87,8 @@ def split_evenly(n: int, parts: int) -> list[range]:
     """``range(n)`` cut into at most ``parts`` contiguous, non-empty, near-equal ranges."""
     parts = max(1, min(int(parts), n))
     bounds = [round(i * n / parts) for i in range(parts + 1)]
-    return [range(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+    # adjacent pairs: bounds[1:] is one shorter on purpose
+    return [range(lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo]
 
 
 def split_by_cost(cost, parts: int) -> list[range]:
@@ -105,7 +106,8 @@ def split_by_cost(cost, parts: int) -> list[range]:
         return split_evenly(n, parts)
     cuts = np.searchsorted(cum, total * np.arange(1, parts) / parts, side="left") + 1
     bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, n), [n]]))
-    return [range(int(lo), int(hi)) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+    # adjacent pairs: bounds[1:] is one shorter on purpose
+    return [range(int(lo), int(hi)) for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo]
 
 
 class _NoBar:

@@ -1,22 +1,28 @@
 """The simulated world, its Gymnasium environments, logs and ground truth."""
 
-from simulator.logs import SOURCES, BanditLog, InteractionLog, LogFormatError
-from simulator._config import AppealShock, CampaignConfig, FittedArrays, WorldConfig
-from simulator._presets import PRESETS, preset, register_preset
-from simulator._world import WORLD_STREAMS, World
-from simulator._bandit import LinearBanditConfig, LinearBanditEnv, true_ctr as bandit_ctr
-from simulator._vector import LinearBanditVectorEnv, RecommendationVectorEnv
-from simulator._envs import RecommendationConfig, RecommendationEnv
-from simulator._logging import LogTruth, collect_log
-from simulator._truth import (OnlineValue, context_atoms, online_value, oracle_value,
-                              static_policy_value)
+from simulator._bandit import LinearBanditConfig, LinearBanditEnv
+from simulator._bandit import true_ctr as bandit_ctr
+from simulator._calibrate import CalibratedWorld, CalibrationWarning, FitInfo, calibrate
 from simulator._click_models import SLATE_CLICK_MODELS, SLATE_REWARDS
+from simulator._config import AppealShock, CampaignConfig, FittedArrays, WorldConfig
+from simulator._envs import RecommendationConfig, RecommendationEnv
+from simulator._fidelity import DISTRIBUTIONS, Distance, FidelityReport, fidelity
+from simulator._logging import LogTruth, collect_log
+from simulator._presets import PRESETS, preset, register_preset
+from simulator._registration import register_envs
 from simulator._slate_log import SlateLog
 from simulator._slate_logging import SlateLogTruth, collect_slate_log
 from simulator._slate_truth import SlateValue, slate_policy_value
-from simulator._registration import register_envs
-from simulator._calibrate import CalibratedWorld, CalibrationWarning, FitInfo, calibrate
-from simulator._fidelity import DISTRIBUTIONS, Distance, FidelityReport, fidelity
+from simulator._truth import (
+                              OnlineValue,
+                              context_atoms,
+                              online_value,
+                              oracle_value,
+                              static_policy_value,
+)
+from simulator._vector import LinearBanditVectorEnv, RecommendationVectorEnv
+from simulator._world import WORLD_STREAMS, World
+from simulator.logs import SOURCES, BanditLog, InteractionLog, LogFormatError
 
 __all__ = [
     "AppealShock",

@@ -132,12 +132,6 @@ def episode_key(rng: np.random.Generator) -> int:
 # -- configuration --------------------------------------------------------------------------
 
 
-def _check_int(name, value, lo, hi=None, *, optional=False):
-    if value is None and optional:
-        return
-    check_int(value, name, low=lo, high=hi)
-
-
 def _check_range(name, value, lo, hi):
     rule = f"a (low, high) pair of numbers with {lo} <= low <= high <= {hi}"
     if (not isinstance(value, tuple) or len(value) != 2
@@ -204,17 +198,18 @@ class LinearBanditConfig:
         if not isinstance(self.intercept, bool):
             raise ArgumentTypeError("intercept", "a bool", repr(self.intercept))
         check_fields(self)
-        _check_int("n_universal", self.n_universal, 0, self.n_arms)
+        check_int(self.n_universal, "n_universal", low=0, high=self.n_arms)
         n_feat = self.dim - int(self.intercept)
         if self.n_universal < self.n_arms:
             if n_feat < 1:
                 raise ArgumentValueError("dim", ">= 2 when `intercept` is True and there are "
                                          "specific arms", str(self.dim))
-            _check_int("n_nonzero", self.n_nonzero, 1, n_feat)
+            check_int(self.n_nonzero, "n_nonzero", low=1, high=n_feat)
         _check_range("universal_ctr", self.universal_ctr, 0.0, 1.0)
         _check_range("specific_ctr", self.specific_ctr, 0.0, 1.0)
         _check_range("weight", self.weight, -1.0, 1.0)
-        _check_int("n_alive", self.n_alive, 1, self.n_arms, optional=True)
+        if self.n_alive is not None:
+            check_int(self.n_alive, "n_alive", low=1, high=self.n_arms)
         if self.n_alive is not None and self.lifetime is None:
             raise ArgumentValueError("n_alive", "None unless `lifetime` is set (arms are only "
                                      "replaced when they die)", str(self.n_alive))

@@ -29,11 +29,16 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit, log_expit, logit
+from scipy.special import expit, logit
 
-from recloop_base.validation import (ArgumentTypeError, ArgumentValueError, as_generator,
-                                     check_float, check_int)
 from recloop_base.threads import blas_threads
+from recloop_base.validation import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    as_generator,
+    check_float,
+    check_int,
+)
 from simulator._config import FittedArrays, WorldConfig
 from simulator.logs import InteractionLog, LogFormatError, _atomic_savez, _open_npz
 
@@ -822,7 +827,8 @@ class _Model:
         self.init(rng)
         prev = self.level_step()
         converged, it = False, 0
-        for it in range(1, max_iter + 1):
+        for iteration in range(1, max_iter + 1):
+            it = iteration
             self.user_step()
             self.item_step()
             obj = self.level_step()

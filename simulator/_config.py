@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 
 from recloop_base.fields import check_fields, documented, spec
-from recloop_base.validation import (ArgumentTypeError, ArgumentValueError, check_float,
-                                     check_int)
+from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check_float, check_int
 
 __all__ = ["WorldConfig", "CampaignConfig", "AppealShock", "FittedArrays", "CLICK_MODELS"]
 
@@ -24,24 +23,11 @@ __all__ = ["WorldConfig", "CampaignConfig", "AppealShock", "FittedArrays", "CLIC
 CLICK_MODELS = ("logistic", "linear")
 
 
-# -- small validators: structured errors (recloop_base.validation) naming field, rule, value --
-def _int(obj, name: str, lo: int | None = None, hi: int | None = None) -> int:
-    value = getattr(obj, name) if not isinstance(obj, tuple) else obj[1]
-    label = name if not isinstance(obj, tuple) else obj[0]
-    return check_int(value, label, low=lo, high=hi)
-
-
-def _float(obj, name: str, lo: float | None = None, hi: float | None = None, *,
-           lo_open: bool = False, hi_open: bool = False, label: str | None = None) -> float:
-    value = getattr(obj, name) if obj is not None else name
-    return check_float(value, label or name, low=lo, high=hi, low_open=lo_open,
-                       high_open=hi_open)
-
-
+# -- validators: structured errors (recloop_base.validation) naming field, rule, value -----
 def _int_tuple(value, label: str, lo: int, hi: int | None, length: int | None = None) -> tuple:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
         raise ArgumentTypeError(label, "a sequence of ints", type(value).__name__)
-    out = tuple(_int((f"{label}[{j}]", v), "", lo, hi) for j, v in enumerate(value))
+    out = tuple(check_int(v, f"{label}[{j}]", low=lo, high=hi) for j, v in enumerate(value))
     if length is not None and len(out) != length:
         raise ArgumentValueError(label, f"a sequence of {length} entries", f"{len(out)}")
     return out
@@ -61,10 +47,10 @@ class AppealShock:
     delta: float
 
     def __post_init__(self):
-        object.__setattr__(self, "item", _int(self, "item", 0))
-        object.__setattr__(self, "start", _int(self, "start", 0))
-        object.__setattr__(self, "duration", _int(self, "duration", 1))
-        object.__setattr__(self, "delta", _float(self, "delta"))
+        object.__setattr__(self, "item", check_int(self.item, "item", low=0))
+        object.__setattr__(self, "start", check_int(self.start, "start", low=0))
+        object.__setattr__(self, "duration", check_int(self.duration, "duration", low=1))
+        object.__setattr__(self, "delta", check_float(self.delta, "delta"))
 
 
 @documented
@@ -106,7 +92,7 @@ class CampaignConfig:
             set_("items", items)
             if self.k is None:
                 set_("k", len(items))
-            k = _int(self, "k", 1)
+            k = check_int(self.k, "k", low=1)
             if k > len(items):
                 raise ArgumentValueError("k", f"an int in [1, len(items)] = [1, {len(items)}]",
                                          str(k))
@@ -271,7 +257,8 @@ class WorldConfig:
     def __post_init__(self):
         set_ = lambda n, v: object.__setattr__(self, n, v)  # noqa: E731
         check_fields(self)
-        set_("n_universal", _int(self, "n_universal", 0, self.n_items))
+        set_("n_universal", check_int(self.n_universal, "n_universal", low=0,
+                                      high=self.n_items))
         self._check_fitted()
         self._check_lifetimes(set_)
         self._check_shocks(set_)
@@ -281,7 +268,7 @@ class WorldConfig:
             if isinstance(w, (str, bytes)) or not hasattr(w, "__len__"):
                 raise ArgumentTypeError("user_weights", "a sequence of floats",
                                         type(w).__name__)
-            w = tuple(_float(None, v, 0.0, label=f"user_weights[{j}]") for j, v in enumerate(w))
+            w = tuple(check_float(v, f"user_weights[{j}]", low=0.0) for j, v in enumerate(w))
             if len(w) != self.n_users:
                 raise ArgumentValueError("user_weights", f"a sequence of n_users = "
                                          f"{self.n_users} entries", f"{len(w)}")
@@ -308,7 +295,7 @@ class WorldConfig:
             set_("item_death", _int_tuple(death, "item_death", 1, None, self.n_items))
         b = self.item_birth or (0,) * self.n_items
         d = self.item_death or (self.n_ticks,) * self.n_items
-        for j, (bj, dj) in enumerate(zip(b, d)):
+        for j, (bj, dj) in enumerate(zip(b, d, strict=True)):
             if dj <= bj:
                 raise ArgumentValueError(f"item_death[{j}]", f"> item_birth[{j}] = {bj}", str(dj))
 

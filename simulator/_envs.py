@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from recloop_base.validation import check_choice, check_float
+from recloop_base.validation import check_choice, check_float, check_int
 from simulator import _bandit as _b
 from simulator import _click_models as _cm
 from simulator._config import WorldConfig
@@ -101,15 +101,15 @@ class RecommendationConfig:
         if not isinstance(w, WorldConfig):
             raise TypeError(f"`world` must be a WorldConfig or a preset name; got "
                             f"{type(w).__name__}.")
-        _b._check_int("world_seed", self.world_seed, 0)
-        _b._check_int("visits_per_tick", self.visits_per_tick, 1)
-        _b._check_int("start_tick", self.start_tick, 0, w.n_ticks - 1)
+        check_int(self.world_seed, "world_seed", low=0)
+        check_int(self.visits_per_tick, "visits_per_tick", low=1)
+        check_int(self.start_tick, "start_tick", low=0, high=w.n_ticks - 1)
         if not isinstance(self.add_clicks, bool):
             raise TypeError(f"`add_clicks` must be a bool; got {self.add_clicks!r}.")
         birth, death = w.birth_array(), w.death_array()
         ticks = np.arange(self.start_tick, w.n_ticks)[:, None]
         fewest = int(((birth <= ticks) & (ticks < death)).sum(axis=1).min())
-        _b._check_int("k", self.k, 1)
+        check_int(self.k, "k", low=1)
         if self.k > fewest:
             raise ValueError(f"`k` must be <= the number of items alive at every tick of the "
                              f"episode ({fewest}); got {self.k}.")
@@ -172,12 +172,21 @@ def _unit_tuple(value, name: str, k: int) -> tuple:
     return tuple(check_float(v, f"{name}[{j}]", low=0.0, high=1.0) for j, v in enumerate(value))
 
 
-def resolve_config(config) -> RecommendationConfig:
+def resolve_config(config, *, k=None, click_model=None) -> RecommendationConfig:
+    """The config of the environment: ``config`` (default ``RecommendationConfig()``) with
+    ``k`` and ``click_model`` replaced when given (so that ``gym.make(...,
+    k=5)`` works without building a config)."""
     if config is None:
-        return RecommendationConfig()
+        config = RecommendationConfig()
     if not isinstance(config, RecommendationConfig):
         raise TypeError("`config` must be a RecommendationConfig or None; got "
                         f"{type(config).__name__}.")
+    changes = {name: v for name, v in (("k", k), ("click_model", click_model))
+               if v is not None}
+    if changes:
+        import dataclasses
+
+        config = dataclasses.replace(config, **changes)
     return config
 
 
@@ -328,7 +337,8 @@ class RecModel:
         return hit
 
     def ctr(self, users, ticks):
-        """``(p (n, n_items), taste (n, dim), alive (n, n_items))`` for visits ``(users, ticks)``."""
+        """``(p (n, n_items), taste (n, dim), alive (n, n_items))`` for visits
+        ``(users, ticks)``."""
         users = np.asarray(users, np.int64)
         ticks = np.asarray(ticks, np.int64)
         full = self._static_table()
@@ -456,6 +466,10 @@ class RecommendationEnv(gym.Env):
     ----------
     config : RecommendationConfig or None
         ``None``: ``RecommendationConfig()`` (the ``viadeo_like`` world, k = 1).
+    k : int, optional
+        Slate size, replacing ``config.k`` (``gym.make("recloop/Recommendation-v0", k=5)``).
+    click_model : {"independent", "pbm", "cascade", "dcm"}, optional
+        Replaces ``config.click_model``.
     render_mode : None
         No rendering.
 
@@ -467,8 +481,8 @@ class RecommendationEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, config=None, *, render_mode=None):
-        self.config = resolve_config(config)
+    def __init__(self, config=None, *, k=None, click_model=None, render_mode=None):
+        self.config = resolve_config(config, k=k, click_model=click_model)
         _b._check_render_mode(render_mode)
         self.render_mode = None
         c = self.config
@@ -593,7 +607,8 @@ class RecommendationEnv(gym.Env):
             p = row[slate]
             base = user * n_items
             # one scalar hash per shown item: cheaper than a numpy call for a few items
-            hits = [_b._second_half(h1, base + s) < q for s, q in zip(slate.tolist(), p.tolist())]
+            hits = [_b._second_half(h1, base + s) < q
+                    for s, q in zip(slate.tolist(), p.tolist(), strict=True)]
             n_clicks = sum(hits)
             clicks = np.array(hits)
             expected = float(p.sum())
@@ -628,13 +643,13 @@ class RecommendationEnv(gym.Env):
         coins = [_b._second_half(h1, base + s) for s in items]
         model = c.click_model
         if model in ("independent", "pbm"):
-            hits = [u < th * q for u, th, q in zip(coins, self._theta_l, ps)]
+            hits = [u < th * q for u, th, q in zip(coins, self._theta_l, ps, strict=True)]
         else:  # cascade, dcm: scan top-down
             hits = [False] * c.k
             if model == "dcm" and t != self._hc_tick:
                 self._hc_tick = t
                 self._hc = _b._mix_int(self._cont_skey ^ ((t * _b._G) & _b._M64))
-            for j, (u, q) in enumerate(zip(coins, ps)):
+            for j, (u, q) in enumerate(zip(coins, ps, strict=True)):
                 if u < q:
                     hits[j] = True
                     if model == "cascade" or not (
@@ -671,7 +686,7 @@ def _expected_scalar(ps, model: str, reward: str, theta, lam) -> float:
     if model == "independent":
         return float(sum(ps))
     if model == "pbm":
-        return float(sum(th * q for th, q in zip(theta, ps)))
+        return float(sum(th * q for th, q in zip(theta, ps, strict=True)))
     total, reach = 0.0, 1.0
     for j, q in enumerate(ps):
         total += reach * q

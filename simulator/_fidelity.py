@@ -14,8 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from recloop_base.validation import ArgumentTypeError, ArgumentValueError, as_generator, \
-    check_float, check_int
+from recloop_base.validation import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    as_generator,
+    check_float,
+    check_int,
+)
 from simulator.logs import InteractionLog
 
 __all__ = ["DISTRIBUTIONS", "Distance", "FidelityReport", "fidelity"]
@@ -124,7 +129,7 @@ class FidelityReport:
     def to_text(self) -> str:
         rows = [self.HEADER] + self.rows()
         width = [max(len(r[j]) for r in rows) for j in range(len(self.HEADER))]
-        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, width)).rstrip()
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)).rstrip()
                          for r in rows)
 
 

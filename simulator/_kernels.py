@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from recloop_base.kernels import compiled
 from recloop_base.threads import n_threads
 
 __all__ = ["organic_span", "organic_span_py", "compact_py", "campaign_offers",
@@ -232,7 +233,6 @@ def campaign_offers_py(users, slate, k, t, boost, key, has, alive, taste0, drift
                 has[u, i] = True
 
 
-_COMPILED: dict = {}
 _POOL: list = []
 #: Below this many events a tick runs on one thread (a thread hand-off costs ~50 us).
 _MIN_SPLIT = 8192
@@ -244,12 +244,8 @@ _BLOCK = 256
 
 
 def _compiled(name: str, py_fn):
-    fn = _COMPILED.get(name)
-    if fn is None:
-        import numba  # late: numba's import and the compilation cost nothing until needed
-
-        fn = _COMPILED[name] = numba.njit(cache=False, nogil=True)(py_fn)
-    return fn
+    """The compiled ``py_fn`` (``name`` kept for the call sites' readability)."""
+    return compiled(py_fn)
 
 
 def _default_threads(threads):

@@ -18,8 +18,15 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from simulator.logs import (_FORMAT_VERSION, LogFormatError, _atomic_savez, _check_int_array,
-                            _frozen, _metadata, _open_npz)
+from simulator.logs import (
+    _FORMAT_VERSION,
+    LogFormatError,
+    _atomic_savez,
+    _check_int_array,
+    _frozen,
+    _metadata,
+    _open_npz,
+)
 
 __all__ = ["SlateLog", "SLATE_REWARD_TYPES"]
 

@@ -17,8 +17,13 @@ import numpy as np
 from recloop_base.validation import as_generator
 from simulator import _bandit as _b
 from simulator import _click_models as _cm
-from simulator._envs import (_STREAM_REC_CLICK, _STREAM_REC_CONTINUE, RecModel,
-                             RecommendationConfig, RecommendationEnv)
+from simulator._envs import (
+    _STREAM_REC_CLICK,
+    _STREAM_REC_CONTINUE,
+    RecModel,
+    RecommendationConfig,
+    RecommendationEnv,
+)
 from simulator._logging import _config_metadata
 from simulator._slate_log import SlateLog
 from simulator._world import World

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recloop_base.executors import (check_executor, executor_threads, run_partitions,
-                                    split_evenly)
+from recloop_base.executors import check_executor, executor_threads, run_partitions, split_evenly
 from recloop_base.fast_paths import fast_path, why_no_fast_path
 from recloop_base.validation import check_int
 from simulator import _bandit as _b
@@ -258,7 +257,7 @@ def _online_partition(config, part):
     if batched:
         return _run_batched(config, type(agents[0]).batch(agents), keys, T, start, first)
     return np.column_stack([_run_loop(config, ag, int(k), T, first + i, start)
-                            for i, (ag, k) in enumerate(zip(agents, keys))])
+                            for i, (ag, k) in enumerate(zip(agents, keys, strict=True))])
 
 
 def online_value(config, make_agent, T: int, *, n_runs: int = 200, start: int = 0, rng=None,

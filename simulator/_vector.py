@@ -7,8 +7,8 @@ instead of N Python environments. Sub-environment ``i`` reset with ``seed=s`` is
 the single environment reset with ``seed=s + i`` (the convention of Gymnasium's
 ``SyncVectorEnv``), so vector and single runs can be compared draw for draw.
 ``gymnasium.make_vec("recloop/Recommendation-v0", num_envs=N)`` builds
-:class:`RecommendationVectorEnv` the same way. Autoreset follows ``AutoresetMode.NEXT_STEP``: the step after a truncation resets that
-sub-environment (its action is ignored, its reward is 0).
+:class:`RecommendationVectorEnv` the same way. Autoreset follows ``AutoresetMode.NEXT_STEP``:
+the step after a truncation resets that sub-environment (its action is ignored, its reward is 0).
 """
 
 from __future__ import annotations
@@ -225,6 +225,9 @@ class RecommendationVectorEnv(VectorEnv):
         Number of sub-environments N.
     config : RecommendationConfig or None
         As for :class:`simulator.RecommendationEnv`.
+    k, click_model : optional
+        Replace ``config.k`` and ``config.click_model``, as for
+        :class:`simulator.RecommendationEnv`.
     max_episode_steps : int or None
         Truncate each episode after this many steps (besides the world's horizon).
     render_mode : None
@@ -244,12 +247,12 @@ class RecommendationVectorEnv(VectorEnv):
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, num_envs: int = 1, config=None, *, max_episode_steps=None,
-                 render_mode=None):
+    def __init__(self, num_envs: int = 1, config=None, *, k=None, click_model=None,
+                 max_episode_steps=None, render_mode=None):
         from simulator import _envs
 
         self.num_envs = _check_num_envs(num_envs)
-        self.config = _envs.resolve_config(config)
+        self.config = _envs.resolve_config(config, k=k, click_model=click_model)
         if self.config.add_clicks:
             raise ValueError("`config.add_clicks` must be False for the vector environment "
                              "(its sub-environments share one world); got True.")
@@ -334,7 +337,7 @@ class RecommendationVectorEnv(VectorEnv):
     def step(self, actions):
         if self._keys is None:
             raise RuntimeError("call `reset` before `step`.")
-        N, k, n_items = self.num_envs, self.config.k, self.model.n_items
+        N, n_items = self.num_envs, self.model.n_items
         skip = self._autoreset
         slate = self._check(actions, skip)
         c = self.config

@@ -558,7 +558,7 @@ class World:
 
     def _organic_naive(self, users, items, coins, t: int) -> None:
         out_u, out_i = [], []
-        for u, i, coin in zip(users.tolist(), items.tolist(), coins.tolist()):
+        for u, i, coin in zip(users.tolist(), items.tolist(), coins.tolist(), strict=True):
             if self._has[u, i]:
                 continue
             if coin < self._p_scalar(u, i, t):
@@ -682,7 +682,7 @@ class World:
                 if uniforms_reference(key, u, i, t) < accept:
                     out_u.append(u)
                     out_i.append(i)
-        for u, i in zip(out_u, out_i):
+        for u, i in zip(out_u, out_i, strict=True):
             self._has[u, i] = True
         self._offers.append((np.array(off_u, np.int64), np.array(off_i, np.int64),
                              np.full(len(off_u), t, dtype=np.int64)))
@@ -703,7 +703,8 @@ class World:
     def _edges_arrays(self):
         if self._cat is None:
             if self._chunks:
-                self._cat = tuple(np.concatenate(parts) for parts in zip(*self._chunks))
+                self._cat = tuple(np.concatenate(parts)
+                                  for parts in zip(*self._chunks, strict=True))
             else:
                 e = np.zeros(0, np.int64)
                 self._cat = (e, e, e, np.zeros(0, np.int8))

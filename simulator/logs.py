@@ -41,7 +41,8 @@ def _frozen(a, dtype, name: str, ndim: int) -> np.ndarray:
 
 def _check_int_array(a, name: str) -> None:
     arr = np.asarray(a)
-    if arr.size and not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.bool_)):
+    if arr.size and not (np.issubdtype(arr.dtype, np.integer)
+                         or np.issubdtype(arr.dtype, np.bool_)):
         if not np.issubdtype(arr.dtype, np.floating) or not np.all(np.mod(arr, 1) == 0):
             raise TypeError(f"`{name}` must hold integers; got dtype {arr.dtype}.")
 
@@ -491,7 +492,8 @@ class InteractionLog:
             a = getattr(self, name)
             bad = np.flatnonzero((a < 0) | (a >= hi))
             if bad.size:
-                raise ValueError(f"`{name}` must be in [0, {hi}); got {a[bad[0]]} at index {bad[0]}.")
+                raise ValueError(f"`{name}` must be in [0, {hi}); got {a[bad[0]]} "
+                                 f"at index {bad[0]}.")
         object.__setattr__(self, "metadata", _metadata(self.metadata))
 
     def __len__(self) -> int:

@@ -25,7 +25,7 @@ def small_movielens() -> Path:
     path = folder / "u.data"
     path.write_text("".join(f"{u + 1}\t{i + 1}\t{int(rng.integers(1, 6))}\t"
                             f"{880_000_000 + 86400 * t}\n"
-                            for u, i, t in zip(e.user, e.item, e.tick)))
+                            for u, i, t in zip(e.user, e.item, e.tick, strict=True)))
     return path
 
 

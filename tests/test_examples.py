@@ -74,7 +74,7 @@ def test_calibrated_campaign_bias_quick_run(tmp_path, capsys, monkeypatch):
     data = tmp_path / "u.data"
     data.write_text("".join(f"{u + 1}\t{i + 1}\t{int(rng.integers(1, 6))}\t"
                             f"{880_000_000 + 86400 * t}\n"
-                            for u, i, t in zip(e.user, e.item, e.tick)))
+                            for u, i, t in zip(e.user, e.item, e.tick, strict=True)))
     out = tmp_path / "run"
     monkeypatch.setattr(sys, "argv", ["calibrated_campaign_bias.py", str(data), "--out",
                                       str(out), "--quick", "--n-factors", "2"])
@@ -99,3 +99,16 @@ def test_readme_test_your_own_estimator_snippet_passes():
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)
     namespace["test_my_ips"]()
+
+
+def test_gymnasium_quickstart_runs(capsys):
+    runpy.run_path(str(EXAMPLES / "gymnasium_quickstart.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "cascade clicks" in out and "LinearBandit-v0" in out and "64 environments" in out
+
+
+def test_bring_your_own_bandit_agent_runs(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["my_bandit_agent.py", "--quick"])
+    runpy.run_path(str(EXAMPLES / "my_bandit_agent.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "honours the bandit protocol" in out and "bred_once" in out and "V(400)" in out

@@ -25,8 +25,14 @@ from recloop._registry import EvaluationKind
 from recloop._results import Measurement
 from recloop._rundir import atomic_savefig
 from recloop._schema import REQUIRED, EstimatorList, Float, Int, OneOf, Param, Str
-from recloop.experiments._common import (ab_evaluator, as_estimate, child_rng,
-                                         estimator_table, name_key, seed_sequence)
+from recloop.experiments._common import (
+    ab_evaluator,
+    as_estimate,
+    child_rng,
+    estimator_table,
+    name_key,
+    seed_sequence,
+)
 
 __all__ = ["BRED_VS_REPLAY", "DYNAMIC_NEWS", "KINDS", "TruthComparison", "VARIANTS",
            "bred_vs_replay", "compare_to_truth", "dynamic_news", "plot_bred_vs_replay"]
@@ -135,7 +141,7 @@ def _summary_rows(ests, truth, truth_se: float, *, evaluation, agent, variant,
         names = ("bias", "rmse", "coverage") if suffix else ("value", "bias", "rmse",
                                                               "coverage", "width")
         return [Measurement(metric=m + suffix, estimate=math.nan, **kw) for m in names]
-    good = [e for e, k in zip(ests, ok) if k]
+    good = [e for e, k in zip(ests, ok, strict=True) if k]
     cmp = compare_to_truth(good, list(truth[ok]))
     err = np.atleast_1d(cmp.error)
     sq = math.sqrt

@@ -283,13 +283,13 @@ def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None =
                          and r.variant == v)
             if not pts:
                 continue
-            x, y = zip(*pts)
+            x, y = zip(*pts, strict=True)
             style = dict(color="black", ls="--", lw=1.5) if v == "twin" else dict(marker=".")
             ax.plot(x, y, label=v, **style)
             smp = sorted((r.tick, r.estimate, r.ci_low, r.ci_high) for r in mine
                          if r.metric == f"{metric}_sampled" and r.variant == v)
             if smp and v != "twin":
-                xs, ys, lo, hi = map(np.array, zip(*smp))
+                xs, ys, lo, hi = map(np.array, zip(*smp, strict=True))
                 ax.errorbar(xs, ys, yerr=[ys - lo, hi - ys], fmt="none", alpha=0.4,
                             color=ax.lines[-1].get_color())
         marks(ax)
@@ -308,7 +308,7 @@ def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None =
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
         for v in dict.fromkeys(r.variant for r in marg):
             pts = sorted((r.tick, r.estimate, r.truth) for r in marg if r.variant == v)
-            x, y, tw = zip(*pts)
+            x, y, tw = zip(*pts, strict=True)
             line, = ax.plot(x, y, marker=".", label=v.replace("item", "item "))
             ax.plot(x, tw, ls="--", color=line.get_color(), lw=0.8)
         marks(ax)

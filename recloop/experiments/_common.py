@@ -16,15 +16,11 @@ import numpy as np
 
 
 def seed_sequence(rng) -> np.random.SeedSequence:
-    """The root ``SeedSequence`` of an experiment's ``rng`` (None, int, SeedSequence, Generator)."""
-    if isinstance(rng, np.random.SeedSequence):
-        return rng
-    if isinstance(rng, np.random.Generator):
-        return np.random.SeedSequence(int(rng.integers(0, 2**63)))
-    if rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool)):
-        return np.random.SeedSequence(rng)
-    raise TypeError("`rng` must be None, an int, a SeedSequence or a Generator; got "
-                    f"{type(rng).__name__}.")
+    """The root ``SeedSequence`` of an experiment's ``rng`` (None, int, SeedSequence, Generator)
+    -- :func:`recloop_base.validation.as_seed_sequence`."""
+    from recloop_base.validation import as_seed_sequence
+
+    return as_seed_sequence(rng)
 
 
 def child_seed(root: np.random.SeedSequence, *key: int) -> np.random.SeedSequence:

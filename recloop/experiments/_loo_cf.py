@@ -18,7 +18,6 @@ synthetic MovieLens-100K-shaped set (:func:`synthetic_ratings`) or on a rating f
 from __future__ import annotations
 
 import math
-import numbers
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -30,6 +29,7 @@ from recloop._registry import EvaluationKind
 from recloop._results import Measurement
 from recloop._rundir import atomic_savefig
 from recloop._schema import FilePath, Float, Int, ListOf, Param, Str
+from recloop_base.validation import check_int
 
 __all__ = ["DATA_FORMATS", "FitOnceResult", "KIND", "SIMILARITIES", "fast_loo_cf", "fit_once_knn",
            "load_ratings", "plot_fast_loo_cf", "synthetic_ratings"]
@@ -50,15 +50,6 @@ _Z = 1.959963984540054
 
 
 # -- validation ---------------------------------------------------------------------------------
-
-
-def _check_int(name, value, low, high=None):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"`{name}` must be an integer; got {type(value).__name__} {value!r}.")
-    if value < low or (high is not None and value > high):
-        rule = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"`{name}` must be {rule}; got {value}.")
-    return int(value)
 
 
 def _check_similarity(name, value):
@@ -254,8 +245,8 @@ def fit_once_knn(ratings, *, similarity="pearson", k=20, min_support=1, include_
     """
     u, i, r = _check_ratings(ratings)
     similarity = _check_similarity("similarity", similarity)
-    k = _check_int("k", k, 1)
-    min_support = _check_int("min_support", min_support, 0)
+    k = check_int(k, "k", low=1)
+    min_support = check_int(min_support, "min_support", low=0)
     if not isinstance(include_self, bool):
         raise TypeError(f"`include_self` must be a bool; got {include_self!r}.")
     clip = _check_clip(clip)
@@ -309,7 +300,6 @@ def fit_once_knn(ratings, *, similarity="pearson", k=20, min_support=1, include_
 
 # moved to evaluators.datasets (issue 17), same numbers; kept importable from here
 from evaluators.datasets import synthetic_ratings  # noqa: E402
-
 
 # -- rating files ------------------------------------------------------------------------------
 
@@ -497,10 +487,10 @@ def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = SIMILARITIES, k=2
         _check_similarity(f"similarities[{j}]", s)
     if len(set(similarities)) != len(similarities):
         raise ValueError(f"`similarities` must not repeat a name; got {list(similarities)}.")
-    k = _check_int("k", k, 1)
-    min_support = _check_int("min_support", min_support, 0)
+    k = check_int(k, "k", low=1)
+    min_support = check_int(min_support, "min_support", low=0)
     clip = _check_clip(clip)
-    naive_users = _check_int("naive_users", naive_users, 0)
+    naive_users = check_int(naive_users, "naive_users", low=0)
     rng = np.random.default_rng(rng)
     data_rng, timing_rng = rng.spawn(2)
     if ratings is None:
@@ -574,10 +564,11 @@ def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     got = {(r.agent, r.variant, r.metric): r for r in rows}
     fig, axes = plt.subplots(1, 2, figsize=(9, 4), sharey=False)
     width = 0.8 / len(variants)
-    for ax, metric in zip(axes, ("mae", "rmse")):
+    for ax, metric in zip(axes, ("mae", "rmse"), strict=True):
         for j, variant in enumerate(variants):
             sel = [got.get((s, variant, metric)) for s in sims]
-            xs = [x + (j - 1) * width for x, m in zip(range(len(sims)), sel) if m is not None]
+            xs = [x + (j - 1) * width
+                  for x, m in zip(range(len(sims)), sel, strict=True) if m is not None]
             ms = [m for m in sel if m is not None]
             ax.bar(xs, [m.estimate for m in ms], width,
                    yerr=[1.96 * m.stderr if math.isfinite(m.stderr) else 0.0 for m in ms],

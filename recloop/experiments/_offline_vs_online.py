@@ -25,8 +25,14 @@ from recloop._registry import EvaluationKind
 from recloop._results import Measurement
 from recloop._rundir import atomic_savefig
 from recloop._schema import EstimatorList, Int, Param
-from recloop.experiments._common import (ab_evaluator, child_rng, estimator_table, name_key,
-                                         seed_sequence)
+from recloop.experiments._common import (
+    ab_evaluator,
+    child_rng,
+    estimator_table,
+    name_key,
+    seed_sequence,
+)
+from recloop_base.validation import check_int
 
 __all__ = ["DEFAULT_ESTIMATORS", "ESTIMATORS", "KIND", "NoRankingWarning", "offline_vs_online",
            "plot_offline_vs_online"]
@@ -56,14 +62,6 @@ def _builtin(name: str, n_bootstrap: int) -> Callable:
     return f if name == "replay" else functools.partial(f, n_bootstrap=n_bootstrap)
 
 
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"`{name}` must be an int; got {type(value).__name__}.")
-    if value < low:
-        raise ValueError(f"`{name}` must be >= {low}; got {value}.")
-    return int(value)
-
-
 def _check(config, agents, estimators, T, n_logs, n_bootstrap, n_truth_runs, n_resamples):
     import simulator
 
@@ -84,11 +82,11 @@ def _check(config, agents, estimators, T, n_logs, n_bootstrap, n_truth_runs, n_r
         if not callable(make):
             raise TypeError(f"`agents[{name!r}]` must be callable (rng -> agent); got "
                             f"{type(make).__name__}.")
-    T = _check_int("T", T, 1)
-    n_logs = _check_int("n_logs", n_logs, 1)
-    n_bootstrap = _check_int("n_bootstrap", n_bootstrap, 1)
-    n_truth_runs = _check_int("n_truth_runs", n_truth_runs, 2)
-    n_resamples = _check_int("n_resamples", n_resamples, 1)
+    T = check_int(T, "T", low=1)
+    n_logs = check_int(n_logs, "n_logs", low=1)
+    n_bootstrap = check_int(n_bootstrap, "n_bootstrap", low=1)
+    n_truth_runs = check_int(n_truth_runs, "n_truth_runs", low=2)
+    n_resamples = check_int(n_resamples, "n_resamples", low=1)
     if config.horizon is not None and T > config.horizon:
         raise ValueError(f"`T` must be <= the horizon {config.horizon} of the config; got {T}.")
     table = estimator_table(estimators, ESTIMATORS)

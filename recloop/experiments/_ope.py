@@ -28,8 +28,14 @@ from recloop._registry import EvaluationKind, registry
 from recloop._results import Measurement
 from recloop._rundir import atomic_savefig
 from recloop._schema import EstimatorList, Float, Int, ListOf, Param, Str, Table
-from recloop.experiments._common import (as_estimate, child_rng, estimator_table, name_key,
-                                         seed_sequence)
+from recloop.experiments._common import (
+    as_estimate,
+    child_rng,
+    estimator_table,
+    name_key,
+    seed_sequence,
+)
+from recloop_base.validation import check_int
 
 __all__ = ["DEFAULT_ESTIMATORS", "DEFAULT_TARGETS", "KIND", "LOGGING_POLICIES",
            "EstimatorErrorWarning", "leaderboard", "ope", "plot_ope", "policy_table"]
@@ -147,13 +153,6 @@ def _lookup(config, table):
 
 # -- the experiment ---------------------------------------------------------------------------
 
-def _check_int(name, value, low, high=None):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"`{name}` must be an int; got {type(value).__name__}.")
-    if value < low or (high is not None and value > high):
-        raise ValueError(f"`{name}` must be {'>= ' + str(low) if high is None else f'in [{low}, {high}]'}; got {value}.")
-    return int(value)
-
 
 def _check_policy(spec, where: str) -> dict:
     if not isinstance(spec, Mapping):
@@ -184,7 +183,7 @@ def _world(config, n_actions, residual=None):
         raise ValueError("`config` must be a static world (no arm lifetimes or CTR decay): "
                          "the exact value of a static policy is defined on it.")
     if n_actions is not None:
-        n_actions = _check_int("n_actions", n_actions, 1)
+        n_actions = check_int(n_actions, "n_actions", low=1)
         config = dataclasses.replace(config, n_arms=n_actions,
                                      n_universal=min(config.n_universal, n_actions))
     if residual is not None:
@@ -199,8 +198,8 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
         agents: Mapping[str, Callable] | None = None, estimators=DEFAULT_ESTIMATORS,
         logging: str = "uniform", beta: float = 10.0, epsilon: float = 0.2,
         n_rounds: int = 1000, n_logs: int = 100, n_actions: int | None = None,
-        residual: float | None = None, reward_noise: float = 0.0, n_train: int = 2000, ab_users: int = 0, rng=None,
-        progress: bool = False,
+        residual: float | None = None, reward_noise: float = 0.0, n_train: int = 2000,
+        ab_users: int = 0, rng=None, progress: bool = False,
         evaluation: str = EVALUATION, on_error: Callable | None = None) -> list[Measurement]:
     """Estimators of static target policies scored against the exact value over many logs.
 
@@ -285,9 +284,9 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
     import simulator
 
     config = _world(config, n_actions, residual)
-    n_rounds = _check_int("n_rounds", n_rounds, 1)
-    n_logs = _check_int("n_logs", n_logs, 1)
-    n_train = _check_int("n_train", n_train, 0)
+    n_rounds = check_int(n_rounds, "n_rounds", low=1)
+    n_logs = check_int(n_logs, "n_logs", low=1)
+    n_train = check_int(n_train, "n_train", low=0)
     if isinstance(reward_noise, bool) or not isinstance(reward_noise, numbers.Real) \
             or not (math.isfinite(reward_noise) and reward_noise >= 0):
         raise ValueError(f"`reward_noise` must be a finite number >= 0; got {reward_noise!r}.")
@@ -308,7 +307,7 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
         raise ValueError(f"`agents` and `targets` must not share a name; got {clash[0]!r}.")
     if not specs and not agents:
         raise ValueError("`targets` and `agents` name no target policy; give at least one.")
-    ab_users = _check_int("ab_users", ab_users, 0)
+    ab_users = check_int(ab_users, "ab_users", low=0)
     if ab_users == 1:
         raise ValueError("`ab_users` must be 0 (no A/B test) or >= 2; got 1.")
     builtins = {k: v.factory for k, v in registry().estimators.items()
@@ -499,7 +498,7 @@ def leaderboard(rows) -> list[str]:
         for j, e in enumerate(ranked, 1):
             m = mean[e]
 
-            def f(key, digits=3):
+            def f(key, digits=3, m=m):
                 x = m.get(key, math.nan)
                 return "" if math.isnan(x) else f"{x:.{digits}g}"
 
@@ -538,7 +537,7 @@ def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
         targets = list(by_target)
         fig, axes = plt.subplots(1, len(targets), figsize=(4.2 * len(targets), 3.6),
                                  squeeze=False)
-        for ax, t in zip(axes[0], targets):
+        for ax, t in zip(axes[0], targets, strict=True):
             all_ns: set = set()
             for e, pts in sorted(by_target[t].items()):
                 ns = sorted({p[0] for p in pts})
@@ -691,8 +690,8 @@ KIND = EvaluationKind(
     figures=_figures_kind,
     resources=_resources,
     headline=("rmse",),
-    report=lambda rows, scenario: ["Estimators ranked by RMSE against the exact value, per setting and "
-                         "target (means over seeds); coverage is blank for estimators without "
-                         "intervals.", ""] + leaderboard(rows),
+    report=lambda rows, scenario: ["Estimators ranked by RMSE against the exact value, per "
+                                   "setting and target (means over seeds); coverage is blank "
+                                   "for estimators without intervals.", ""] + leaderboard(rows),
     function=ope,
 )

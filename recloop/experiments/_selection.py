@@ -20,8 +20,16 @@ from recloop._registry import EvaluationKind
 from recloop._results import Measurement
 from recloop._schema import Float, Int, ListOf, Param, Str, Table
 from recloop.experiments._common import child_rng, name_key, seed_sequence
-from recloop.experiments._ope import (DEFAULT_TARGETS, LOGGING_POLICIES, _atom_index,
-                                      _check_int, _check_policy, _lookup, _world, policy_table)
+from recloop.experiments._ope import (
+    DEFAULT_TARGETS,
+    LOGGING_POLICIES,
+    _atom_index,
+    _check_policy,
+    _lookup,
+    _world,
+    policy_table,
+)
+from recloop_base.validation import check_int
 
 __all__ = ["FAMILIES", "KIND", "estimator_selection"]
 
@@ -90,8 +98,7 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     choose knowing the truth, the best any fixed choice can do in this setting.
     """
     import simulator
-    from evaluators import SLOPE_DEFAULTS, select_estimator
-    from evaluators import wilson_estimate
+    from evaluators import SLOPE_DEFAULTS, select_estimator, wilson_estimate
 
     if family not in FAMILIES:
         raise ValueError(f"`family` must be one of {', '.join(map(repr, FAMILIES))}; got "
@@ -103,9 +110,9 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     if not (isinstance(within, (int, float)) and within > 0):
         raise ValueError(f"`within` must be a number > 0; got {within!r}.")
     config = _world(config, n_actions)
-    n_rounds = _check_int("n_rounds", n_rounds, 2)
-    n_logs = _check_int("n_logs", n_logs, 2)
-    n_resamples = _check_int("n_resamples", n_resamples, 1)
+    n_rounds = check_int(n_rounds, "n_rounds", low=2)
+    n_logs = check_int(n_logs, "n_logs", low=2)
+    n_resamples = check_int(n_resamples, "n_resamples", low=1)
     logger = _lookup(config, policy_table(config, _check_policy(
         {"policy": logging, "beta": beta, "epsilon": epsilon}, "logging")))
     specs = {}
@@ -141,7 +148,7 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
                 warnings.simplefilter("ignore")
                 est = select_estimator(log, tab[atoms], estimator=family, values=cands,
                                        rng=child_rng(root, 3, name_key(t), i))
-            for v, th in zip(est.candidates, est.candidate_values):
+            for v, th in zip(est.candidates, est.candidate_values, strict=True):
                 theta[t][i, cands.index(float(v))] = th
             picked[t][i] = cands.index(float(est.selected)) if not math.isnan(est.selected) \
                 else -1
@@ -223,18 +230,21 @@ def summary_table(rows) -> list[str]:
     often SLOPE picks within 10% of the oracle (means over seeds)."""
     import json
 
-    acc: dict = {}
-    for r in rows:
-        key = (r["evaluation"], json.dumps(r["params"] or {}, sort_keys=True), r["agent"])
-        acc.setdefault(key, {})[(r["variant"], r["metric"])] = r["estimate"]
+    acc: dict = {}  # (setting, target) -> (variant, metric) -> estimates over seeds
+    for r in rows:  # the rows of one evaluation
+        key = (json.dumps(r["params"] or {}, sort_keys=True), r["agent"])
+        acc.setdefault(key, {}).setdefault((r["variant"], r["metric"]), []).append(
+            r["estimate"])
     out = ["| setting | target | untuned RMSE | oracle (choice) RMSE | SLOPE RMSE | regret | "
            "within 10% |", "|---|---|---|---|---|---|---|"]
-    for (evaluation, setting, target), m in acc.items():
+    for (setting, target), values in acc.items():
+        m = {k: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan
+             for k, v in values.items()}
         p = json.loads(setting)
         shown = ", ".join(f"{k} {p[k]}" for k in ("family", "logging", "beta", "n_rounds",
                                                     "n_actions", "reward_noise") if k in p)
 
-        def f(key, digits=3):
+        def f(key, digits=3, m=m):
             x = m.get(key)
             return "" if x is None or (isinstance(x, float) and math.isnan(x)) \
                 else f"{x:.{digits}g}"

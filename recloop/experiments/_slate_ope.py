@@ -17,7 +17,6 @@ less variance when its reward model is good; the variance ordering SIPS > RIPS >
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from typing import Sequence
 
@@ -25,6 +24,7 @@ import numpy as np
 
 from recloop._results import Measurement
 from recloop.experiments._common import child_rng, name_key, seed_sequence
+from recloop_base.validation import check_int
 
 __all__ = ["KIND", "SLATE_OPE_PARAMS", "SLATE_ESTIMATORS", "slate_ope", "plot_slate_ope"]
 
@@ -63,15 +63,6 @@ SLATE_OPE_PARAMS = (
     ("n_folds", 2, "Cross-fitting folds of cascade_dr's reward model (per-position item "
      "means of the recursive target)."),
 )
-
-
-def _pos_int(name, value, low=1, high=None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"`{name}` must be an int; got {type(value).__name__}.")
-    if value < low or (high is not None and value > high):
-        rng = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"`{name}` must be an int {rng}; got {value}.")
-    return int(value)
 
 
 def _temperature(name, value, allow_inf: bool) -> float:
@@ -282,24 +273,24 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
     >>> sorted({r.metric for r in rows if r.variant == "reward_interaction_ips"})
     ['bias', 'coverage', 'nan_rate', 'relative_rmse', 'rmse', 'sd', 'value', 'width']
     """
-    import simulator
     import agents
     import evaluators
+    import simulator
     from recloop_base.validation import check_choice, check_float
 
     world = _world(config)
-    world_seed = _pos_int("world_seed", world_seed, 0)
+    world_seed = check_int(world_seed, "world_seed", low=0)
     click_model = check_choice(click_model, "click_model", _CLICK_MODELS)
-    k = _pos_int("k", k, 1, 10)
-    n_rounds = _pos_int("n_rounds", n_rounds, 1)
-    n_logs = _pos_int("n_logs", n_logs, 2)
-    n_folds = _pos_int("n_folds", n_folds, 1)
+    k = check_int(k, "k", low=1, high=10)
+    n_rounds = check_int(n_rounds, "n_rounds", low=1)
+    n_logs = check_int(n_logs, "n_logs", low=2)
+    n_folds = check_int(n_folds, "n_folds", low=1)
     log_t = _temperature("logging_temperature", logging_temperature, True)
     tgt_t = _temperature("target_temperature", target_temperature, False)
     score_noise = check_float(score_noise, "score_noise", low=0.0)
     eta = check_float(eta, "eta", low=0.0)
     dcm_lambda = check_float(dcm_lambda, "dcm_lambda", low=0.0, high=1.0)
-    tick = _pos_int("tick", tick, 0, world.n_ticks - 1)
+    tick = check_int(tick, "tick", low=0, high=world.n_ticks - 1)
     names = _check_estimators(estimators)
     if not isinstance(evaluation, str) or not evaluation:
         raise TypeError(f"`evaluation` must be a non-empty str; got {evaluation!r}.")

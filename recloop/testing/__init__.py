@@ -6,9 +6,15 @@ that draw small problems with their ground truth live in ``recloop.testing.strat
 (imported on demand: hypothesis is a test dependency).
 """
 
-from recloop.testing._checks import (OPE_PROPERTIES, CheckFailed, CheckReport, PropertyResult,
-                                     check_learning_policy_evaluator, check_offline_metric,
-                                     check_ope_estimator)
+from recloop.testing._checks import (
+                                     OPE_PROPERTIES,
+                                     CheckFailed,
+                                     CheckReport,
+                                     PropertyResult,
+                                     check_learning_policy_evaluator,
+                                     check_offline_metric,
+                                     check_ope_estimator,
+)
 from recloop.testing._problems import BanditProblem, random_bandit_problem
 
 __all__ = [

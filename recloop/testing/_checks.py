@@ -19,10 +19,15 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import stats
 
-from recloop_base.validation import (ArgumentTypeError, ArgumentValueError, check_callable,
-                                     check_float, check_int)
 from recloop._selfcheck import FixedArm
 from recloop.testing._problems import LOGGING_POLICIES, random_bandit_problem
+from recloop_base.validation import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    check_callable,
+    check_float,
+    check_int,
+)
 
 __all__ = ["CheckFailed", "CheckReport", "OPE_PROPERTIES", "PropertyResult", "check_ope_estimator",
            "check_learning_policy_evaluator", "check_offline_metric"]
@@ -115,19 +120,6 @@ class CheckReport:
 
 
 # -- helpers ------------------------------------------------------------------------------
-def _check_callable(fn, name: str) -> None:
-    if not callable(fn):
-        raise TypeError(f"`{name}` must be callable; got {type(fn).__name__}.")
-
-
-def _check_count(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"`{name}` must be an int; got {type(value).__name__}.")
-    if value < 1:
-        raise ValueError(f"`{name}` must be >= 1; got {value}.")
-    return int(value)
-
-
 def _rng_kwargs(fn) -> Callable[[int], dict]:
     """Pass ``rng`` only to callables that take it (deterministic estimators need not)."""
     try:
@@ -218,7 +210,8 @@ def _global_state_untouched(call) -> str | None:
     before = np.random.get_state()
     call()
     after = np.random.get_state()
-    if not (before[0] == after[0] and np.array_equal(before[1], after[1]) and before[2:] == after[2:]):
+    if not (before[0] == after[0] and np.array_equal(before[1], after[1])
+            and before[2:] == after[2:]):
         return "numpy's global random state changed: draw from the `rng` argument instead"
     return None
 
@@ -436,7 +429,8 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
     def not_mutated(ex):
         log, ad = sample(ex)
         ad_copy = np.array(ad)
-        before = {name: getattr(log, name).copy() for name in ("context", "action", "reward", "pscore")}
+        before = {name: getattr(log, name).copy()
+                  for name in ("context", "action", "reward", "pscore")}
         call(log, ad_copy)
         if not np.array_equal(ad_copy, ad):
             return f"{describe(ex)}: `action_dist` was modified in place"
@@ -515,7 +509,8 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
     pvals[(se == 0) & (mean_err == 0)] = 1.0
     rmse = np.sqrt(np.mean(err ** 2, axis=1))
     run.figures.update(truth=truths.tolist(), mean_error=mean_err.tolist(), bias=mean_err.tolist(),
-                       bias_t=t.tolist(), rmse=rmse.tolist(), nan_rate=float(np.mean(np.isnan(values))))
+                       bias_t=t.tolist(), rmse=rmse.tolist(),
+                       nan_rate=float(np.mean(np.isnan(values))))
 
     def stat_fail(j, msg):
         return _Fail(msg, problems[j], None, tuple(int(s) for s in seeds[j]))
@@ -528,9 +523,9 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
             bad = np.flatnonzero(~(pvals >= alpha / n_problems))
             if bad.size:
                 j = int(bad[0])
-                return stat_fail(j, f"{describe_problem(j)}: mean error {mean_err[j]:+.4g} vs truth "
-                                    f"{truths[j]:.4g}, t = {t[j]:.2f} over {n_logs} logs (p = "
-                                    f"{pvals[j]:.2g} < {alpha / n_problems:.2g})")
+                return stat_fail(j, f"{describe_problem(j)}: mean error {mean_err[j]:+.4g} vs "
+                                    f"truth {truths[j]:.4g}, t = {t[j]:.2f} over {n_logs} logs "
+                                    f"(p = {pvals[j]:.2g} < {alpha / n_problems:.2g})")
         run.record("unbiased", bias)
 
     if max_abs_bias is not None:
@@ -599,6 +594,15 @@ def check_learning_policy_evaluator(evaluator, *, make_agent=None, n_logs: int =
         The agent to evaluate; default ``UCB1``.
     n_logs, n_rounds : int
         Uniformly-logged datasets drawn from ``recloop/LinearBandit-v0`` and their size.
+    rng : None, int, SeedSequence or Generator
+        Seed of the logs and of the streams passed to ``evaluator`` (same ``rng``, same
+        report).
+
+    Returns
+    -------
+    CheckReport
+        When every property holds, with the errors against ``V(T)`` and ``V(T/K)`` in
+        ``figures``; otherwise ``CheckFailed`` (an ``AssertionError``) carries the report.
 
     Notes
     -----
@@ -607,9 +611,9 @@ def check_learning_policy_evaluator(evaluator, *, make_agent=None, n_logs: int =
     ``V(t)`` of the agent run online is *reported* in ``figures`` at the horizons ``T`` and
     ``T / K``, not asserted: evaluators of learners are biased by design (time acceleration).
     """
-    _check_callable(evaluator, "evaluator")
-    n_logs = _check_count(n_logs, "n_logs")
-    n_rounds = _check_count(n_rounds, "n_rounds")
+    check_callable(evaluator, "evaluator")
+    n_logs = check_int(n_logs, "n_logs", low=1)
+    n_rounds = check_int(n_rounds, "n_rounds", low=1)
     if make_agent is None:
         from agents import UCB1
 
@@ -617,7 +621,7 @@ def check_learning_policy_evaluator(evaluator, *, make_agent=None, n_logs: int =
             agent = UCB1()
             agent.reset(r)
             return agent
-    _check_callable(make_agent, "make_agent")
+    check_callable(make_agent, "make_agent")
     from simulator import LinearBanditConfig, collect_log, online_value
 
     rng = np.random.default_rng(rng)
@@ -637,7 +641,8 @@ def check_learning_policy_evaluator(evaluator, *, make_agent=None, n_logs: int =
     def not_mutated():
         before = logs[0].reward.copy(), logs[0].context.copy()
         call(logs[0])
-        if not (np.array_equal(before[0], logs[0].reward) and np.array_equal(before[1], logs[0].context)):
+        if not (np.array_equal(before[0], logs[0].reward)
+                and np.array_equal(before[1], logs[0].context)):
             return "the log was modified"
 
     def no_match():
@@ -653,13 +658,14 @@ def check_learning_policy_evaluator(evaluator, *, make_agent=None, n_logs: int =
                lambda: _global_state_untouched(lambda: call(logs[0])))
     run.record("nan_on_no_match", no_match)
 
-    estimates = np.array([call(log, int(s))[0] for log, s in zip(logs, seeds)])
+    estimates = np.array([call(log, int(s))[0] for log, s in zip(logs, seeds, strict=True)])
     truth = online_value(config, make_agent, n_rounds, n_runs=100, rng=rng.integers(2**63))
     curve = np.asarray(truth.curve)
     horizon = max(1, n_rounds // config.n_arms)
     run.figures.update(
         mean_estimate=float(np.nanmean(estimates)),
-        truth_at_T=float(curve[n_rounds - 1]), error_at_T=float(np.nanmean(estimates) - curve[n_rounds - 1]),
+        truth_at_T=float(curve[n_rounds - 1]),
+        error_at_T=float(np.nanmean(estimates) - curve[n_rounds - 1]),
         truth_at_T_over_K=float(curve[horizon - 1]),
         error_at_T_over_K=float(np.nanmean(estimates) - curve[horizon - 1]),
     )
@@ -696,6 +702,18 @@ def check_offline_metric(metric, *, n_graphs: int = 10, k: int = 3, rng=None) ->
     metric : callable
         ``metric(profiles, recommender, *, k, item_weights=None)`` returning an ``Estimate``
         or a float: the exhaustive hit@k score of the recommender on the profiles.
+    n_graphs : int, default 10
+        Random profile graphs (users x items, small to larger) the properties run on.
+    k : int, default 3
+        List length passed to ``metric``.
+    rng : None, int, SeedSequence or Generator
+        Seed of the graphs and of the item weights.
+
+    Returns
+    -------
+    CheckReport
+        When every property holds; otherwise ``CheckFailed`` (an ``AssertionError``) carries
+        the report.
 
     Notes
     -----
@@ -704,9 +722,9 @@ def check_offline_metric(metric, *, n_graphs: int = 10, k: int = 3, rng=None) ->
     a constant changes nothing; scores lie in [0, 1]; the same input gives the same result;
     the profiles are not mutated; numpy's global random state is untouched.
     """
-    _check_callable(metric, "metric")
-    n_graphs = _check_count(n_graphs, "n_graphs")
-    k = _check_count(k, "k")
+    check_callable(metric, "metric")
+    n_graphs = check_int(n_graphs, "n_graphs", low=1)
+    k = check_int(k, "k", low=1)
     rng = np.random.default_rng(rng)
     graphs = [_random_graph(rng, 3 + 2 * j, k + 2 + j) for j in range(n_graphs)]
     weights = [rng.uniform(0.2, 3.0, g.shape[1]) for g in graphs]

@@ -20,8 +20,8 @@ import numpy as np
 import scipy.sparse as sp
 from hypothesis import strategies as st
 
-from simulator.logs import BanditLog
 from recloop.testing._problems import LOGGING_POLICIES, BanditProblem
+from simulator.logs import BanditLog
 
 __all__ = ["BanditCase", "GraphCase", "bandit_problems", "profile_graphs", "rating_triples",
            "worlds"]

@@ -211,7 +211,7 @@ def test_linucb_kernels_equal_python(seed, K, d):
     st2 = [Ainv.copy(), b.copy(), theta.copy()]
     kn.linucb_update_one(*st1, x, a1, 0.7, np.empty(d))
     kn.linucb_update_one.py_func(*st2, x, a1, 0.7, np.empty(d))
-    for p, q in zip(st1, st2):
+    for p, q in zip(st1, st2, strict=True):
         assert np.array_equal(p, q)
 
 

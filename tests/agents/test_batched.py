@@ -27,7 +27,7 @@ def singles(name, B, seed):
 
 
 def assert_same_state(name, xs, ys):
-    for a, b in zip(xs, ys):
+    for a, b in zip(xs, ys, strict=True):
         for attr in STATE[name]:
             assert np.array_equal(getattr(a, attr), getattr(b, attr)), attr
         assert a._ptr == b._ptr and np.array_equal(a._buf, b._buf)
@@ -44,7 +44,7 @@ def test_batched_equals_single_copies(name, seed, B, K, warm):
     # warm-up: the copies start from agents that have already acted a different number of
     # times (their uniform buffers are at different positions)
     X0, av0, _ = random_stream(seed, 1, K, d)
-    for i, (a, b) in enumerate(zip(alone, twins)):
+    for i, (a, b) in enumerate(zip(alone, twins, strict=True)):
         for _ in range((warm * (i + 1)) % 301):
             a.act({"context": X0[0], "available": av0[0]})
             b.act({"context": X0[0], "available": av0[0]})
@@ -199,7 +199,7 @@ def test_linucb_generated_update_equals_loop_update(seed, B, K, d):
     kn.linucb_mirror_lanes(got[0])  # the generated update keeps the upper triangle only
     assert kn.linucb_update_lanes_checked(*[A.copy(), b.copy(), th.copy()], active, X,
                                           action, reward) == 0
-    for w, v in zip(want, got):
+    for w, v in zip(want, got, strict=True):
         assert np.array_equal(w, v)
 
 
@@ -214,7 +214,7 @@ def test_linucb_large_d_uses_the_loop_update():
     want = [s.copy() for s in state]
     kn.linucb_update_lanes.py_func(*want, np.ones(B, bool), X, action, np.ones(B))
     assert kn.linucb_update_lanes_checked(*state, np.ones(B, bool), X, action, np.ones(B)) == 0
-    for w, v in zip(want, state):
+    for w, v in zip(want, state, strict=True):
         assert np.array_equal(w, v)
     assert kn.linucb_update_lanes_checked(*state, np.ones(B, bool), X, action + 1,
                                           np.ones(B)) == 1
@@ -223,7 +223,7 @@ def test_linucb_large_d_uses_the_loop_update():
 def test_linucb_batched_refills_buffers_as_single_copies():
     # copy 1 starts one uniform short of a refill: steps 0 and 1 cross its block boundary
     alone, twins = singles("linucb", 3, 9), singles("linucb", 3, 9)
-    for a, b in zip(alone, twins):
+    for a, b in zip(alone, twins, strict=True):
         a._take(1), b._take(1)
     for group in (alone, twins):
         group[1]._take(254)
@@ -259,7 +259,7 @@ def test_linucb_batched_bad_update_changes_nothing():
         bt.update(ones, X, np.array([-1, 1, 2]), np.zeros(3))
     with pytest.raises(ValueError, match="shape"):
         bt.update(ones, np.ones((3, 5)), np.zeros(3, int), np.zeros(3))
-    for w, v in zip(before, (bt._Ainv, bt._b, bt._theta)):
+    for w, v in zip(before, (bt._Ainv, bt._b, bt._theta), strict=True):
         assert np.array_equal(w, v)
     # an inactive copy may carry any action and reward
     bt.update(np.array([True, False, True]), X, np.array([0, 99, 2]),

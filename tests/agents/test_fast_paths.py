@@ -12,8 +12,7 @@ import pytest
 
 import agents
 import simulator
-from agents import AgentCheckError, check_agent, fast_path, why_no_fast_path
-from agents import _bandits
+from agents import AgentCheckError, _bandits, check_agent, fast_path, why_no_fast_path
 from evaluators import NoMatchWarning, bred, replay
 from tests.evaluators.test_replay import Hidden
 
@@ -262,13 +261,14 @@ class _CountsTwin:
 
     def act(self, context, available):
         out = np.array([a.act({"context": x, "available": m})
-                        for a, x, m in zip(self.singles, context, available)], dtype=np.int64)
+                        for a, x, m in zip(self.singles, context, available, strict=True)],
+                       dtype=np.int64)
         if self.flip:  # a twin that disagrees: the last copy plays its last available arm
             out[-1] = np.flatnonzero(available[-1])[-1]
         return out
 
     def update(self, active, context, action, reward):
-        for a, on, x, k, r in zip(self.singles, active, context, action, reward):
+        for a, on, _x, k, r in zip(self.singles, active, context, action, reward, strict=True):
             if on:
                 a.update(None, int(k), float(r))
 

@@ -131,9 +131,10 @@ def test_stored_zero_is_a_rating():
 @pytest.mark.parametrize("kwargs, exc, match", [
     pytest.param(dict(similarity="jaccard"), ValueError,
                  "'pearson', 'adjusted_cosine', 'cosine'; got 'jaccard'", id="similarity"),
-    pytest.param(dict(k=0), ValueError, r"`k` must be >= 1; got 0", id="k-zero"),
-    pytest.param(dict(k=2.5), TypeError, "`k` must be an integer", id="k-float"),
-    pytest.param(dict(min_support=0), ValueError, "`min_support` must be >= 1", id="support"),
+    pytest.param(dict(k=0), ValueError, r"`k` must be an int >= 1; got 0", id="k-zero"),
+    pytest.param(dict(k=2.5), TypeError, "`k` must be an int", id="k-float"),
+    pytest.param(dict(min_support=0), ValueError, "`min_support` must be an int >= 1",
+                 id="support"),
     pytest.param(dict(method="quick"), ValueError, "'fast', 'naive'", id="method"),
 ])
 def test_bad_constructor_arguments(kwargs, exc, match):

@@ -1,4 +1,5 @@
-"""Constant, Popularity, UserCosineCF, NaiveCF, UserKNN: exact LOO against refits, ties, bad input."""
+"""Constant, Popularity, UserCosineCF, NaiveCF, UserKNN: exact LOO against refits, ties, bad
+input."""
 
 import functools
 
@@ -10,7 +11,6 @@ from hypothesis import strategies as st
 
 import agents._recommenders as rec
 from agents import Constant, NaiveCF, Popularity, Recommender, UserCosineCF, UserKNN
-
 
 # --------------------------------------------------------------------------- strategies
 
@@ -243,7 +243,7 @@ def test_fit_copies_and_never_mutates_its_input(make):
     graph = sp.csr_array((rng.random((30, 6)) < 0.4).astype(float))
     snapshot = (graph.data.copy(), graph.indices.copy(), graph.indptr.copy())
     agent = make().fit(graph)
-    for a, b in zip(snapshot, (graph.data, graph.indices, graph.indptr)):
+    for a, b in zip(snapshot, (graph.data, graph.indices, graph.indptr), strict=True):
         np.testing.assert_array_equal(a, b)
     u, i = _edges(graph)
     before = agent.recommend(u, 3, removed=i)

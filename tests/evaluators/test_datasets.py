@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from evaluators import datasets as D
 from evaluators.datasets import DatasetFormatError
@@ -93,7 +94,7 @@ def test_round_trip_fast_and_exact_parsers_agree(tmp_path, table, blank):
     # A blank line sends the loader to the exact line-by-line parser; without it numpy's
     # parser runs. Both must give the same arrays.
     pairs, ratings, times = table
-    lines = [f"{u}\t{i}\t{r}\t{t}" for (u, i), r, t in zip(pairs, ratings, times)]
+    lines = [f"{u}\t{i}\t{r}\t{t}" for (u, i), r, t in zip(pairs, ratings, times, strict=True)]
     if blank:
         lines.insert(len(lines) // 2, "")
     p = write(tmp_path, "u.data", "\n".join(lines) + "\n")
@@ -158,7 +159,8 @@ def test_malformed_files_name_file_and_line(tmp_path, loader, text, match):
 
 def test_bad_arguments(tmp_path):
     p = write(tmp_path, "r.csv", "u,i,r\n1,2,3\n1,3\n")
-    with pytest.raises(DatasetFormatError, match=r"r.csv:3: expected 3 fields \(as in the header\)"):
+    with pytest.raises(DatasetFormatError,
+                       match=r"r.csv:3: expected 3 fields \(as in the header\)"):
         D.load_csv(p, user="u", item="i", rating="r")
     with pytest.raises(ValueError, match=r"`rating` = 'score' is not a column of .*r.csv"):
         D.load_csv(p, user="u", item="i", rating="score")
@@ -203,7 +205,7 @@ def half_star_tables(draw):
                           max_size=60, unique=True))
     stars = draw(st.lists(st.integers(1, 10), min_size=len(pairs), max_size=len(pairs)))
     times = draw(st.lists(st.integers(0, 2**31), min_size=len(pairs), max_size=len(pairs)))
-    return [(u, i, s / 2, t) for (u, i), s, t in zip(pairs, stars, times)]
+    return [(u, i, s / 2, t) for (u, i), s, t in zip(pairs, stars, times, strict=True)]
 
 
 @pytest.mark.parametrize("kind", sorted(LARGE))
@@ -338,7 +340,7 @@ def test_synthetic_ratings_equals_its_dense_reference(monkeypatch, n_users, n_it
     n = max(1, int(fill * n_users * n_items))
     got = D.synthetic_ratings(n_users, n_items, n, rng=seed)
     want = dense_reference(n_users, n_items, n, rng=seed)
-    for a, b in zip(got, want):
+    for a, b in zip(got, want, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
 
 

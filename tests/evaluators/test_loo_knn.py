@@ -217,7 +217,7 @@ def test_kernel_matches_its_python_version():
     for sim in SIMILARITIES:
         compiled = impl._fast(prep, held, allowed, sim, 2, 1)
         python = impl._fast(prep, held, allowed, sim, 2, 1, python=True)
-        for a, b in zip(compiled, python):
+        for a, b in zip(compiled, python, strict=True):
             np.testing.assert_array_equal(a, b)
 
 
@@ -232,38 +232,38 @@ def test_degenerate_inputs_warn_and_return_nan():
     assert res.n == 0 and np.isnan(res.rmse)
 
 
-U, I, R = np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), np.array([1.0, 2.0, 3.0, 4.0])
+U, IT, R = np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), np.array([1.0, 2.0, 3.0, 4.0])
 
 
 @pytest.mark.parametrize("ratings, opts, exc, match", [
     pytest.param((np.array([0, 1, 0]), np.array([5, 5, 5]), np.array([1.0, 2, 3])), {},
                  ValueError, r"duplicate \(user, item\) pair \(0, 5\) at positions 0 and 2",
                  id="duplicate"),
-    pytest.param((U, I, np.array([1.0, np.nan, 2, 3])), {}, ValueError,
+    pytest.param((U, IT, np.array([1.0, np.nan, 2, 3])), {}, ValueError,
                  r"finite; got nan at index 1", id="nan"),
-    pytest.param((U, I, np.array([1.0, 2, np.inf, 3])), {}, ValueError,
+    pytest.param((U, IT, np.array([1.0, 2, np.inf, 3])), {}, ValueError,
                  r"finite; got inf at index 2", id="inf"),
-    pytest.param((U, I[:3], R), {}, ValueError, r"equal lengths; got 4, 3 and 4",
+    pytest.param((U, IT[:3], R), {}, ValueError, r"equal lengths; got 4, 3 and 4",
                  id="lengths"),
-    pytest.param((U, I, R), {"k": 0}, ValueError, r"`k` must be >= 1; got 0", id="k-zero"),
-    pytest.param((U, I, R), {"k": -2}, ValueError, r"`k` must be >= 1; got -2", id="k-neg"),
-    pytest.param((U, I, R), {"k": 2.5}, TypeError, r"`k` must be an integer", id="k-float"),
-    pytest.param((U, I, R), {"similarity": "jaccard"}, ValueError,
+    pytest.param((U, IT, R), {"k": 0}, ValueError, r"`k` must be >= 1; got 0", id="k-zero"),
+    pytest.param((U, IT, R), {"k": -2}, ValueError, r"`k` must be >= 1; got -2", id="k-neg"),
+    pytest.param((U, IT, R), {"k": 2.5}, TypeError, r"`k` must be an integer", id="k-float"),
+    pytest.param((U, IT, R), {"similarity": "jaccard"}, ValueError,
                  r"'pearson', 'cosine', 'adjusted_cosine', 'pearson_corated', "
                  r"'cosine_corated'; got 'jaccard'", id="similarity"),
-    pytest.param((U, I, R), {"method": "slow"}, ValueError, r"`method`", id="method"),
-    pytest.param((U, I, R), {"min_support": -1}, ValueError, r"`min_support` must be >= 0",
+    pytest.param((U, IT, R), {"method": "slow"}, ValueError, r"`method`", id="method"),
+    pytest.param((U, IT, R), {"min_support": -1}, ValueError, r"`min_support` must be >= 0",
                  id="min-support"),
-    pytest.param((U, I, R), {"users": np.array([7])}, ValueError,
+    pytest.param((U, IT, R), {"users": np.array([7])}, ValueError,
                  r"`users` must be ids of users with ratings; got 7", id="unknown-user"),
-    pytest.param((U, I, R), {"neighbours": np.array([0.5])}, TypeError, r"`neighbours`",
+    pytest.param((U, IT, R), {"neighbours": np.array([0.5])}, TypeError, r"`neighbours`",
                  id="float-neighbours"),
-    pytest.param((U, I, R), {"clip": (5, 1)}, ValueError, r"`clip`", id="clip-order"),
-    pytest.param((U.astype(float), I, R), {}, TypeError, r"integer ids; got dtype float64",
+    pytest.param((U, IT, R), {"clip": (5, 1)}, ValueError, r"`clip`", id="clip-order"),
+    pytest.param((U.astype(float), IT, R), {}, TypeError, r"integer ids; got dtype float64",
                  id="float-ids"),
-    pytest.param((U, I), {}, ValueError, r"tuple of three arrays", id="two-arrays"),
+    pytest.param((U, IT), {}, ValueError, r"tuple of three arrays", id="two-arrays"),
     pytest.param(np.ones((2, 2)), {}, TypeError, r"scipy.sparse", id="dense-matrix"),
-    pytest.param((U, I, np.array(["a", "b", "c", "d"])), {}, TypeError,
+    pytest.param((U, IT, np.array(["a", "b", "c", "d"])), {}, TypeError,
                  r"real numbers", id="string-ratings"),
 ])
 def test_bad_input(ratings, opts, exc, match):
@@ -273,13 +273,13 @@ def test_bad_input(ratings, opts, exc, match):
 
 def test_kfold_bad_n_folds():
     with pytest.raises(ValueError, match=r"`n_folds` must be in \[2, 2\]"):
-        kfold_loo_knn((U, I, R), n_folds=3)
+        kfold_loo_knn((U, IT, R), n_folds=3)
     with pytest.raises(TypeError, match=r"`n_folds` must be an integer"):
-        kfold_loo_knn((U, I, R), n_folds=2.0)
+        kfold_loo_knn((U, IT, R), n_folds=2.0)
 
 
 def test_inputs_not_mutated():
-    u, i, r = U.copy(), I.copy(), R.copy()
+    u, i, r = U.copy(), IT.copy(), R.copy()
     loo_knn((u, i, r), similarity="adjusted_cosine")
     np.testing.assert_array_equal(r, R)
     np.testing.assert_array_equal(u, U)

@@ -4,11 +4,11 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evaluators import metrics as M
 from evaluators.metrics import UndefinedMetricWarning
-
 
 # -- literal references (slow, obviously correct; trec_eval's definitions) ------------------
 
@@ -120,7 +120,7 @@ def test_ranking_bounds_and_perfect_list(case):
         full = [r.size <= rec.shape[1] and r.size > 0 for r in relevant]
         if any(full):
             pr = perfect[full].astype(np.int64)
-            rr = [r for r, f in zip(relevant, full) if f]
+            rr = [r for r, f in zip(relevant, full, strict=True) if f]
             assert M.ndcg_at_k(pr, rr, k=k).value == pytest.approx(1.0)
             assert M.map_at_k(pr, rr, k=k).value == pytest.approx(1.0)
 
@@ -141,7 +141,8 @@ def test_hand_computed_cases():
     idcg = 1 + 1 / math.log2(3) + 1 / math.log2(4)
     assert M.ndcg_at_k(rec, rel, k=5).value == pytest.approx(dcg / idcg)
     # k = 2: ideal over min(3, 2) = 2 ranks
-    assert M.ndcg_at_k(rec, rel, k=2).value == pytest.approx((1 / math.log2(3)) / (1 + 1 / math.log2(3)))
+    assert M.ndcg_at_k(rec, rel, k=2).value == pytest.approx(
+        (1 / math.log2(3)) / (1 + 1 / math.log2(3)))
     assert M.map_at_k(rec, rel, k=5).value == pytest.approx((1 / 2 + 2 / 4) / 3)
     assert M.map_at_k(rec, rel, k=2).value == pytest.approx((1 / 2) / 2)
     assert M.map_at_k(rec, rel, k=2, normalization="trec").value == pytest.approx((1 / 2) / 3)

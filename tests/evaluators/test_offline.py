@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from evaluators import EmptyProfilesWarning, Estimate, LooQuality, loo_quality, offline_score
 
-
 # --- small fixtures: recommenders following the protocol -------------------------------------
 
 class ConstantRec:
@@ -88,10 +87,10 @@ def brute_force_score(B, rec, k, quality, user_weights=None, item_weights=None):
         for i in held:
             top = rec.recommend_one(set(held) - {i}, k)
             if quality == "hit":
-                l = 1.0 if i in top else 0.0
+                gain = 1.0 if i in top else 0.0
             else:
-                l = 1.0 / (top.index(i) + 1) if i in top else 0.0
-            total += pu[u] * w[i] / Wu * l
+                gain = 1.0 / (top.index(i) + 1) if i in top else 0.0
+            total += pu[u] * w[i] / Wu * gain
     return total
 
 
@@ -114,10 +113,10 @@ def test_constant_recommender_score_is_weighted_marginal(data, graph):
     pu = np.where(D.any(axis=1), uw, 0) / np.where(D.any(axis=1), uw, 0).sum()
     Wu = D @ w
     marginal = w * ((pu / np.where(Wu > 0, Wu, 1)) @ D)
-    l = np.zeros(n_items)
+    gain = np.zeros(n_items)
     for rank, item in enumerate(items[:k], start=1):
-        l[item] = 1.0 if quality == "hit" else 1.0 / rank
-    assert abs(est.value - float(marginal @ l)) <= 1e-12
+        gain[item] = 1.0 if quality == "hit" else 1.0 / rank
+    assert abs(est.value - float(marginal @ gain)) <= 1e-12
     assert est.stderr == 0.0 and est.ci_low == est.ci_high == est.value
     assert est.n == graph.nnz
 

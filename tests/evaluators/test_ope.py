@@ -8,11 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from evaluators import (NoSupportWarning, OPEEstimate, direct_method, doubly_robust, ips,
-                        snips)
+from evaluators import NoSupportWarning, OPEEstimate, direct_method, doubly_robust, ips, snips
 from simulator.logs import BanditLog
-from tests.evaluators.test_replay import (StaticPolicy, logging_probs, make_log, make_world,
-                                          static_truth)
+from tests.evaluators.test_replay import (
+    StaticPolicy,
+    logging_probs,
+    make_log,
+    make_world,
+    static_truth,
+)
 
 
 @settings(max_examples=30)

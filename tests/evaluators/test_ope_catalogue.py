@@ -11,10 +11,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import evaluators
+from evaluators import (
+    NoSupportWarning,
+    UndefinedStderrWarning,
+    direct_method,
+    doubly_robust,
+    dr_os,
+    ips,
+    mips,
+    select_estimator,
+    sndr,
+    snips,
+    subgaussian_ips,
+    switch_dr,
+)
 from evaluators import _reward_models as rm
-from evaluators import (NoSupportWarning, UndefinedStderrWarning, direct_method, doubly_robust,
-                        dr_os, ips, mips, select_estimator, sndr, snips, subgaussian_ips,
-                        switch_dr)
 from recloop.testing import check_ope_estimator
 from recloop.testing.strategies import bandit_problems
 from simulator.logs import BanditLog
@@ -64,7 +75,8 @@ def test_estimators_equal_plain_loops(case, seed, tau, lam, lam_sg):
     assert ips(log, pi).value == pytest.approx(mean(list(w * log.reward)), **close)
     assert snips(log, pi).value == pytest.approx(float(np.sum(w * log.reward) / w.sum()), **close)
     assert subgaussian_ips(log, pi, lambda_=lam_sg).value == pytest.approx(
-        mean([r * x / (1 - lam_sg + lam_sg * x) for x, r in zip(w, log.reward)]), **close)
+        mean([r * x / (1 - lam_sg + lam_sg * x) for x, r in zip(w, log.reward, strict=True)]),
+        **close)
     assert direct_method(log, pi, model=q).value == pytest.approx(
         mean(loop_terms(log, pi, q, lambda x: 0.0)), **close)
     assert doubly_robust(log, pi, model=q).value == pytest.approx(

@@ -16,7 +16,6 @@ from agents import PlackettLuce
 from evaluators import NoSupportWarning
 from simulator import RecommendationConfig, SlateLog, preset
 
-
 # -- random logs and literal references ----------------------------------------------------------
 
 @st.composite

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from evaluators import splits as S
 
@@ -94,7 +95,7 @@ def test_kfold_by_rating(n, k, seed):
     for f in folds:
         assert_partition([f.train, f.test], n)
     again = S.kfold(n, n_folds=k, rng=seed)
-    assert all(same_split(a, b) for a, b in zip(folds, again))
+    assert all(same_split(a, b) for a, b in zip(folds, again, strict=True))
 
 
 @settings(max_examples=40)
@@ -107,13 +108,13 @@ def test_kfold_by_user(users, k, seed):
     folds = S.kfold_by_user(u, n_folds=k, rng=seed)
     assert_partition([f.test for f in folds], u.size)
     test_users = [set(u[f.test].tolist()) for f in folds]
-    for f, tu in zip(folds, test_users):
+    for f, tu in zip(folds, test_users, strict=True):
         assert_partition([f.train, f.test], u.size)
         assert tu.isdisjoint(set(u[f.train].tolist()))  # a user is never on both sides
     counts = [len(tu) for tu in test_users]
     assert max(counts) - min(counts) <= 1
     again = S.kfold_by_user(u, n_folds=k, rng=seed)
-    assert all(same_split(a, b) for a, b in zip(folds, again))
+    assert all(same_split(a, b) for a, b in zip(folds, again, strict=True))
 
 
 def test_kfold_by_user_string_ids():

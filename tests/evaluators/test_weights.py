@@ -10,8 +10,14 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluators import (ItemWeights, UnmatchedItemsWarning, fit_item_weights, kl_objective,
-                        offline_score, reference_gradient)
+from evaluators import (
+    ItemWeights,
+    UnmatchedItemsWarning,
+    fit_item_weights,
+    kl_objective,
+    offline_score,
+    reference_gradient,
+)
 
 
 def random_graph(rng, n_users, n_items, density):

@@ -9,9 +9,13 @@ import agents
 import simulator
 from evaluators import Estimate
 from recloop._selfcheck import FixedArm
-from recloop.experiments._bandit_eval import (ZeroTruthWarning, bred_vs_replay,
-                                              compare_to_truth, dynamic_news,
-                                              plot_bred_vs_replay)
+from recloop.experiments._bandit_eval import (
+    ZeroTruthWarning,
+    bred_vs_replay,
+    compare_to_truth,
+    dynamic_news,
+    plot_bred_vs_replay,
+)
 
 DYN = simulator.LinearBanditConfig(n_arms=40, n_universal=16, lifetime=60, n_alive=6,
                                    half_life=30.0)

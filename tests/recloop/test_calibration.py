@@ -8,8 +8,13 @@ import pytest
 import scipy.sparse as sp
 
 import simulator
-from recloop.calibration import (RANKING_RECOMMENDERS, calibrate_command, fidelity_report,
-                                 load_interactions, ranking_check)
+from recloop.calibration import (
+    RANKING_RECOMMENDERS,
+    calibrate_command,
+    fidelity_report,
+    load_interactions,
+    ranking_check,
+)
 
 
 def _known_log(n_users=200, n_items=40, seed=0):
@@ -25,7 +30,7 @@ def _write_ratings(path, n_users=120, n_items=30, seed=0, sep="\t"):
     e = world.edges
     rng = np.random.default_rng(seed)
     lines = [sep.join(map(str, (u + 1, i + 1, int(rng.integers(1, 6)), 880_000_000 + 86400 * t)))
-             for u, i, t in zip(e.user, e.item, e.tick)]
+             for u, i, t in zip(e.user, e.item, e.tick, strict=True)]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -43,7 +48,7 @@ def test_identical_logs_rank_identically():
     assert check.tau == pytest.approx(1.0)
     assert check.tau_ci_low == pytest.approx(1.0)
     assert check.faithful
-    for r, s in zip(check.real, check.simulated):
+    for r, s in zip(check.real, check.simulated, strict=True):
         assert r.value == s.value and r.n == check.n_users
 
 

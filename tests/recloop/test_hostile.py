@@ -77,7 +77,8 @@ def validate(path, capsys, *extra) -> tuple[int, str]:
                  "evaluations[0].k", "expected k <= 2, the length of constant agent 'c''s items",
                  id="constant-list-shorter-than-k"),
     pytest.param("g1", "constant_agreeing", "", "k = 5\np_values = [0]", "evaluations[0].k",
-                 "expected k <= 3, the items pushed by the world's campaigns", id="g1-needs-k-pushed"),
+                 "expected k <= 3, the items pushed by the world's campaigns",
+                 id="g1-needs-k-pushed"),
 ])
 def test_campaign_bias_rules_are_checked_before_the_run(tmp_path, capsys, agent, kind, extra,
                                                          params, key, message):
@@ -212,7 +213,8 @@ def test_force_runs_anyway_and_dry_run_prints_the_estimate(tmp_path, capsys, mon
     out = tmp_path / "out"
     assert main(["run", str(path), "--dry-run", "--out", str(out)]) == 0
     dry = capsys.readouterr().out
-    assert "evaluation selfcheck (selfcheck): 2 cells, each up to about 320 B (n: pulls 320 B)" in dry
+    assert ("evaluation selfcheck (selfcheck): 2 cells, each up to about 320 B "
+            "(n: pulls 320 B)") in dry
     monkeypatch.setattr(limits, "available_memory", lambda: 100)  # a machine of 100 bytes
     assert main(["run", str(path), "--out", str(out), "-q", "--workers", "1"]) == 2
     assert "evaluations[0]: expected cells that fit in the 100 B" in capsys.readouterr().err
@@ -232,8 +234,7 @@ def test_builtin_scenarios_fit_in_a_few_gib():
     """The estimates are not absurd: every built-in scenario's cells are below 4 GiB."""
     from recloop._limits import evaluation_bytes
     from recloop._registry import registry
-    from recloop._scenario import builtin_scenarios, load_scenario
-
+    from recloop._scenario import builtin_scenarios
     from tests.builtin_data import load_builtin
 
     for name, path in builtin_scenarios().items():

@@ -8,8 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evaluators import loo_knn
-from recloop.experiments._loo_cf import (SIMILARITIES, fast_loo_cf, fit_once_knn, load_ratings,
-                                         synthetic_ratings)
+from recloop.experiments._loo_cf import (
+    SIMILARITIES,
+    fast_loo_cf,
+    fit_once_knn,
+    load_ratings,
+    synthetic_ratings,
+)
 
 # -- the literal reference of the leaky protocols ------------------------------------------------
 
@@ -34,15 +39,15 @@ def _slow_similarity(name, x, y, xo, yo, m_u, m_v, ex, ey, exo, eyo):
 def slow_fit_once(users, items, ratings, *, similarity, k, min_support=1, include_self=False):
     """One rating at a time, one candidate at a time: predictions and neighbour counts."""
     prof = {}
-    for u, i, r in zip(users.tolist(), items.tolist(), ratings.tolist()):
+    for u, i, r in zip(users.tolist(), items.tolist(), ratings.tolist(), strict=True):
         prof.setdefault(u, {})[i] = r
     by_item = {}
-    for u, i, r in zip(users.tolist(), items.tolist(), ratings.tolist()):
+    for _u, i, r in zip(users.tolist(), items.tolist(), ratings.tolist(), strict=True):
         by_item.setdefault(i, []).append(r)
     item_mean = {i: np.mean(v) for i, v in by_item.items()}
     mean = {u: np.mean(list(p.values())) for u, p in prof.items()}
     pred, count = [], []
-    for u, kk in zip(users.tolist(), items.tolist()):
+    for u, kk in zip(users.tolist(), items.tolist(), strict=True):
         cands = []
         for v in sorted(prof):
             if kk not in prof[v] or (v == u and not include_self):
@@ -83,7 +88,7 @@ def rating_sets(draw):
     n_items = draw(st.integers(1, 6))
     cells = [(u, i) for u in range(n_users) for i in range(n_items)]
     mask = draw(st.lists(st.booleans(), min_size=len(cells), max_size=len(cells)))
-    chosen = [c for c, m in zip(cells, mask) if m] or [cells[0]]
+    chosen = [c for c, m in zip(cells, mask, strict=True) if m] or [cells[0]]
     chosen = draw(st.permutations(chosen))
     if draw(st.booleans()):  # a 1-5 grid: many ties and zero variances
         r = draw(st.lists(st.integers(1, 5), min_size=len(chosen), max_size=len(chosen)))
@@ -185,7 +190,7 @@ def test_deterministic_synthetic_and_timing_rows():
 def test_synthetic_ratings_shape():
     u, i, r = synthetic_ratings(50, 60, 1500, rng=0)
     assert u.size == i.size == r.size == 1500
-    assert len(set(zip(u.tolist(), i.tolist()))) == 1500
+    assert len(set(zip(u.tolist(), i.tolist(), strict=True))) == 1500
     assert set(np.unique(r)) <= {1.0, 2.0, 3.0, 4.0, 5.0}
     counts = np.bincount(u, minlength=50)
     assert counts.min() >= 20 and counts.max() <= 42  # at least 20, at most 70% of 60
@@ -195,7 +200,8 @@ def test_synthetic_ratings_shape():
     # the extremes the scenario schema allows: one rating; every cell rated
     assert synthetic_ratings(5, 1, 1, rng=0)[0].size == 1
     u, i, _ = synthetic_ratings(4, 3, 12, rng=0)
-    assert sorted(zip(u.tolist(), i.tolist())) == [(a, b) for a in range(4) for b in range(3)]
+    assert sorted(zip(u.tolist(), i.tolist(), strict=True)) == [
+        (a, b) for a in range(4) for b in range(3)]
 
 
 def test_load_ratings_from_local_files(tmp_path):

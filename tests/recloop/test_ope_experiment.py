@@ -7,8 +7,14 @@ import pytest
 
 import agents
 import simulator
-from recloop.experiments._ope import (EstimatorErrorWarning, _atom_index, _lookup, leaderboard,
-                                      ope, policy_table)
+from recloop.experiments._ope import (
+    EstimatorErrorWarning,
+    _atom_index,
+    _lookup,
+    leaderboard,
+    ope,
+    policy_table,
+)
 
 SMALL = dict(n_rounds=300, n_logs=30)
 

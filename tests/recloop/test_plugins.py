@@ -101,7 +101,7 @@ def plugin_dir(tmp_path):
 
 
 def scenario(tmp_path, agents="", estimators='["ips", "myplug:noisy_ips"]', extra=""):
-    text = textwrap.dedent(f"""\
+    text = textwrap.dedent("""\
         [run]
         name = "plug"
 

@@ -11,8 +11,14 @@ from pathlib import Path
 import pytest
 
 from recloop._cli import main
-from recloop._rundir import (RunDirError, RunLock, check_cell, remove_temporary,
-                             scenario_hash, verify_cells)
+from recloop._rundir import (
+    RunDirError,
+    RunLock,
+    check_cell,
+    remove_temporary,
+    scenario_hash,
+    verify_cells,
+)
 from recloop._runner import plan_cells
 from recloop._scenario import load_scenario
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recloop._rundir import COLUMNS, atomic_write, new_run_dir, RunDirError
+from recloop._rundir import COLUMNS, RunDirError, atomic_write, new_run_dir
 from recloop._runner import Cell, CellError, plan_cells, run_scenario
 from recloop._scenario import loads_scenario
 
@@ -57,7 +57,10 @@ def test_cell_seed_depends_on_key_not_on_order_or_agent():
     same_world = Cell(3, "ev", "y", (("n", 10),))
     other = [Cell(4, "ev", "x", (("n", 10),)), Cell(3, "ev", "x", (("n", 11),)),
              Cell(3, "ev2", "x", (("n", 10),))]
-    draw = lambda c: np.random.default_rng(c.seed_sequence()).integers(0, 2**62, 4).tolist()
+
+    def draw(c):
+        return np.random.default_rng(c.seed_sequence()).integers(0, 2**62, 4).tolist()
+
     assert draw(a) == draw(Cell(3, "ev", "x", (("n", 10),)))
     assert draw(a) == draw(same_world)  # common random numbers across agents
     assert all(draw(a) != draw(c) for c in other)
@@ -255,12 +258,14 @@ def test_quickstart_puts_every_estimate_beside_the_truth(tmp_path):
     assert all(float(r["estimate"]) == pytest.approx(float(r["truth"]), abs=1e-12)
                for r in exact_t0)
     report = (run_dir / "report.md").read_text()
-    assert "offline_bias_g1.png" in report and (run_dir / "figures" / "offline_bias_g1.png").exists()
+    assert "offline_bias_g1.png" in report
+    assert (run_dir / "figures" / "offline_bias_g1.png").exists()
     # the summary merges the two ticks into one row per (agent, variant, metric)
     from recloop._report import summary_lines
 
     lines = summary_lines(run_dir, limit=1000)
-    g1_unweighted = [ln.split() for ln in lines if ln.split()[1:4] == ["g1", "unweighted", "loo_hit@5"]]
+    g1_unweighted = [ln.split() for ln in lines
+                     if ln.split()[1:4] == ["g1", "unweighted", "loo_hit@5"]]
     assert len(g1_unweighted) == 1
     ticks = [r for r in scores if r["agent"] == "g1" and r["variant"] == "unweighted"
              and r["metric"] == "loo_hit@5"]
@@ -273,12 +278,12 @@ def test_quickstart_puts_every_estimate_beside_the_truth(tmp_path):
                                             ("dynamic_news", "dynamic_news")])
 def test_bandit_adapters_pass_the_cell_to_the_experiment(tmp_path, monkeypatch, kind, function):
     """The registry's adapters (a real run of these experiments is too slow for this suite)."""
-    import simulator
+    import inspect
+
     import agents
     import recloop.experiments._bandit_eval as bandit_eval
+    import simulator
     from recloop._results import Measurement
-
-    import inspect
 
     seen = {}
     signature = inspect.signature(getattr(bandit_eval, function))
@@ -321,7 +326,7 @@ def test_fast_loo_cf_adapter_reads_a_file_next_to_the_scenario(tmp_path, monkeyp
     """``data`` resolves against the scenario's folder; the ratings reach the experiment."""
     import recloop.experiments._loo_cf as loo_cf
     from recloop._results import Measurement
-    from recloop._scenario import load_scenario, ScenarioError
+    from recloop._scenario import ScenarioError, load_scenario
 
     (tmp_path / "u.data").write_text("1\t10\t4\t881250949\n2\t10\t3\t881250950\n"
                                      "1\t20\t5\t881250951\n")

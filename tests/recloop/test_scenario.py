@@ -11,8 +11,13 @@ from hypothesis import strategies as st
 
 from recloop._registry import registry
 from recloop._scenario import (
-    ScenarioError, builtin_scenarios, dumps_toml, load_scenario, loads_scenario,
-    scenario_keys, sweep_values,
+    ScenarioError,
+    builtin_scenarios,
+    dumps_toml,
+    load_scenario,
+    loads_scenario,
+    scenario_keys,
+    sweep_values,
 )
 
 TINY = """
@@ -216,14 +221,16 @@ def _readme_sections(text: str) -> dict[str, set[str]]:
 
 
 def test_readme_documents_every_key():
-    readme = (Path(__file__).resolve().parents[2] / "recloop" / "scenarios" / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "recloop" / "scenarios"
+              / "README.md").read_text()
     sections = _readme_sections(readme)
     missing = []
     for key in scenario_keys():
         section, _, name = key.rpartition(".")
         if name not in sections.get(section, set()):
             missing.append(key)
-    assert not missing, f"recloop/scenarios/README.md lacks {missing}; regenerate it (see its header)"
+    assert not missing, (f"recloop/scenarios/README.md lacks {missing}; regenerate it "
+                         "(see its header)")
     # and it documents nothing the loader rejects
     documented = {f"{s}.{k}" for s, keys in sections.items() for k in keys}
     assert documented <= set(scenario_keys())

@@ -8,8 +8,13 @@ import pytest
 from hypothesis import assume, given, settings
 
 import evaluators
-from recloop.testing import (CheckFailed, check_learning_policy_evaluator, check_offline_metric,
-                             check_ope_estimator, random_bandit_problem)
+from recloop.testing import (
+    CheckFailed,
+    check_learning_policy_evaluator,
+    check_offline_metric,
+    check_ope_estimator,
+    random_bandit_problem,
+)
 from recloop.testing.strategies import bandit_problems, profile_graphs, rating_triples, worlds
 
 
@@ -198,14 +203,22 @@ def test_smallest_failing_example_is_reported():
 
 # -- bad input ----------------------------------------------------------------------------
 @pytest.mark.parametrize("call, error, match", [
-    pytest.param(lambda: check_ope_estimator("ips"), TypeError, "`estimator` must be callable", id="not-callable"),
-    pytest.param(lambda: check_ope_estimator(evaluators.ips, n_problems=0), ValueError, "`n_problems` must be an int >= 1", id="n-problems"),
-    pytest.param(lambda: check_ope_estimator(evaluators.ips, coverage_tol=1.0), ValueError, "`coverage_tol` must be", id="coverage-tol"),
-    pytest.param(lambda: check_ope_estimator(evaluators.ips, max_abs_bias=-1), ValueError, "`max_abs_bias` must be", id="max-abs-bias"),
-    pytest.param(lambda: check_ope_estimator(evaluators.ips, unbiased="yes"), TypeError, "`unbiased` must be a bool", id="unbiased"),
-    pytest.param(lambda: check_ope_estimator(lambda log, ad: "0.5"), TypeError, "must return an Estimate or a real number", id="non-number"),
-    pytest.param(lambda: check_offline_metric(None), TypeError, "`metric` must be callable", id="metric"),
-    pytest.param(lambda: check_learning_policy_evaluator(evaluators.bred, n_logs=0), ValueError, "`n_logs` must be >= 1", id="n-logs"),
+    pytest.param(lambda: check_ope_estimator("ips"), TypeError, "`estimator` must be callable",
+                 id="not-callable"),
+    pytest.param(lambda: check_ope_estimator(evaluators.ips, n_problems=0), ValueError,
+                 "`n_problems` must be an int >= 1", id="n-problems"),
+    pytest.param(lambda: check_ope_estimator(evaluators.ips, coverage_tol=1.0), ValueError,
+                 "`coverage_tol` must be", id="coverage-tol"),
+    pytest.param(lambda: check_ope_estimator(evaluators.ips, max_abs_bias=-1), ValueError,
+                 "`max_abs_bias` must be", id="max-abs-bias"),
+    pytest.param(lambda: check_ope_estimator(evaluators.ips, unbiased="yes"), TypeError,
+                 "`unbiased` must be a bool", id="unbiased"),
+    pytest.param(lambda: check_ope_estimator(lambda log, ad: "0.5"), TypeError,
+                 "must return an Estimate or a real number", id="non-number"),
+    pytest.param(lambda: check_offline_metric(None), TypeError, "`metric` must be callable",
+                 id="metric"),
+    pytest.param(lambda: check_learning_policy_evaluator(evaluators.bred, n_logs=0), ValueError,
+                 "`n_logs` must be an int >= 1", id="n-logs"),
 ])
 def test_bad_input(call, error, match):
     with pytest.raises(error, match=match):
@@ -219,15 +232,17 @@ def test_ips_with_logging_policy_as_target_equals_mean_reward(case):
     logging = case.problem.logging_probs(case.log.context)
     est = evaluators.ips(case.log, logging)
     assert est.value == pytest.approx(case.log.reward.mean(), abs=1e-12)
-    assert 0 <= case.value <= 1 and case.expected_reward.shape == (case.log.n_rounds, case.log.n_actions)
+    assert (0 <= case.value <= 1
+            and case.expected_reward.shape == (case.log.n_rounds, case.log.n_actions))
 
 
 @settings(max_examples=30)
 @given(case=profile_graphs())
 def test_uniform_item_weights_change_nothing(case):
     assume(case.current.nnz > 0)
-    rec = type("Const", (), {"fit": lambda self, p: self,
-                             "recommend": lambda self, u, k, removed=None: np.zeros((len(u), k), np.int64)})()
+    rec = type("Const", (), {
+        "fit": lambda self, p: self,
+        "recommend": lambda self, u, k, removed=None: np.zeros((len(u), k), np.int64)})()
     a = evaluators.offline_score(case.current, rec, k=1)
     b = evaluators.offline_score(case.current, rec, k=1,
                                  item_weights=np.full(case.current.shape[1], 3.0))
@@ -239,7 +254,7 @@ def test_uniform_item_weights_change_nothing(case):
 @given(triples=rating_triples())
 def test_rating_triples_are_unique_pairs(triples):
     users, items, ratings = triples
-    assert len({(u, i) for u, i in zip(users, items)}) == len(users) == len(ratings)
+    assert len({(u, i) for u, i in zip(users, items, strict=True)}) == len(users) == len(ratings)
     assert np.all(np.isfinite(ratings))
 
 
@@ -282,7 +297,7 @@ def hand_written_ips(log, action_dist):
         raise ValueError("`log` is empty.")
     w = np.asarray(action_dist)[np.arange(log.n_rounds), log.action, 0] / log.pscore
     if not w.any():
-        warnings.warn("no support", evaluators.NoSupportWarning)
+        warnings.warn("no support", evaluators.NoSupportWarning, stacklevel=2)
         return math.nan
     return evaluators.normal_estimate(w * log.reward)
 

@@ -4,7 +4,8 @@ import threading
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from recloop_base.executors import check_executor, run_partitions, split_by_cost, split_evenly
 from recloop_base.validation import ArgumentTypeError

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from recloop_base.threads import THREADS_ENV, cpus, n_threads, thread_map
 from recloop._runner import _worker_env
+from recloop_base.threads import THREADS_ENV, cpus, n_threads, thread_map
 
 
 def test_default_is_the_cpus(monkeypatch):

@@ -260,7 +260,7 @@ def test_vector_env_equals_single_envs(config):
 def test_vector_env_autoreset_next_step():
     venv = simulator.LinearBanditVectorEnv(3, max_episode_steps=4)
     obs, _ = venv.reset(seed=1)
-    for step in range(4):
+    for _ in range(4):
         obs, r, term, trunc, info = venv.step(np.zeros(3, np.int64))
     assert trunc.all() and np.all(obs["tick"] == 4)
     keys = venv.keys

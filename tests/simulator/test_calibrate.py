@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simulator
-from simulator import CalibratedWorld, CalibrationWarning, WorldConfig, World, calibrate
-from simulator import _calibrate
+from simulator import CalibratedWorld, CalibrationWarning, World, WorldConfig, _calibrate, calibrate
 from simulator.logs import LogFormatError
 
 

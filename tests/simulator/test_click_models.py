@@ -13,8 +13,12 @@ from hypothesis import strategies as st
 from simulator import WorldConfig, preset
 from simulator import _bandit as B
 from simulator import _click_models as cm
-from simulator._envs import (_STREAM_REC_CLICK, _STREAM_REC_CONTINUE, RecommendationConfig,
-                             RecommendationEnv)
+from simulator._envs import (
+    _STREAM_REC_CLICK,
+    _STREAM_REC_CONTINUE,
+    RecommendationConfig,
+    RecommendationEnv,
+)
 from simulator._vector import RecommendationVectorEnv
 
 # high CTRs, so that position effects are large

@@ -122,7 +122,8 @@ def test_invalid_campaign_rejected(kwargs, exc, field, value):
 
 
 def test_messages_state_the_allowed_range():
-    with pytest.raises(ValueError, match=re.escape("`reach` must be a finite number in [0.0, 1.0]; got 2.0")):
+    with pytest.raises(ValueError,
+                       match=re.escape("`reach` must be a finite number in [0.0, 1.0]; got 2.0")):
         CampaignConfig(**_camp(reach=2.0))
     with pytest.raises(ValueError, match=re.escape("`n_users` must be an int >= 1; got 0")) \
             as info:

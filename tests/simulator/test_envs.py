@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simulator
-from simulator import AppealShock, WorldConfig, World, preset
+from simulator import AppealShock, World, WorldConfig, preset
 from simulator._envs import RecModel, RecommendationConfig, RecommendationEnv, top_k_sum
 from simulator._vector import RecommendationVectorEnv
 
@@ -209,7 +209,8 @@ def test_add_clicks_enter_profiles_and_reset_restores():
         clicked += [(u, int(i), t) for i in slate[info["clicks"]]]
     edges = env.world.edges
     rec = edges.source == simulator.SOURCES.index("recommended")
-    got = set(zip(edges.user[rec].tolist(), edges.item[rec].tolist(), edges.tick[rec].tolist()))
+    got = set(zip(edges.user[rec].tolist(), edges.item[rec].tolist(), edges.tick[rec].tolist(),
+                  strict=True))
     assert got and got <= set(clicked)
     env.reset(seed=0)
     assert len(env.world.edges) == 0

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import simulator
 from simulator import DISTRIBUTIONS, InteractionLog, fidelity
 
 

@@ -2,7 +2,8 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from simulator.logs import BanditLog, InteractionLog, LogFormatError
 
@@ -44,8 +45,10 @@ def test_bandit_log_arrays_read_only():
 @pytest.mark.parametrize(
     "change, match",
     [
-        pytest.param({"pscore": np.r_[np.full(19, 0.25), 0.0]}, r"`pscore` must be in \(0, 1\]; got 0.0 at index 19", id="pscore-zero"),
-        pytest.param({"action": np.r_[np.zeros(19, int), 4]}, r"`action` must be in \[0, 4\); got 4 at index 19", id="action-range"),
+        pytest.param({"pscore": np.r_[np.full(19, 0.25), 0.0]},
+                     r"`pscore` must be in \(0, 1\]; got 0.0 at index 19", id="pscore-zero"),
+        pytest.param({"action": np.r_[np.zeros(19, int), 4]},
+                     r"`action` must be in \[0, 4\); got 4 at index 19", id="action-range"),
         pytest.param({"reward": np.zeros(3)}, "`reward` has 3 rows", id="length"),
         pytest.param({"n_actions": 0}, "`n_actions` must be >= 1", id="n-actions"),
     ],

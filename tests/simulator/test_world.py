@@ -31,7 +31,7 @@ def world_configs(draw, *, campaigns=True, min_campaigns=0):
         birth[0] = 0  # keep one item alive at the start of every campaign below
         life[0] = n_ticks
         kw["item_birth"] = tuple(birth)
-        kw["item_death"] = tuple(b + d for b, d in zip(birth, life))
+        kw["item_death"] = tuple(b + d for b, d in zip(birth, life, strict=True))
     if draw(st.booleans()):
         kw["shocks"] = (AppealShock(item=draw(st.integers(0, n_items - 1)),
                                     start=draw(st.integers(0, n_ticks - 1)),
@@ -60,7 +60,7 @@ def _edges(world):
 
 
 def _same_edges(a, b):
-    return all(np.array_equal(x, y) for x, y in zip(_edges(a), _edges(b)))
+    return all(np.array_equal(x, y) for x, y in zip(_edges(a), _edges(b), strict=True))
 
 
 # -- determinism and the twin ----------------------------------------------------------------
@@ -119,9 +119,11 @@ def test_uniforms_are_common_to_world_and_twin():
     twin = world.without_campaigns()
     u, i = np.arange(200), np.arange(200) % 180
     assert np.array_equal(world.uniforms(u, i, 5, "click"), twin.uniforms(u, i, 5, "click"))
-    assert np.array_equal(world.uniforms(u, i, 5, "click"), World(cfg, 7).uniforms(u, i, 5, "click"))
+    assert np.array_equal(world.uniforms(u, i, 5, "click"),
+                          World(cfg, 7).uniforms(u, i, 5, "click"))
     assert not np.array_equal(world.uniforms(u, i, 5, "click"), world.uniforms(u, i, 5, "view"))
-    assert not np.array_equal(world.uniforms(u, i, 5, "click"), World(cfg, 8).uniforms(u, i, 5, "click"))
+    assert not np.array_equal(world.uniforms(u, i, 5, "click"),
+                              World(cfg, 8).uniforms(u, i, 5, "click"))
     assert world.uniforms(u[:, None], i[None, :3], 5, 99).shape == (200, 3)
 
 
@@ -129,7 +131,7 @@ def test_uniforms_are_common_to_world_and_twin():
     st.integers(0, 2**31), st.integers(0, 2**31), st.integers(0, 2**31)), min_size=1, max_size=20))
 def test_hash_uniforms_match_reference(entropy, stream, triples):
     key = seed_key(entropy, stream)
-    u, i, t = (np.array(x, dtype=np.int64) for x in zip(*triples))
+    u, i, t = (np.array(x, dtype=np.int64) for x in zip(*triples, strict=True))
     fast = hash_uniforms(key, u, i, t)
     ref = [uniforms_reference(key, a, b, c) for a, b, c in triples]
     assert np.array_equal(fast, ref)
@@ -241,7 +243,8 @@ def test_campaign_edges_and_pushes_stay_in_window_and_list(cfg, seed):
     camp = e.source == 2
     in_some = np.zeros(camp.sum(), dtype=bool)
     for c in cfg.campaigns:
-        in_some |= (e.tick[camp] >= c.start) & (e.tick[camp] < c.end) & np.isin(e.item[camp], c.items)
+        in_some |= ((e.tick[camp] >= c.start) & (e.tick[camp] < c.end)
+                    & np.isin(e.item[camp], c.items))
     assert in_some.all()
     pushes = world.push_counts(0, cfg.n_ticks - 1)
     listed = sorted({i for c in cfg.campaigns for i in c.items})
@@ -406,8 +409,8 @@ def test_add_edges_enter_profiles_with_their_source():
     assert world.profiles(4)[0, 2] == 1 and world.profiles(4)[1, 3] == 1
     e = world.edges
     rec = e.source == 1
-    assert set(zip(e.user[rec], e.item[rec], e.tick[rec])) == {
-        (int(a), int(b), 4) for a, b in zip(users[new], items[new])}
+    assert set(zip(e.user[rec], e.item[rec], e.tick[rec], strict=True)) == {
+        (int(a), int(b), 4) for a, b in zip(users[new], items[new], strict=True)}
     world.simulate(6)
     with pytest.raises(ValueError, match="tick.*>= the last simulated tick 6"):
         world.add_edges([0], [1], 5)
