@@ -606,8 +606,10 @@ def write_report(run_dir) -> Path:
         out += ["", "## The fitted world", "",
                 f"The world was fitted to `{fitted_to}`"
                 + (f" (sha256 {env_hash})" if env_hash else "") + "; saved as "
-                "[world.npz](world.npz). How faithful it is to the log:", "",
-                fidelity.read_text(encoding="utf-8").strip()]
+                "[world.npz](world.npz). How faithful it is to the log:", ""]
+        # its own headings one level down, inside this section
+        out += [("#" + line if line.startswith("#") else line)
+                for line in fidelity.read_text(encoding="utf-8").strip().splitlines()]
     summary = _summary(groups, scenario)
     if summary.rows or summary.truths:
         out += ["", "## Summary", "",

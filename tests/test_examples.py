@@ -57,38 +57,6 @@ def test_bring_your_own_estimator_study_runs(tmp_path):
         assert f"| {name} |" in report
 
 
-@pytest.mark.slow
-def test_calibrated_campaign_bias_quick_run(tmp_path, capsys, monkeypatch):
-    """The README's calibrated campaign-bias command, on a small generated MovieLens-format
-    file (the real data is not shipped): report, table and figures are written."""
-    import numpy as np
-
-    import simulator
-
-    config = simulator.WorldConfig(n_users=150, n_items=40, n_ticks=40, dim=2,
-                                   mean_profile_size=8.0, n_universal=0, appeal_mean=-2.0)
-    world = simulator.World(config, seed=0)
-    world.simulate(39)
-    e = world.edges
-    rng = np.random.default_rng(0)
-    data = tmp_path / "u.data"
-    data.write_text("".join(f"{u + 1}\t{i + 1}\t{int(rng.integers(1, 6))}\t"
-                            f"{880_000_000 + 86400 * t}\n"
-                            for u, i, t in zip(e.user, e.item, e.tick, strict=True)))
-    out = tmp_path / "run"
-    monkeypatch.setattr(sys, "argv", ["calibrated_campaign_bias.py", str(data), "--out",
-                                      str(out), "--quick", "--n-factors", "2"])
-    with pytest.raises(SystemExit) as done:
-        runpy.run_path(str(EXAMPLES / "calibrated_campaign_bias.py"), run_name="__main__")
-    assert done.value.code == 0
-    text = capsys.readouterr().out
-    assert "VERDICT" in text and "| g1 |" in text
-    for name in ("fidelity.md", "bias.md", "world.npz", "figures/calibrated_g1.png"):
-        assert (out / name).is_file()
-    back = simulator.CalibratedWorld.load(out / "world.npz")
-    assert back.sha256 in (out / "fidelity.md").read_text()
-
-
 def test_readme_test_your_own_estimator_snippet_passes():
     # the README's snippet, as a user would paste it into a test file
     import re

@@ -410,8 +410,19 @@ def _run_kind(cell):
                          progress=cell.progress, evaluation=cell.evaluation)
 
 
+def _campaign_starts(world) -> list[int]:
+    """First ticks of the world's campaigns, resolved (a fitted world's ``start_fraction``
+    needs the fitted horizon)."""
+    campaigns = (world or {}).get("campaigns", [])
+    if all("start" in c and c["start"] is not None for c in campaigns):
+        return [c["start"] for c in campaigns]
+    from recloop._scenario import world_config
+
+    return [c.start for c in world_config(world).campaigns]
+
+
 def _figures_kind(measurements, out_dir, world):
-    starts = [c["start"] for c in (world or {}).get("campaigns", [])]
+    starts = _campaign_starts(world)
     prefix = measurements[0].evaluation if measurements else "campaign_bias"
     return plot_campaign_bias(measurements, out_dir, campaign_ticks=starts, prefix=prefix)
 
