@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from recloop_base.validation import describe_range
+
 __all__ = [
     "REQUIRED", "Bool", "EstimatorList", "FilePath", "Float", "Int", "ListOf", "OneOf", "Param",
     "Reference",
@@ -48,7 +50,7 @@ class Int:
     high: int | None = None
 
     def describe(self) -> str:
-        return "an integer" + _range_text(self.low, self.high, False, False)
+        return "an integer" + describe_range(self.low, self.high)
 
     def check(self, value) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -67,7 +69,8 @@ class Float:
     high_open: bool = False
 
     def describe(self) -> str:
-        return "a number" + _range_text(self.low, self.high, self.low_open, self.high_open)
+        return "a number" + describe_range(self.low, self.high, low_open=self.low_open,
+                                           high_open=self.high_open)
 
     def check(self, value) -> str | None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -79,16 +82,6 @@ class Float:
         if self.high is not None:
             bad |= v >= self.high if self.high_open else v > self.high
         return f"expected {self.describe()}, got {value!r}" if bad else None
-
-
-def _range_text(low, high, low_open, high_open) -> str:
-    if low is not None and high is not None:
-        return f" in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-    if low is not None:
-        return f" {'>' if low_open else '>='} {low}"
-    if high is not None:
-        return f" {'<' if high_open else '<='} {high}"
-    return ""
 
 
 @dataclass(frozen=True)

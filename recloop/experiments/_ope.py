@@ -342,11 +342,7 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
         logs = tqdm(logs, desc="logs", leave=False)
     takes_rng = {e: _takes_rng(f) for e, f in funcs.items()}
     for i in logs:
-        log, _ = simulator.collect_log(config, n_rounds, policy=logger, rng=child_rng(root, 1, i))
-        if reward_noise > 0:
-            noise = child_rng(root, 2, i).normal(0.0, reward_noise, log.n_rounds)
-            log = dataclasses.replace(log, reward=log.reward + noise)
-        atoms = _atom_index(config, log.context)
+        log, atoms = logged(config, n_rounds, logger, root, i, reward_noise)
         for t, tab in policies.items():
             action_dist = tab[atoms][:, :, None]
             for e, f in funcs.items():
@@ -389,6 +385,18 @@ def _ab_arm(config, table, ab_users: int, rng):
     m = float(r.mean())
     se = float(r.std(ddof=1) / math.sqrt(n_b)) if n_b > 1 else math.nan
     return Estimate(m, se, m - _Z * se, m + _Z * se, n_b)
+
+
+def logged(config, n_rounds: int, logger, root, i: int, reward_noise: float):
+    """Log ``i`` of a cell (its own keyed streams: the records, then the reward noise) and
+    the atom index of each record's context."""
+    import simulator
+
+    log, _ = simulator.collect_log(config, n_rounds, policy=logger, rng=child_rng(root, 1, i))
+    if reward_noise > 0:
+        noise = child_rng(root, 2, i).normal(0.0, reward_noise, log.n_rounds)
+        log = dataclasses.replace(log, reward=log.reward + noise)
+    return log, _atom_index(config, log.context)
 
 
 def _takes_rng(fn) -> bool:

@@ -23,10 +23,10 @@ from recloop.experiments._common import child_rng, name_key, seed_sequence
 from recloop.experiments._ope import (
     DEFAULT_TARGETS,
     LOGGING_POLICIES,
-    _atom_index,
     _check_policy,
     _lookup,
     _world,
+    logged,
     policy_table,
 )
 from recloop_base.validation import check_int
@@ -136,13 +136,7 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     import warnings
 
     for i in logs:
-        log, _ = simulator.collect_log(config, n_rounds, policy=logger, rng=child_rng(root, 1, i))
-        if reward_noise > 0:
-            import dataclasses
-
-            noise = child_rng(root, 2, i).normal(0.0, reward_noise, log.n_rounds)
-            log = dataclasses.replace(log, reward=log.reward + noise)
-        atoms = _atom_index(config, log.context)
+        log, atoms = logged(config, n_rounds, logger, root, i, reward_noise)
         for t, tab in tables.items():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
