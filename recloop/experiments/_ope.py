@@ -516,9 +516,15 @@ def leaderboard(rows) -> list[str]:
     return out
 
 
+#: Parameters a figure may put on its x axis, in order of preference (log scale for all).
+_X_AXES = ("n_rounds", "n_actions", "ab_users", "reward_noise", "residual")
+
+
 def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
-    """RMSE against ``n_rounds`` per estimator, one panel per target, one figure per other
-    setting (logging, noise, ...); log-log axes."""
+    """RMSE per estimator against the swept parameter (``n_rounds``, else ``n_actions``, ...:
+    the first of :data:`_X_AXES` that takes several values), one panel per target, one
+    figure per combination of the other settings; log-log axes where the values are
+    positive."""
     import json
     from pathlib import Path
 
@@ -527,36 +533,45 @@ def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
+    rmse = [r for r in rows if r.metric == "rmse" and math.isfinite(r.estimate)]
+    seen: dict = {}
+    for r in rmse:
+        for k, v in r.params.items():
+            seen.setdefault(k, set()).add(v)
+    x_key = next((k for k in _X_AXES if len(seen.get(k, ())) > 1),
+                 next((k for k in _X_AXES if k in seen), None))
+    if x_key is None:
+        return []
     series: dict = {}
-    for r in rows:
-        if r.metric != "rmse" or not math.isfinite(r.estimate):
-            continue
+    for r in rmse:
         params = dict(r.params)
-        n = params.pop("n_rounds", None)
-        if n is None:
+        x = params.pop(x_key, None)
+        if x is None:
             continue
         fig_key = json.dumps(params, sort_keys=True)
         series.setdefault(fig_key, {}).setdefault(r.agent, {}).setdefault(
-            r.variant, []).append((n, r.estimate, r.stderr))
+            r.variant, []).append((x, r.estimate))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for j, (fig_key, by_target) in enumerate(series.items()):
         targets = list(by_target)
-        fig, axes = plt.subplots(1, len(targets), figsize=(4.2 * len(targets), 3.6),
+        fig, axes = plt.subplots(1, len(targets), figsize=(max(6.0, 4.2 * len(targets)), 3.8),
                                  squeeze=False)
         for ax, t in zip(axes[0], targets, strict=True):
-            all_ns: set = set()
+            xs_all: set = set()
             for e, pts in sorted(by_target[t].items()):
-                ns = sorted({p[0] for p in pts})
-                all_ns.update(ns)
-                mean = [np.mean([p[1] for p in pts if p[0] == n]) for n in ns]
-                ax.plot(ns, mean, marker="o", label=e)
-            ax.set_xscale("log")
+                xs = sorted({p[0] for p in pts})
+                xs_all.update(xs)
+                mean = [np.mean([p[1] for p in pts if p[0] == x]) for x in xs]
+                ax.plot(xs, mean, marker="o", label=e)
+            if min(xs_all) > 0:
+                ax.set_xscale("log")
             ax.set_yscale("log")
-            ax.set_xticks(sorted(all_ns), [f"{n:,}" for n in sorted(all_ns)], fontsize=7)
+            ax.set_xticks(sorted(xs_all), [f"{x:,}" if isinstance(x, int) else f"{x:g}"
+                                           for x in sorted(xs_all)], fontsize=7)
             ax.minorticks_off()
-            ax.set_xlabel("n_rounds")
+            ax.set_xlabel(x_key)
             ax.set_ylabel("RMSE against the exact value")
             ax.set_title(f"target {t}", fontsize=9)
             ax.grid(alpha=0.3, which="both")
