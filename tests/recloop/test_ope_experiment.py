@@ -218,3 +218,18 @@ def test_estimator_selection_against_the_oracle():
     assert got["slope", "value"].truth == got["slope", "value"].truth  # an exact, finite truth
     with pytest.raises(ValueError, match="`family`"):
         estimator_selection("bred_linear", family="snips", n_rounds=20, n_logs=2)
+
+
+def test_the_figure_follows_the_swept_parameter(tmp_path):
+    from recloop.experiments._ope import plot_ope
+
+    rows = []
+    for K in (5, 20):
+        rows += ope("bred_linear", [{"name": "u", "policy": "uniform"}], n_actions=K,
+                    n_rounds=100, n_logs=3, rng=0, estimators=["ips"])
+    paths = plot_ope(rows, tmp_path)  # n_actions swept, n_rounds fixed: one figure
+    assert len(paths) == 1 and paths[0].stat().st_size > 0
+    rows += ope("bred_linear", [{"name": "u", "policy": "uniform"}], n_actions=5,
+                n_rounds=300, n_logs=3, rng=0, estimators=["ips"])
+    # n_rounds now varies too: it is the x axis, one figure per number of actions
+    assert len(plot_ope(rows, tmp_path / "b")) == 2
