@@ -362,9 +362,10 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
     ``level - coverage_tol``) each statistical property fails with probability at most about
     ``alpha`` (exactly for the coverage test; for the t test, to the accuracy of the normal
     approximation of a mean over ``n_logs`` logs), so a correct estimator fails a check at
-    its defaults with probability about ``2 alpha`` = 0.002 (3 of 60 seeds failed recloop's
-    IPS with ``coverage_tol=0.05``, 0 with the default 0.1). ``tests/recloop/test_testing.py``
-    measures it over many seeds for recloop's estimators and a hand-written IPS.
+    its defaults with probability about ``2 alpha`` = 0.002 (recloop's IPS: 0 of 60 seeds
+    failed with ``coverage_tol=0.05`` or the default 0.1; 0 of 300 in the example below).
+    ``tests/recloop/test_testing.py`` measures it over many seeds for recloop's estimators
+    and a hand-written IPS.
 
     Examples
     --------

@@ -29,7 +29,12 @@ class BanditProblem:
     theta : array (n_actions, d); bias : array (n_actions,)
         The reward model.
     logging : str
-        ``"uniform"``, ``"softmax"`` or ``"epsilon_greedy"`` (on the logging scores).
+        ``"uniform"``, ``"softmax"`` or ``"epsilon_greedy"`` (on the logging scores). The
+        softmax logger is mixed with the uniform policy, ``(1 - epsilon) softmax + epsilon /
+        n_actions``, like the epsilon-greedy one: every action keeps probability at least
+        ``epsilon / n_actions``, so importance weights stay below ``n_actions / epsilon``
+        (15 at three actions) and a correct estimator's normal interval holds its level at
+        a few hundred rounds.
     logging_scores : array (n_actions, d)
         Linear scores of the logging policy (softmax / greedy arm).
     target_scores : array (n_actions, d)
@@ -50,7 +55,7 @@ class BanditProblem:
     logging_scores: np.ndarray
     target_scores: np.ndarray
     target_temperature: float = 1.0
-    epsilon: float = 0.2
+    epsilon: float = 0.2  # uniform share of the softmax and epsilon-greedy loggers
     deficient: int | None = None
     target_action: int | None = None
     n_rounds: int = 200
@@ -74,7 +79,8 @@ class BanditProblem:
         if self.logging == "uniform":
             p = np.full((context.shape[0], k), 1.0 / k)
         elif self.logging == "softmax":
-            p = softmax(context @ self.logging_scores.T, axis=1)
+            p = ((1 - self.epsilon) * softmax(context @ self.logging_scores.T, axis=1)
+                 + self.epsilon / k)
         else:
             greedy = np.argmax(context @ self.logging_scores.T, axis=1)
             p = np.full((context.shape[0], k), self.epsilon / k)
