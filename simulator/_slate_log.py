@@ -199,9 +199,8 @@ class SlateLog:
         """``available`` as an array, all-True when the log has none."""
         if self.available is not None:
             return self.available
-        mask = np.ones((self.n_rounds, self.n_items), dtype=bool)
-        mask.setflags(write=False)
-        return mask
+        # a read-only view of one True: no n_rounds x n_items allocation per call
+        return np.broadcast_to(np.True_, (self.n_rounds, self.n_items))
 
     def observations(self, index=None) -> dict:
         """The batched observations of records ``index`` (all by default), as a slate policy
