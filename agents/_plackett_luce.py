@@ -330,8 +330,9 @@ class PlackettLuce:
     :meth:`prefix_probabilities` (OBP's ``pscore_cascade``), :meth:`slate_probability`
     (``pscore``), :meth:`item_position_probabilities` (``pscore_item_position``),
     :meth:`marginals`, :meth:`conditional_probabilities` (the action distribution of
-    Cascade-DR) and :meth:`position_expectations` (the value of the policy under the click
-    models). Marginals are cached per distinct context (their scores): repeated calls on
+    Cascade-DR; :meth:`conditional_factors` gives it without the (n, k, n_items) array)
+    and :meth:`position_expectations` (the value of the policy under the click models).
+    Marginals are cached per distinct context (their scores): repeated calls on
     the same users cost nothing.
 
     Examples
@@ -512,6 +513,42 @@ class PlackettLuce:
         s = self._slates(slates, L.shape[0], L.shape[1], single)
         out = pl_conditional_probabilities(L, s)
         return out[0] if single else out
+
+    def conditional_factors(self, observations, slates):
+        """The conditionals of :meth:`conditional_probabilities` in factored form, without
+        the (n, k, n_items) array: ``(weights, row, remaining)`` with
+
+            ``pi(a | x_i, s_0 .. s_{j-1}) = weights[row[i], a] / remaining[i, j]``
+
+        for every item ``a`` not among ``s_0 .. s_{j-1}`` (0 for those), ``weights`` (u,
+        n_items) the item weights of the ``u`` distinct contexts (0 where unavailable),
+        ``row`` (n,) each observation's context and ``remaining`` (n, k) the weight of the
+        items not shown above position ``j`` (summed as :func:`pl_prefix_probabilities`
+        does). Cascade-DR uses it to fit and apply its Q-function in ``O(n k^2 + u
+        n_items k)`` rather than ``O(n k n_items)``. Contexts are told apart by their
+        ``user`` alone when the scores are an array and every item is available; otherwise
+        by their logits.
+        """
+        obs, single = self._batch(observations)
+        avail = obs.get("available")
+        if not callable(self._scores) and (avail is None or np.all(avail)):
+            n = avail.shape[0] if avail is not None else np.size(obs.get("user", [0]))
+            if self._scores.ndim == 2:
+                if "user" not in obs:
+                    raise ArgumentValueError("observations", "observations with `user` (the "
+                                             "scores are one row per user)", "no `user` key")
+                users, inv = np.unique(np.asarray(obs["user"]).reshape(n), return_inverse=True)
+                L = self._logits({"user": users})
+            else:
+                L, inv = self._logits({"user": np.zeros(1, np.int64)}), np.zeros(n, np.int64)
+            inv = inv.astype(np.int64)
+        else:
+            L = self._logits(obs)
+            L, inv = _unique_rows(L)
+        s = self._slates(slates, inv.shape[0], L.shape[1], single)
+        w = _weights(L)
+        remaining = _denominators(w, inv, s)
+        return w, (inv[0] if single else inv), (remaining[0] if single else remaining)
 
     def _row_marginals(self, L: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
         """Marginals of the distinct rows of ``L``: ``(M (u, m, k), inverse (n,))``."""

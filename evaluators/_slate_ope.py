@@ -327,10 +327,20 @@ class _Dist:
         self.full = None
         if self.policy is None:
             self.full = _probs(source, "target_action_dist", self.shape)
-        elif math.prod(self.shape) <= _WHOLE_CELLS:  # small: compute it once, keep it
-            parts = [D for _, D in self._policy_chunks(np.arange(n))]  # checked there
-            self.full = np.concatenate(parts) if parts else np.zeros(self.shape)
+        # a policy's small action distribution is computed once, when first asked for
+        self.keep = self.policy is not None and math.prod(self.shape) <= _WHOLE_CELLS
         self.checked = self.policy is not None
+        self._factors = None
+
+    def factors(self):
+        """The target's conditionals as :class:`_Factors` when the policy offers
+        ``conditional_factors`` (``agents.PlackettLuce`` does), else ``None``."""
+        if self.policy is None or not callable(getattr(self.policy, "conditional_factors",
+                                                       None)):
+            return None
+        if self._factors is None:
+            self._factors = _Factors(self.log, self.policy, self.cascade)
+        return self._factors
 
     def _policy_chunks(self, rows):
         for lo in range(0, rows.size, self.step):
@@ -345,6 +355,9 @@ class _Dist:
         """``(rows, D[rows])`` for consecutive chunks of ``rows`` (all by default): views of
         the array when there is one and all rows are asked for; the policy's answers,
         checked as they come, otherwise."""
+        if self.full is None and self.keep:
+            parts = [D for _, D in self._policy_chunks(np.arange(self.shape[0]))]  # checked
+            self.full = np.concatenate(parts) if parts else np.zeros(self.shape)
         if self.full is None:
             rows = np.arange(self.shape[0]) if rows is None else rows
             yield from self._policy_chunks(np.asarray(rows, dtype=np.int64))
@@ -379,6 +392,131 @@ class _Dist:
                 f"record {r[bad[0]]}")
 
 
+_ILL_CONDITIONED = 1e-4  # remaining weight below this share of the total: summed item by item
+_DENSE_SUMS = 16  # (fold, item) x context sums dense up to this many cells per record
+
+
+class _Factors:
+    """``pi(a | x_i, s_i0 .. s_i,j-1) = W[row_i, a] / R[i, j]`` for ``a`` not shown above
+    ``j``: the policy's ``conditional_factors(observations, slates)``, asked chunk by chunk
+    and merged (distinct weight rows kept once), then checked like :class:`_Dist` checks
+    an array (rows summing to 1, consistent with ``target_pscore_cascade``).
+
+    Sums over the items not shown are taken as ``W . t`` minus the shown items' share,
+    which loses ``log10(total / R)`` digits: the records where the remaining weight ``R``
+    falls below ``_ILL_CONDITIONED`` of their row's total (``ill``) are expanded into
+    their dense rows (:meth:`chunks`) and summed item by item instead.
+    """
+
+    def __init__(self, log, policy, cascade):
+        n, k = log.action.shape
+        m = log.n_items
+        step = max(1, _CHUNK_CELLS // m)
+        parts, row, R = [], np.empty(n, np.int64), np.empty((n, k))
+        offset = 0
+        for lo in range(0, n, step):
+            r = np.arange(lo, min(n, lo + step))
+            got = policy.conditional_factors(log.observations(r), log.action[r])
+            w, ix, rem = self._checked_chunk(got, r.size, k, m)
+            parts.append(w)
+            row[r] = ix + offset
+            R[r] = rem
+            offset += w.shape[0]
+        W = np.concatenate(parts) if parts else np.zeros((0, m))
+        if len(parts) > 1:  # the same context in several chunks: one row
+            W = np.ascontiguousarray(W)
+            view = W.view(np.dtype((np.void, W.dtype.itemsize * m))).ravel()
+            _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
+            W, row = W[first], inverse.ravel()[row]
+        self.log, self.W, self.row, self.R = log, W, row, R
+        self.Ws = W[row[:, None], log.action]                  # weights of the shown items
+        self.before = np.cumsum(self.Ws, axis=1) - self.Ws      # ... shown above j
+        total = W.sum(axis=1)[row]
+        rest = total[:, None] - self.before
+        if not np.all(np.abs(rest - R) <= 1e-6 * R + 1e-12 * total[:, None]):
+            i = int(np.flatnonzero(~np.all(np.abs(rest - R) <= 1e-6 * R + 1e-12
+                                           * total[:, None], axis=1))[0])
+            raise ArgumentValueError("target_action_dist", "conditional_factors whose "
+                                     "`remaining` is the weight of the items not shown (rows "
+                                     "summing to 1)", f"{R[i].tolist()} against "
+                                     f"{rest[i].tolist()} at record {i}")
+        implied = np.cumprod(self.Ws / R, axis=1)
+        ok = np.isclose(implied, cascade, rtol=1e-6, atol=1e-12).all(axis=1)
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            raise ArgumentValueError(
+                "target_action_dist", "consistent with `target_pscore_cascade` (the product "
+                "of its probabilities of the logged items is the prefix probability)",
+                f"{implied[i].tolist()} against {cascade[i].tolist()} at record {i}")
+        self.ill = np.flatnonzero((R < _ILL_CONDITIONED * total[:, None]).any(axis=1))
+        self.well = np.setdiff1d(np.arange(n), self.ill)
+
+    @staticmethod
+    def _checked_chunk(got, n, k, m):
+        what = ("conditional_factors returning (weights (u, n_items) >= 0, row (n,) in [0, "
+                "u), remaining (n, k) > 0), finite")
+        try:
+            w, ix, rem = got
+            w = np.asarray(w, dtype=np.float64)
+            ix = np.asarray(ix)
+            rem = np.asarray(rem, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ArgumentValueError("target_action_dist", what, repr(got)[:80]) from None
+        if (w.ndim != 2 or w.shape[1] != m or ix.shape != (n,) or rem.shape != (n, k)
+                or not np.issubdtype(ix.dtype, np.integer)):
+            raise ArgumentValueError("target_action_dist", what + f" with n = {n}, k = {k}, "
+                                     f"n_items = {m}", f"shapes {w.shape}, {ix.shape}, "
+                                     f"{rem.shape}")
+        if (not np.all(np.isfinite(w)) or np.any(w < 0) or not np.all(np.isfinite(rem))
+                or np.any(rem <= 0) or np.any((ix < 0) | (ix >= w.shape[0]))):
+            raise ArgumentValueError("target_action_dist", what,
+                                     "negative, zero, out-of-range or non-finite values")
+        return w, ix.astype(np.int64), rem
+
+    def chunks(self, rows):
+        """``(rows, D[rows])`` of the dense conditionals, chunk by chunk."""
+        k, m = self.R.shape[1], self.W.shape[1]
+        step = max(1, _CHUNK_CELLS // (k * m))
+        for lo in range(0, rows.size, step):
+            r = rows[lo:lo + step]
+            D = self.W[self.row[r]][:, None, :] / self.R[r][:, :, None]
+            shown = self.log.action[r]
+            for j in range(1, k):
+                D[np.arange(r.size)[:, None], j:, shown[:, j - 1:j]] = 0.0
+            yield r, D
+
+    def next_sums(self, csum, fold, n_folds):
+        """Add to ``csum[j]`` ((n_folds * m, m)) the sums of ``D[i, j+1]`` over the
+        well-conditioned records of each (fold, item at ``j``):
+        ``G_j W`` (``G_j`` the (fold, item) x context weights ``1 / R[i, j+1]``) minus the
+        items shown at ``0 .. j``."""
+        i = self.well
+        k, m, u = self.R.shape[1], self.W.shape[1], self.W.shape[0]
+        shown, row = self.log.action[i], self.row[i]
+        G_cells = n_folds * m * u
+        for j in range(k - 1):
+            g = fold[i] * m + shown[:, j]
+            c = 1.0 / self.R[i, j + 1]
+            if G_cells <= _DENSE_SUMS * max(i.size, 1):  # few contexts: dense, through BLAS
+                G = np.bincount(g * u + row, weights=c, minlength=G_cells).reshape(n_folds * m, u)
+                csum[j] += G @ self.W
+            else:
+                import scipy.sparse as sp
+                csum[j] += sp.csr_matrix((c, (g, row)), shape=(n_folds * m, u)) @ self.W
+            idx = (g[:, None] * m + shown[:, :j + 1]).ravel()
+            csum[j].reshape(-1)[:] -= np.bincount(idx, weights=(c[:, None] * self.Ws[i, :j + 1]
+                                                                ).ravel(), minlength=csum[j].size)
+
+    def expectations(self, rows, table):
+        """``sum_a pi(a | x_i, s_i0 .. s_i,j-1) table[j, a]`` for well-conditioned ``rows``."""
+        k = self.R.shape[1]
+        shown = self.log.action[rows]
+        out = (self.W @ table.T)[self.row[rows]]                       # (rows, k)
+        for j in range(1, k):
+            out[:, j] -= (self.Ws[rows, :j] * table[j][shown[:, :j]]).sum(axis=1)
+        return out / self.R[rows]
+
+
 def _folds(n: int, n_folds: int, rng) -> np.ndarray:
     fold = np.empty(n, dtype=np.int64)
     fold[rng.permutation(n)] = np.arange(n) % n_folds
@@ -393,7 +531,8 @@ def _q_mean(log, dist, fold, n_folds):
     distribution over the training records showing ``a`` at ``j``: two passes over the
     action distribution (each fold's sums, then ``sum_a pi(a|...) T_j(a)``), memory
     ``O(n_folds k n_items^2)``. Items never shown at ``j`` in training get the position's
-    mean target.
+    mean target. With the policy's factors (:class:`_Factors`) both passes skip the dense
+    distribution for the well-conditioned records; the dense loop below is the reference.
     """
     import scipy.sparse as sp
 
@@ -407,7 +546,11 @@ def _q_mean(log, dist, fold, n_folds):
         key = fold * m + log.action[:, j]
         cnt[:, j] = np.bincount(key, minlength=K * m).reshape(K, m)
         rsum[:, j] = np.bincount(key, weights=log.reward[:, j], minlength=K * m).reshape(K, m)
-    for rows, D in dist.chunks():
+    factors = dist.factors()
+    if factors is not None:  # the well-conditioned records in factored form, the rest dense
+        factors.next_sums(csum, fold, K)
+    dense = dist.chunks() if factors is None else factors.chunks(factors.ill)
+    for rows, D in dense:
         for j in range(k - 1):  # sums of D[i, j+1] over the records of each (fold, item at j)
             onehot = sp.csr_matrix((np.ones(rows.size), (fold[rows] * m + log.action[rows, j],
                                                          np.arange(rows.size))),
@@ -427,7 +570,11 @@ def _q_mean(log, dist, fold, n_folds):
             T[j] = np.where(c[j] > 0, tot / np.maximum(c[j], 1), tot.sum() / c[j].sum())
     q_logged = tables[fold[:, None], np.arange(k)[None, :], log.action]
     q_expect = np.empty((n, k))
-    for rows, D in dist.chunks():
+    if factors is not None:
+        for f in range(K):
+            sel = factors.well[fold[factors.well] == f]
+            q_expect[sel] = factors.expectations(sel, tables[f])
+    for rows, D in (dist.chunks() if factors is None else factors.chunks(factors.ill)):
         fr = fold[rows]
         for f in range(K):
             sel = np.flatnonzero(fr == f)
@@ -498,7 +645,13 @@ def cascade_dr(log, target_pscore_cascade, target_action_dist, *, reward_model="
         the logged items above (rows sum to 1; consistent with ``target_pscore_cascade``).
         Or the target policy itself, with ``conditional_probabilities(observations,
         slates)`` (``agents.PlackettLuce``), called on chunks of ``log.observations()`` so
-        that the (n_rounds, len_list, n_items) array never exists whole.
+        that the (n_rounds, len_list, n_items) array never exists whole. A policy that also
+        has ``conditional_factors(observations, slates)`` -> ``(weights (u, n_items), row
+        (n,), remaining (n, len_list))``, meaning ``pi(a | ...) = weights[row_i, a] /
+        remaining[i, j]`` for the items not shown above ``j`` (``agents.PlackettLuce``
+        does), is used in that form by the ``"mean"`` model: ``O(n k^2 + u n_items k)``
+        instead of ``O(n k n_items)``, the same estimate to rounding (records whose unshown
+        weight is below 1e-4 of their total are summed item by item).
     reward_model : "mean", array (n_rounds, len_list, n_items), or regressor
         ``Q_j(x_i, s_i0 .. s_i,j-1, a)``, the expected reward from position ``j`` to the end
         when ``a`` is at ``j`` after the logged items and ``pi`` fills the rest:

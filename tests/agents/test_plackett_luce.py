@@ -115,6 +115,42 @@ def test_conditional_and_marginal_views_agree():
     np.testing.assert_allclose(E, 1.0, atol=1e-13)
 
 
+def dense_from_factors(W, row, R, slates):
+    """The (n, k, n_items) conditionals the factors stand for, written out."""
+    n, k = slates.shape
+    D = W[row][:, None, :] / R[:, :, None]
+    for j in range(1, k):
+        D[np.arange(n)[:, None], j, slates[:, :j]] = 0.0
+    return D
+
+
+@settings(max_examples=40)
+@given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(["users", "vector", "callable"]),
+       masked=st.booleans(), spread=st.sampled_from([0.5, 2.0, 8.0]))
+def test_conditional_factors_are_the_conditional_probabilities(seed, kind, masked, spread):
+    rng = np.random.default_rng(seed)
+    n, m, k = 12, 7, 3
+    table = rng.normal(0, spread, (4, m))
+    scores = {"users": table, "vector": table[0],
+              "callable": lambda obs: table[obs["user"]] + obs["context"][:, :1]}[kind]
+    pol = PlackettLuce(scores, k=k, temperature=0.8)
+    avail = np.ones((n, m), bool)
+    if masked:
+        avail[rng.random((n, m)) < 0.3] = False
+        avail[np.arange(n)[:, None], np.argsort(rng.random((n, m)))[:, :k]] = True
+    obs = {"user": rng.integers(0, 4, n), "available": avail,
+           "context": rng.integers(0, 2, (n, 1)).astype(float)}
+    slates = pol.sample(obs, rng=rng)
+    W, row, R = pol.conditional_factors(obs, slates)
+    assert W.shape[0] <= n and row.shape == (n,) and R.shape == (n, k)
+    np.testing.assert_allclose(dense_from_factors(W, row, R, slates),
+                               pol.conditional_probabilities(obs, slates), rtol=1e-13,
+                               atol=1e-300)
+    # one observation: a row, the same numbers
+    W1, row1, R1 = pol.conditional_factors({key: v[5] for key, v in obs.items()}, slates[5])
+    np.testing.assert_array_equal(W1[row1] / R1[:, None], W[row[5]] / R[5][:, None])
+
+
 def test_uniform_policy():
     pol = PlackettLuce(np.arange(6.0), k=3, temperature=math.inf)
     obs = {"available": np.ones(6, bool)}

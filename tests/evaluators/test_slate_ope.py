@@ -192,6 +192,67 @@ class TinyRidge:
         return np.hstack([np.ones((X.shape[0], 1)), X]) @ self.coef_
 
 
+@settings(max_examples=25)
+@given(seed=st.integers(0, 2**32 - 1), temperature=st.sampled_from([0.05, 0.3, 1.0]),
+       chunk_cells=st.sampled_from([1 << 22, 64]), dense_sums=st.sampled_from([0, 10**9]))
+def test_cascade_dr_factored_path_equals_the_dense_reference(seed, temperature, chunk_cells,
+                                                             dense_sums):
+    """A policy with ``conditional_factors`` (fit and expectations in factored form; records
+    whose remaining weight is a tiny share expanded densely) against the same policy's
+    (n, k, n_items) array (the reference); in one chunk or in many (rows merged); the
+    context sums sparse or dense."""
+    rng = np.random.default_rng(seed)
+    n, m, k, users = 60, 8, 3, 5
+    scores = rng.normal(0, 3.0, (users, m))
+    mu = PlackettLuce(scores, k=k, temperature=2.0)
+    pi = PlackettLuce(scores, k=k, temperature=temperature)
+    obs = {"user": rng.integers(0, users, n), "available": np.ones((n, m), bool)}
+    S = mu.sample(obs, rng=rng)
+    cas = mu.prefix_probabilities(obs, S)
+    log = SlateLog(context=np.zeros((n, 1)), action=S,
+                   reward=(rng.random((n, k)) < 0.4).astype(float), pscore=cas[:, -1],
+                   pscore_cascade=cas, pscore_item_position=mu.item_position_probabilities(
+                       obs, S), n_items=m, user=obs["user"])
+    target = pi.prefix_probabilities(obs, S)
+    ref = evaluators.cascade_dr(log, target, pi.conditional_probabilities(obs, S), rng=seed)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("evaluators._slate_ope._CHUNK_CELLS", chunk_cells)
+        mp.setattr("evaluators._slate_ope._DENSE_SUMS", dense_sums)
+        got = evaluators.cascade_dr(log, target, pi, rng=seed)
+    assert got.value == pytest.approx(ref.value, rel=1e-11, abs=1e-12)
+    assert got.stderr == pytest.approx(ref.stderr, rel=1e-9, abs=1e-12)
+
+
+def test_cascade_dr_checks_a_policys_factors():
+    rng = np.random.default_rng(3)
+    scores = rng.normal(0, 1, (4, 6))
+    pi = PlackettLuce(scores, k=2)
+    obs = {"user": rng.integers(0, 4, 30), "available": np.ones((30, 6), bool)}
+    S = pi.sample(obs, rng=rng)
+    cas = pi.prefix_probabilities(obs, S)
+    log = SlateLog(context=np.zeros((30, 1)), action=S, reward=np.ones((30, 2)),
+                   pscore=cas[:, -1], pscore_cascade=cas,
+                   pscore_item_position=pi.item_position_probabilities(obs, S), n_items=6,
+                   user=obs["user"])
+
+    class Scaled:  # remaining weights off by a factor: rows no longer sum to 1
+        def conditional_probabilities(self, observations, slates):
+            return pi.conditional_probabilities(observations, slates)
+
+        def conditional_factors(self, observations, slates):
+            W, row, R = pi.conditional_factors(observations, slates)
+            return W, row, 2 * R
+
+    class Broken(Scaled):
+        def conditional_factors(self, observations, slates):
+            return "nonsense"
+
+    for policy, match in ((Scaled(), "remaining"), (Broken(), "conditional_factors")):
+        with pytest.raises(ValueError, match="target_action_dist") as err:
+            evaluators.cascade_dr(log, cas, policy, rng=0)
+        assert match in str(err.value)
+
+
 def test_cascade_dr_with_a_regressor():
     log, t, pi, obs = _fixed_problem(n=120)
     reg = TinyRidge()
