@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evaluators._estimate import Estimate, _z
+from evaluators._estimate import Estimate, _z, normal_estimate
 from recloop_base.validation import (
     ArgumentTypeError,
     as_generator,
@@ -28,16 +28,6 @@ class ABTestResult(Estimate):
     a: Estimate = None
     b: Estimate = None
     p_value: float = math.nan
-
-
-def _arm(rewards: np.ndarray, level: float) -> Estimate:
-    n = rewards.size
-    if n == 0:
-        return Estimate(math.nan, math.nan, math.nan, math.nan, 0, level)
-    m = float(rewards.mean())
-    se = float(rewards.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-    h = _z(level) * se
-    return Estimate(m, se, m - h, m + h, n, level)
 
 
 def _check_policy(policy, name: str):
@@ -127,12 +117,13 @@ def ab_test(env, policy_a, policy_b, *, n_steps: int, split: float = 0.5, ci: fl
             raise ValueError(f"`n_steps` must be within the environment's episode; it ended "
                              f"after {t + 1} of {n_steps} steps.")
         obs = nxt
-    a, b = _arm(rewards[~to_b], level), _arm(rewards[to_b], level)
+    a = normal_estimate(rewards[~to_b], level=level)
+    b = normal_estimate(rewards[to_b], level=level)
     diff = b.value - a.value
-    se = math.sqrt(a.stderr ** 2 + b.stderr ** 2) if a.n > 1 and b.n > 1 else math.nan
+    se = math.sqrt(a.stderr ** 2 + b.stderr ** 2)  # nan when an arm has fewer than 2 users
     h = _z(level) * se
     p = math.nan
-    if a.n > 1 and b.n > 1 and se > 0:
+    if se > 0:
         from scipy.stats import ttest_ind
 
         p = float(ttest_ind(rewards[to_b], rewards[~to_b], equal_var=False).pvalue)

@@ -48,7 +48,6 @@ from recloop_base.validation import (
 __all__ = ["ips", "snips", "direct_method", "doubly_robust", "sndr", "switch_dr", "dr_os",
            "subgaussian_ips", "OPEEstimate", "NoSupportWarning", "UndefinedStderrWarning"]
 
-_MODELS = _rm.MODELS
 _SUM_TOL = 1e-6  # how far a row of action_dist may sum from 1 (float64)
 
 
@@ -148,10 +147,10 @@ def _explain_action_dist(a, sums, tol, name):
     raise ValueError(f"`{name}` rows must sum to 1; got {float(sums[bad])} at record {bad}.")
 
 
-def _check_clip(clip, name="clip"):
+def _check_clip(clip):
     if clip is None:
         return math.inf
-    return check_float(clip, name, low=0.0, low_open=True, finite=False)
+    return check_float(clip, "clip", low=0.0, low_open=True, finite=False)
 
 
 def _target_at_logged(log, a) -> np.ndarray:
@@ -159,9 +158,8 @@ def _target_at_logged(log, a) -> np.ndarray:
     return a[np.arange(log.n_rounds), log.action].astype(np.float64, copy=False)
 
 
-def _weights(log, a, clip=math.inf) -> np.ndarray:
-    w = _target_at_logged(log, a) / log.pscore
-    return np.minimum(w, clip) if clip < math.inf else w
+def _weights(log, a) -> np.ndarray:
+    return _target_at_logged(log, a) / log.pscore
 
 
 def _ess(w) -> float:
@@ -170,7 +168,8 @@ def _ess(w) -> float:
 
 
 def _nan(n, level, name, why) -> OPEEstimate:
-    warnings.warn(f"{name}: {why}; returning nan.", NoSupportWarning, stacklevel=3)
+    warnings.warn(f"{name}: {why}; returning nan.", NoSupportWarning,
+                  stacklevel=_caller_stacklevel())
     return OPEEstimate(math.nan, math.nan, math.nan, math.nan, n, level, ess=0.0,
                        estimator=name)
 
@@ -270,12 +269,12 @@ def _shrunk_weights(family: str, w, v: float):
     raise AssertionError(family)
 
 
-def _family_estimate(family, log, w, dm, qa, v, level, name) -> OPEEstimate:
+def _family_estimate(family, log, w, dm, qa, v, level) -> OPEEstimate:
     """Estimate of ``family`` at ``v`` from the weights (and DM terms / factual predictions
     for the model-based ones, ``dm=None`` otherwise)."""
     ws = _shrunk_weights(family, w, v)
     terms = ws * log.reward if dm is None else dm + ws * (log.reward - qa)
-    return _mean_estimate(terms, level, _ess(ws), name)
+    return _mean_estimate(terms, level, _ess(ws), family)
 
 
 def _add_model_variance(est, log, a, w, family, v, m, n_folds, n_bootstrap, gen):
@@ -342,7 +341,7 @@ def ips(log, action_dist, *, clip=None, ci=0.95) -> OPEEstimate:
     w = _weights(log, a)
     if not w.any():
         return _nan(log.n_rounds, level, "ips", _NO_WEIGHT)
-    return _family_estimate("ips", log, w, None, None, clip, level, "ips")
+    return _family_estimate("ips", log, w, None, None, clip, level)
 
 
 def snips(log, action_dist, *, ci=0.95) -> OPEEstimate:
@@ -427,7 +426,7 @@ def subgaussian_ips(log, action_dist, *, lambda_=0.1, ci=0.95) -> OPEEstimate:
     w = _weights(log, a)
     if not w.any():
         return _nan(log.n_rounds, level, "subgaussian_ips", _NO_WEIGHT)
-    return _family_estimate("subgaussian_ips", log, w, None, None, lam, level, "subgaussian_ips")
+    return _family_estimate("subgaussian_ips", log, w, None, None, lam, level)
 
 
 # -- the direct method -------------------------------------------------------------------------
@@ -494,9 +493,9 @@ def direct_method(log, action_dist, *, model="ridge", per_action=False, n_bootst
     level = check_level(ci)
     gen = as_generator(rng)
     n = log.n_rounds
-    if not _target_at_logged(log, a).any():
-        _check_action_dist(log, a)
-        return _nan(n, level, "direct_method", _NO_WEIGHT)
+    nan = _no_support(log, a, level, "direct_method")
+    if nan is not None:
+        return nan
     q = _rm.fit_in_sample(log, m)
     terms = _dm_terms(a, q, "action_dist")
     value = float(terms.mean())
@@ -584,7 +583,7 @@ def doubly_robust(log, action_dist, *, model="ridge", per_action=False, n_folds=
     if nan is not None:
         return nan
     w, dm, qa = _dr_parts(log, a, m, n_folds, gen)
-    return _family_estimate("doubly_robust", log, w, dm, qa, clip, level, "doubly_robust")
+    return _family_estimate("doubly_robust", log, w, dm, qa, clip, level)
 
 
 def sndr(log, action_dist, *, model="ridge", per_action=False, n_folds=2, ci=0.95,
@@ -686,7 +685,7 @@ def switch_dr(log, action_dist, *, tau=10.0, model="ridge", per_action=False, n_
     if nan is not None:
         return nan
     w, dm, qa = _dr_parts(log, a, m, n_folds, gen)
-    est = _family_estimate("switch_dr", log, w, dm, qa, tau, level, "switch_dr")
+    est = _family_estimate("switch_dr", log, w, dm, qa, tau, level)
     return _add_model_variance(est, log, a, w, "switch_dr", tau, m, n_folds, n_bootstrap, gen)
 
 
@@ -738,7 +737,7 @@ def dr_os(log, action_dist, *, lambda_=100.0, model="ridge", per_action=False, n
     if nan is not None:
         return nan
     w, dm, qa = _dr_parts(log, a, m, n_folds, gen)
-    est = _family_estimate("dr_os", log, w, dm, qa, lam, level, "dr_os")
+    est = _family_estimate("dr_os", log, w, dm, qa, lam, level)
     return _add_model_variance(est, log, a, w, "dr_os", lam, m, n_folds, n_bootstrap, gen)
 
 

@@ -177,21 +177,21 @@ def fit_predict(log, model: _Model, train, predict_rows, out) -> None:
             out[rows] = Zr @ B.T if Zr.size * K >= (1 << 22) else np.einsum("np,kp->nk", Zr, B)
     elif model.per_action:
         overall = float(r.mean()) if r.size else 0.0
-        ctx = log.context[predict_rows]
+        ctx, ctx_train = log.context[predict_rows], log.context[train]
         for k in range(K):
             mine = a == k
             if not mine.any():
                 out[predict_rows, k] = overall
                 continue
-            m = _fit_regressor(model.regressor, log.context[train][mine], r[mine])
+            m = _fit_regressor(model.regressor, ctx_train[mine], r[mine])
             out[predict_rows, k] = _check_prediction(m.predict(ctx), ctx.shape[0],
                                                      f"action {k}")
     elif r.size == 0:
         out[predict_rows] = 0.0
     else:
-        X = np.hstack([log.context[train], np.eye(K)[a]])
-        m = _fit_regressor(model.regressor, X, r)
         eye = np.eye(K)
+        X = np.hstack([log.context[train], eye[a]])
+        m = _fit_regressor(model.regressor, X, r)
         for rows in _rows_chunks(predict_rows, K * (log.dim_context + K)):
             c = log.context[rows]
             Xp = np.hstack([np.repeat(c, K, axis=0), np.tile(eye, (c.shape[0], 1))])

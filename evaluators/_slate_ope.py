@@ -43,7 +43,7 @@ import warnings
 import numpy as np
 
 from evaluators._estimate import _z
-from evaluators._ope import NoSupportWarning, OPEEstimate, _ess
+from evaluators._ope import NoSupportWarning, OPEEstimate, _caller_stacklevel, _ess
 from evaluators._validation import check_slate_log
 from recloop_base.validation import (
     ArgumentTypeError,
@@ -97,7 +97,8 @@ def _probs(arr, name: str, shape: tuple) -> np.ndarray:
 def _estimate(terms, level, ess, name, n_nonzero) -> OPEEstimate:
     n = terms.shape[0]
     if n_nonzero == 0:
-        warnings.warn(f"{name}: {_NO_WEIGHT}; returning nan.", NoSupportWarning, stacklevel=3)
+        warnings.warn(f"{name}: {_NO_WEIGHT}; returning nan.", NoSupportWarning,
+                      stacklevel=_caller_stacklevel())
         return OPEEstimate(math.nan, math.nan, math.nan, math.nan, n, level, ess=0.0,
                            estimator=name)
     value = float(terms.mean())
@@ -380,16 +381,22 @@ class _Dist:
             raise ArgumentValueError("target_action_dist", "distributions over the items "
                                      "(rows summing to 1)",
                                      f"sums {s[bad[0]].tolist()} at record {r[bad[0]]}")
-        implied = np.cumprod(np.take_along_axis(D, self.log.action[r][:, :, None],
-                                                axis=2)[:, :, 0], axis=1)
-        ok = np.isclose(implied, self.cascade[r], rtol=1e-6, atol=1e-12).all(axis=1)
-        bad = np.flatnonzero(~ok)
-        if bad.size:
-            raise ArgumentValueError(
-                "target_action_dist", "consistent with `target_pscore_cascade` (the product "
-                "of its probabilities of the logged items is the prefix probability)",
-                f"{implied[bad[0]].tolist()} against {self.cascade[r[bad[0]]].tolist()} at "
-                f"record {r[bad[0]]}")
+        _check_implied(np.take_along_axis(D, self.log.action[r][:, :, None], axis=2)[:, :, 0],
+                       self.cascade[r], r)
+
+
+def _check_implied(shown, cascade, records) -> None:
+    """The target's probabilities of the logged items (``shown``, (rows, k)) multiply up to
+    ``target_pscore_cascade`` (``cascade``) on ``records``."""
+    implied = np.cumprod(shown, axis=1)
+    ok = np.isclose(implied, cascade, rtol=1e-6, atol=1e-12).all(axis=1)
+    bad = np.flatnonzero(~ok)
+    if bad.size:
+        raise ArgumentValueError(
+            "target_action_dist", "consistent with `target_pscore_cascade` (the product "
+            "of its probabilities of the logged items is the prefix probability)",
+            f"{implied[bad[0]].tolist()} against {cascade[bad[0]].tolist()} at "
+            f"record {records[bad[0]]}")
 
 
 _ILL_CONDITIONED = 1e-4  # remaining weight below this share of the total: summed item by item
@@ -433,21 +440,14 @@ class _Factors:
         self.before = np.cumsum(self.Ws, axis=1) - self.Ws      # ... shown above j
         total = W.sum(axis=1)[row]
         rest = total[:, None] - self.before
-        if not np.all(np.abs(rest - R) <= 1e-6 * R + 1e-12 * total[:, None]):
-            i = int(np.flatnonzero(~np.all(np.abs(rest - R) <= 1e-6 * R + 1e-12
-                                           * total[:, None], axis=1))[0])
+        off = ~np.all(np.abs(rest - R) <= 1e-6 * R + 1e-12 * total[:, None], axis=1)
+        if off.any():
+            i = int(np.flatnonzero(off)[0])
             raise ArgumentValueError("target_action_dist", "conditional_factors whose "
                                      "`remaining` is the weight of the items not shown (rows "
                                      "summing to 1)", f"{R[i].tolist()} against "
                                      f"{rest[i].tolist()} at record {i}")
-        implied = np.cumprod(self.Ws / R, axis=1)
-        ok = np.isclose(implied, cascade, rtol=1e-6, atol=1e-12).all(axis=1)
-        if not ok.all():
-            i = int(np.flatnonzero(~ok)[0])
-            raise ArgumentValueError(
-                "target_action_dist", "consistent with `target_pscore_cascade` (the product "
-                "of its probabilities of the logged items is the prefix probability)",
-                f"{implied[i].tolist()} against {cascade[i].tolist()} at record {i}")
+        _check_implied(self.Ws / R, cascade, np.arange(n))
         self.ill = np.flatnonzero((R < _ILL_CONDITIONED * total[:, None]).any(axis=1))
         self.well = np.setdiff1d(np.arange(n), self.ill)
 

@@ -11,13 +11,11 @@ from scipy.special import stdtrit
 
 from evaluators import _reward_models as _rm
 from evaluators._ope import (
-    _NO_WEIGHT,
     OPEEstimate,
     _check_action_dist,
     _dr_parts,
     _family_estimate,
-    _nan,
-    _target_at_logged,
+    _no_support,
     _weights,
 )
 from evaluators._validation import check_log as _check_log
@@ -137,9 +135,9 @@ def select_estimator(log, action_dist, *, estimator="ips", values=None, delta=0.
     name = "select_estimator"
     m = _rm.resolve_model(log, model, per_action=per_action)
     n_folds = _rm.check_n_folds(n_folds)
-    if not _target_at_logged(log, a).any():
-        _check_action_dist(log, a)
-        return _as_selection(_nan(n, level, name, _NO_WEIGHT), param, math.nan, cand, (), ())
+    nan = _no_support(log, a, level, name)
+    if nan is not None:
+        return _as_selection(nan, param, math.nan, cand, (), ())
     # the weights, and the cross-fitted model's terms, once for every candidate
     if estimator in _MODEL_BASED:
         w, dm, qa = _dr_parts(log, a, m, n_folds, gen)
@@ -147,7 +145,7 @@ def select_estimator(log, action_dist, *, estimator="ips", values=None, delta=0.
         w, dm, qa = _weights(log, a), None, None
     # OBP sorts the candidates in decreasing order first; ties in width then break alike
     cand = tuple(sorted(cand, reverse=True))
-    ests = [_family_estimate(estimator, log, w, dm, qa, v, level, estimator) for v in cand]
+    ests = [_family_estimate(estimator, log, w, dm, qa, v, level) for v in cand]
     theta = np.array([e.value for e in ests])
     t = float(stdtrit(n - 1, 1.0 - delta)) if n > 1 else math.nan
     width = np.array([t * e.stderr for e in ests])

@@ -19,7 +19,7 @@ import dataclasses
 import typing
 from dataclasses import MISSING, dataclass
 
-from recloop_base.validation import check_float, check_int
+from recloop_base.validation import check_choice, check_float, check_int, describe_range
 
 __all__ = ["FieldSpec", "check_fields", "documented", "field_specs", "spec"]
 
@@ -90,8 +90,6 @@ def check_fields(obj) -> None:
             value = check_float(value, s.name, low=s.low, high=s.high, low_open=s.low_open,
                                 high_open=s.high_open)
         elif base is str and s.choices is not None:
-            from recloop_base.validation import check_choice
-
             value = check_choice(value, s.name, s.choices)
         else:
             continue
@@ -114,14 +112,8 @@ def _type_text(s: FieldSpec) -> str:
 
 
 def _range_text(s: FieldSpec) -> str:
-    if s.low is None and s.high is None:
-        return ""
-    if s.low is not None and s.high is not None:
-        return (f" In {'(' if s.low_open else '['}{s.low}, {s.high}"
-                f"{')' if s.high_open else ']'}.")
-    if s.low is not None:
-        return f" {'>' if s.low_open else '>='} {s.low}."
-    return f" {'<' if s.high_open else '<='} {s.high}."
+    text = describe_range(s.low, s.high, low_open=s.low_open, high_open=s.high_open)
+    return text.replace(" in ", " In ", 1) + "." if text else ""
 
 
 def documented(cls):

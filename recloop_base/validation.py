@@ -33,10 +33,6 @@ class ArgumentError(Exception):
         self.name, self.rule, self.got = name, rule, got
         super().__init__(f"`{name}` must be {rule}; got {got}.")
 
-    def renamed(self, name: str) -> "ArgumentError":
-        """The same error about ``name`` (e.g. a field inside a larger structure)."""
-        return type(self)(name, self.rule, self.got)
-
 
 class ArgumentTypeError(ArgumentError, TypeError):
     """The argument has the wrong type."""
