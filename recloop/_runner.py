@@ -687,6 +687,7 @@ def _save_world(run_dir: Path, cal, resuming: bool, echo, quiet) -> dict:
     """``world.npz`` in the run directory (on resume: the same world, or an error) and its
     fidelity report ``fidelity.md``; returns the world table the cells load."""
     path = run_dir / "world.npz"
+    old = None
     if resuming and path.is_file():
         import simulator
 
@@ -698,13 +699,8 @@ def _save_world(run_dir: Path, cal, resuming: bool, echo, quiet) -> dict:
             raise _UsageError(f"{path} holds another world (sha256 {old[:12]}..., the log "
                               f"now gives {cal.sha256[:12]}...): the log or the calibration "
                               "options changed; run without --resume to start a new run")
-    if not (resuming and path.is_file()):
-        tmp = run_dir / f".world.{os.getpid()}.tmp.npz"
-        try:
-            cal.save(tmp)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+    if old is None:
+        cal.save(path)  # atomic: a temporary file renamed into place
     fidelity = run_dir / "fidelity.md"
     if not fidelity.is_file():
         from recloop.calibration import fidelity_report

@@ -13,8 +13,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from recloop_base.validation import describe_range
-
 __all__ = [
     "REQUIRED", "Bool", "EstimatorList", "FilePath", "Float", "Int", "ListOf", "OneOf", "Param",
     "Reference",
@@ -50,6 +48,8 @@ class Int:
     high: int | None = None
 
     def describe(self) -> str:
+        from recloop_base.validation import describe_range  # numpy: not at import time
+
         return "an integer" + describe_range(self.low, self.high)
 
     def check(self, value) -> str | None:
@@ -69,6 +69,8 @@ class Float:
     high_open: bool = False
 
     def describe(self) -> str:
+        from recloop_base.validation import describe_range
+
         return "a number" + describe_range(self.low, self.high, low_open=self.low_open,
                                            high_open=self.high_open)
 

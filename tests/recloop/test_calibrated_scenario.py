@@ -79,6 +79,10 @@ def test_a_scenario_runs_on_a_fitted_world_and_resumes_on_the_same_one(tmp_path,
     (run_dir / "results.csv").unlink()
     assert main(["run", str(path), "--out", str(out), "-q", "--resume"]) == 0
     assert (run_dir / "results.csv").read_bytes() == before
+    # a damaged world.npz is rewritten on resume, not kept
+    (run_dir / "world.npz").write_bytes(b"not a world")
+    assert main(["run", str(path), "--out", str(out), "-q", "--resume"]) == 0
+    assert simulator.CalibratedWorld.load(run_dir / "world.npz").sha256 == saved.sha256
     # a run on the saved world ([world] file) gives the same numbers
     text = path.read_text().replace(f'calibrate_from = "{small_movielens()}"\nn_factors = 2',
                                     f'file = "{run_dir / "world.npz"}"')
