@@ -9,8 +9,8 @@ import numpy as np
 from recloop_base.validation import ArgumentTypeError, ArgumentValueError
 from simulator.logs import BanditLog
 
-__all__ = ["action_dist_at_position", "check_actions", "check_agent", "check_log",
-           "check_one_action", "check_slate_log", "check_uniform"]
+__all__ = ["action_dist_at_position", "as_probability_array", "check_actions", "check_agent",
+           "check_log", "check_one_action", "check_slate_log", "check_uniform"]
 
 
 def check_log(log) -> BanditLog:
@@ -21,6 +21,19 @@ def check_log(log) -> BanditLog:
         raise ArgumentValueError("log", "a log with at least one record (nothing to "
                                  "evaluate)", "an empty log")
     return log
+
+
+def as_probability_array(action_dist, name: str = "action_dist") -> np.ndarray:
+    """``action_dist`` as a float array: float32 and float64 as they are (no copy), integers
+    and float16 as float64; ``ArgumentTypeError`` for anything else. (The same rule as
+    ``_ope._check_action_dist``, which can call this when it moves here.)"""
+    a = np.asarray(action_dist)
+    if a.dtype.kind not in "fiu":
+        raise ArgumentTypeError(name, "a float array of action probabilities",
+                                f"dtype {a.dtype}")
+    if a.dtype.kind != "f" or a.dtype.itemsize < 4:
+        a = a.astype(np.float64)
+    return a
 
 
 def action_dist_at_position(log: BanditLog, action_dist, name: str = "action_dist"):
@@ -41,12 +54,7 @@ def action_dist_at_position(log: BanditLog, action_dist, name: str = "action_dis
     """
     from evaluators._ope import _sum_tol  # the estimators' tolerance, one definition
 
-    a = np.asarray(action_dist)
-    if a.dtype.kind not in "fiu":
-        raise ArgumentTypeError(name, "a float array of action probabilities",
-                                f"dtype {a.dtype}")
-    if a.dtype.kind != "f" or a.dtype.itemsize < 4:
-        a = a.astype(np.float64)
+    a = as_probability_array(action_dist, name)
     n, K, L = log.n_rounds, log.n_actions, log.len_list
     if a.ndim == 2 and L == 1:
         a = a[:, :, None]

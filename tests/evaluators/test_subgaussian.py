@@ -5,7 +5,6 @@ import math
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from evaluators import subgaussian_ips
 from recloop.testing.strategies import bandit_problems
