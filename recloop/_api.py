@@ -21,7 +21,7 @@ import numbers
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 
 from recloop import _rundir
@@ -94,7 +94,7 @@ class Results:
 
         records = []
         for s in summarize(self._estimates):
-            d = asdict(s)
+            d = {f.name: getattr(s, f.name) for f in fields(s)}
             d["params"] = dict(s.params)
             records.append(d)
         columns = [f for f in ("evaluation", "agent", "variant", "metric", "tick", "params",
