@@ -79,22 +79,20 @@ _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 
 
 def _inline(text: str) -> str:
-    """Inline Markdown: `code` first (its content taken literally), then links, bold and
-    emphasis; everything else escaped."""
-    parts = text.split("`")
-    if len(parts) % 2 == 0:  # an unmatched backtick: literal
-        parts = [text]
-    out = []
-    for j, part in enumerate(parts):
-        if j % 2:
-            out.append(f"<code>{html.escape(part)}</code>")
-            continue
-        s = html.escape(part, quote=False)
-        s = _LINK.sub(lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', s)
-        s = _BOLD.sub(r"<strong>\1</strong>", s)
-        s = _EM.sub(r"<em>\1</em>", s)
-        out.append(s)
-    return "".join(out)
+    """Inline Markdown: `code` (its content taken literally), links, bold and emphasis
+    (which may hold code); everything else escaped."""
+    codes: list[str] = []
+
+    def keep(m):
+        codes.append(f"<code>{html.escape(m.group(1))}</code>")
+        return f"\x00{len(codes) - 1}\x00"
+
+    s = re.sub(r"`([^`]*)`", keep, text.replace("\x00", ""))
+    s = html.escape(s, quote=False)
+    s = _LINK.sub(lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', s)
+    s = _BOLD.sub(r"<strong>\1</strong>", s)
+    s = _EM.sub(r"<em>\1</em>", s)
+    return re.sub("\x00([0-9]+)\x00", lambda m: codes[int(m.group(1))], s)
 
 
 def _cells(line: str) -> list[str]:

@@ -159,12 +159,13 @@ def _summary_grid(view: _View, rows: list) -> tuple[list[str], list[list[str]]]:
     return [_SUMMARY_COLUMNS[j] for j in keep], [[r[j] for j in keep] for r in cells]
 
 
-def _screen(view: _View, limit: int) -> tuple[list, str | None]:
+def _screen(view: _View, limit: int) -> tuple[list, list, str | None]:
     """At most ``limit`` rows for a terminal: when there are more, only the largest value of
-    each numeric swept parameter and the last tick, with a line saying so."""
+    each numeric swept parameter and the last tick (of the rows and of the truth itself),
+    with a line saying so."""
     rows = view.rows
     if len(rows) <= limit:
-        return rows, None
+        return rows, view.truths, None
     largest: dict = {}
     for evaluation, keys in view.varying.items():
         mine = [s for s in rows if s.evaluation == evaluation]
@@ -177,17 +178,25 @@ def _screen(view: _View, limit: int) -> tuple[list, str | None]:
         if len(set(ticks)) > 1:
             largest[evaluation, "tick"] = max(ticks)
     if not largest:
-        return rows, None
-    kept = [s for s in rows if all((s.tick if k == "tick" else s.params.get(k)) == v
-                                   for (ev, k), v in largest.items() if ev == s.evaluation)]
-    shown = ", ".join(f"{k} = {_value_text(v)}" for (_, k), v in largest.items())
-    return kept, (f"(showing {shown} only -- the largest swept value -- of {len(rows)} rows; "
-                  "report.md has every setting)")
+        return rows, view.truths, None
+
+    def shown(s):
+        return all((s.tick if k == "tick" else s.params.get(k)) == v
+                   for (ev, k), v in largest.items() if ev == s.evaluation)
+
+    what = ", ".join(f"{k} = {_value_text(v)}" for (_, k), v in largest.items())
+    which = " and ".join(x for x, there in (
+        ("the largest swept value", any(k != "tick" for _, k in largest)),
+        ("the last tick", any(k == "tick" for _, k in largest))) if there)
+    kept = [s for s in rows if shown(s)]
+    return (kept, [s for s in view.truths if shown(s)],
+            f"(showing {what} only, {which}: {len(kept)} of {len(rows)} rows; report.md "
+            "has them all)")
 
 
-def _truth_line(view: _View) -> str | None:
+def _truth_line(truths: list) -> str | None:
     by_ev: dict[str, list[str]] = {}
-    for s in view.truths:
+    for s in truths:
         label = " ".join(x for x in (s.agent, s.variant) if x)
         by_ev.setdefault(f"{s.evaluation} {s.metric}", []).append(f"{label} {_num(s.truth)}")
     if not by_ev:
@@ -208,7 +217,7 @@ def summary_lines(run_dir, *, limit: int = SCREEN_ROWS) -> list[str]:
     scenario = _read_scenario(run_dir)[0]
     summary = _read_summary(run_dir)
     view = _view(summary, scenario)
-    rows, note = _screen(view, limit)
+    rows, truths, note = _screen(view, limit)
     header, cells = _summary_grid(view, rows[:limit])
     table = [header] + cells
     widths = [max(len(r[j]) for r in table) for j in range(len(header))]
@@ -218,7 +227,7 @@ def summary_lines(run_dir, *, limit: int = SCREEN_ROWS) -> list[str]:
         lines.append(note)
     if len(rows) > limit:
         lines.append(f"({len(rows) - limit} more rows in report.md)")
-    truth = _truth_line(view)
+    truth = _truth_line(truths)
     if truth:
         lines.append(truth)
     if scenario is None:
@@ -270,27 +279,42 @@ def _summary_section(view: _View, seed_units: list[str]) -> list[str]:
     return out
 
 
+def _varying(groups: list) -> dict[str, list[str]]:
+    """Per evaluation, the parameters whose values differ between its rows."""
+    values: dict[tuple, set] = {}
+    for g in groups:
+        for k, v in g.params.items():
+            values.setdefault((g.evaluation, k), set()).add(json.dumps(v, sort_keys=True))
+    out: dict[str, list[str]] = {}
+    for (evaluation, k), vs in values.items():
+        if len(vs) > 1:
+            out.setdefault(evaluation, []).append(k)
+    return out
+
+
 def _measurements_section(rows: list[dict]) -> list[str]:
     """Every row of ``results.csv``, mean over seeds."""
     groups = summarize(rows)
+    varying = _varying(groups)
     out = ["", "## Measurements", "",
            "Every row of [results.csv](results.csv), mean over seeds (± the standard error "
-           "over seeds, or the row's own standard error for one seed). Rows such as `bias`, "
-           "`rmse` and `coverage` are the cells' own statistics over their logs; the summary "
-           "above computes them from the per-log estimates, the logs of every seed pooled "
-           "(with one seed they are the same numbers).", "",
-           "| evaluation | agent | variant | metric | tick | params | seeds | estimate | "
+           "over seeds, or the row's own standard error for one seed); *setting*: the "
+           "parameters that differ between an evaluation's rows (the others are under *What "
+           "was run*). Rows such as `bias`, `rmse` and `coverage` are the cells' own "
+           "statistics over their logs; the summary above computes them from the per-log "
+           "estimates, the logs of every seed pooled (with one seed they are the same "
+           "numbers).", "",
+           "| evaluation | agent | variant | metric | setting | tick | seeds | estimate | "
            "truth |", "|---|---|---|---|---|---|---|---|---|"]
     for j, g in enumerate(groups):
         if j == MAX_TABLE_ROWS:
             out += ["", f"({len(groups) - MAX_TABLE_ROWS} more rows in results.csv)"]
             break
         est = _num(g.estimate) + (f" ± {_num(g.se, 2)}" if not math.isnan(g.se) else "")
-        params = json.dumps(dict(g.params), sort_keys=True)
         seeds = str(g.n) + (f" ({g.n_nan} nan)" if g.n_nan else "")
         out.append(_md_row([g.evaluation, g.agent, g.variant, _metric_label(g.agent, g.metric),
-                            "" if g.tick is None else str(g.tick),
-                            "" if params == "{}" else params, seeds, est, _num(g.truth)]))
+                            _setting(g, varying), "" if g.tick is None else str(g.tick),
+                            seeds, est, _num(g.truth)]))
     return out
 
 
