@@ -122,9 +122,9 @@ class EvaluationKind:
     one cell's largest arrays from the sizes that drive it (``params``: one sweep
     combination): bytes, or a mapping ``"keys: what" -> bytes`` naming the keys behind each
     part (see :mod:`recloop._limits`); ``recloop run`` refuses a scenario whose cells need
-    more than the machine has (``--force`` runs it anyway). ``headline``: the metric(s) the
-    summaries of the report and of the CLI show first (a name, or a name followed by
-    ``@k``: ``loo_hit`` matches ``loo_hit@5``).
+    more than the machine has (``--force`` runs it anyway). ``headline``: the per-log
+    metric(s) the summaries of the report and of the CLI show first (a name, or a name
+    followed by ``@k``: ``loo_hit`` matches ``loo_hit@5``).
     """
 
     name: str
