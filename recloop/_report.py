@@ -122,8 +122,14 @@ def _view(summary: list[SummaryRow], scenario: dict | None) -> _View:
         head = [s for s in mine if _is_headline(s.metric, heads.get(evaluation, ()))
                 and not _is_error_row(s)]
         rest = [s for s in mine if s not in head and s.has_truth and not _is_error_row(s)]
+        # the truth itself: a series (agent, variant, metric) equal to its truth everywhere
+        # (the twin's score); an estimate that happens to equal it at one tick is an estimate
+        exact: dict[tuple, bool] = {}
+        for s in mine:
+            key = (s.agent, s.variant, s.metric)
+            exact[key] = exact.get(key, True) and s.is_truth_itself
         for s in head + rest:
-            (truths if s.is_truth_itself else rows).append(s)
+            (truths if exact[s.agent, s.variant, s.metric] else rows).append(s)
     return _View(rows, truths, varying)
 
 
@@ -331,8 +337,13 @@ def _write_errors(run_dir: Path, errors: list) -> None:
     are dropped)."""
     path = run_dir / "errors.log"
     text, problem = _rundir.read_small_text(path)
-    if problem is not None:
-        text = ""
+    if problem is not None and problem != "missing":
+        # not ours to rewrite (too large, not text): this report's errors go at its end
+        if errors:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write("\n" + REPORT_ERRORS + "\n" + "\n".join(errors))
+        return
+    text = text or ""
     kept = text.split(REPORT_ERRORS, 1)[0]
     if not errors and kept == text:
         return

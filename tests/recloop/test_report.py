@@ -123,8 +123,13 @@ def test_truth_against_itself_is_collapsed(tmp_path):
             for t, v in ((0, 0.4), (1, 0.35))]
     rows += [row("ev", "a", "loo_hit@5", 0.3, truth=0.4, lo=0.3, hi=0.3, variant="unweighted",
                  tick=0)]
+    # equal to the truth at one tick only (nothing pushed yet): an estimate, error 0
+    rows += [row("ev", "a", "loo_hit@5", 0.35, truth=0.35, lo=0.35, hi=0.35,
+                 variant="unweighted", tick=1)]
     report = write_report(make_run(tmp_path, rows, (("ev", "campaign_bias"),))).read_text()
     assert all(r["variant"] != "twin" for r in summary_table(report))
+    assert [(r["variant"], r["tick"], r["bias"]) for r in summary_table(report)] == [
+        ("unweighted", "0", "-0.1"), ("unweighted", "1", "0")]
     assert "The truth itself" in report and "| ev | a | twin | loo_hit@5 | 0 | 1 | 0.4 |" in report
     text = summary_lines(tmp_path)
     assert text[-1].startswith("truth itself: ev loo_hit@5: a twin 0.4, a twin 0.35")
