@@ -171,11 +171,11 @@ def _row(key: tuple, r, units: np.ndarray) -> SummaryRow:
         err = v[has_t] - tt
         bias = float(err.mean())
         rmse = math.sqrt(float(np.mean(err ** 2)))
-        l, h = lo[finite][has_t], hi[finite][has_t]
-        ci = np.isfinite(l) & np.isfinite(h)
+        low, high = lo[finite][has_t], hi[finite][has_t]
+        ci = np.isfinite(low) & np.isfinite(high)
         n_ci = int(ci.sum())
-        if n_ci and np.any(h[ci] > l[ci]):  # zero width everywhere: exact, nothing to cover
-            covered = (l[ci] <= tt[ci]) & (tt[ci] <= h[ci])
+        if n_ci and np.any(high[ci] > low[ci]):  # zero width everywhere: exact, nothing to cover
+            covered = (low[ci] <= tt[ci]) & (tt[ci] <= high[ci])
             coverage = int(covered.sum()) / n_ci
     evaluation, agent, variant, metric, tick, _ = key
     params = _get(r, "params") or {}

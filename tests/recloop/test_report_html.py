@@ -44,7 +44,8 @@ ticks = 3
 [[evaluations]]
 kind = "ope"
 agents = []
-targets = [{ name = "u", policy = "uniform" }, { name = "g", policy = "epsilon_greedy", epsilon = 0.1 }]
+targets = [{ name = "u", policy = "uniform" },
+           { name = "g", policy = "epsilon_greedy", epsilon = 0.1 }]
 estimators = ["ips", "snips"]
 n_logs = 4
 sweep = { n_rounds = [100, 300] }

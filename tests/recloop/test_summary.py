@@ -181,6 +181,14 @@ def hand(offsets, scale, half=None):
 
 
 def scenario_toml(truth: float) -> str:
+    entries = []
+    for name, offsets, half in (("centred", CENTRED, HALF), ("biased", BIASED, HALF),
+                                ("point", BIASED, None)):
+        params = f"truth = {truth!r}, offsets = {offsets}" + (f", half = {half}" if half
+                                                              else "")
+        entries.append(f'{{ name = "{name}", factory = "scripted:Scripted", '
+                       f"params = {{ {params} }} }}")
+    listed = ",\n".join(entries)
     return f"""
 [run]
 name = "scripted"
@@ -193,9 +201,7 @@ kind = "ope"
 targets = [{{ name = "u", policy = "uniform" }}]
 n_logs = 4
 estimators = [
-    {{ name = "centred", factory = "scripted:Scripted", params = {{ truth = {truth!r}, offsets = {CENTRED}, half = {HALF} }} }},
-    {{ name = "biased", factory = "scripted:Scripted", params = {{ truth = {truth!r}, offsets = {BIASED}, half = {HALF} }} }},
-    {{ name = "point", factory = "scripted:Scripted", params = {{ truth = {truth!r}, offsets = {BIASED} }} }},
+{listed},
 ]
 sweep = {{ n_rounds = [50, 100] }}
 """
