@@ -99,8 +99,11 @@ def _parser() -> argparse.ArgumentParser:
                          "may name (plugins included)")
     _path_option(lst)
 
-    rep = sub.add_parser("report", help="rebuild report.md and figures of a run directory")
+    rep = sub.add_parser("report", help="verify a run directory, rebuild its tables, "
+                         "report.md, report.html and figures from its cell files")
     rep.add_argument("run_dir", metavar="RUN_DIR")
+    rep.add_argument("--open", action="store_true",
+                     help="open report.html in the web browser afterwards")
     return parser
 
 
@@ -241,6 +244,13 @@ def _cmd_report(args, out, err) -> int:
     if path is None:
         return USAGE
     print(f"{run_dir.name}: {path}", file=out)
+    if args.open:
+        import webbrowser
+
+        html = path.with_name("report.html").resolve()
+        if not webbrowser.open(html.as_uri()):
+            print(f"recloop report: --open: no web browser found; open {html} yourself",
+                  file=err)
     return USAGE if any(d.kind == "file" for d in damages) else OK
 
 

@@ -109,18 +109,22 @@ class EvaluationKind:
     family of agents it accepts (``""``: none). ``check(params, agents, world)`` yields
     ``(key, message)`` for cross-key rules; ``figures(rows, out_dir, world)`` returns PNG
     paths (``figures_only``: they replace the report's generic figures); ``report(rows,
-    scenario)`` returns Markdown lines of the kind's own section of ``report.md`` (e.g. a
-    leaderboard; ``rows`` are the evaluation's result rows as dicts, ``scenario`` the
-    resolved scenario). ``function`` is the
+    scenario, summary)`` returns Markdown lines of the kind's own section of ``report.md``
+    (e.g. a leaderboard; ``rows`` are the evaluation's result rows as dicts, ``scenario``
+    the resolved scenario, ``summary`` the :func:`recloop.summarize` rows of its per-log
+    estimates: a leaderboard shows those numbers, the ones of every other summary).
+    ``unit``: what one estimate is computed from -- ``"log"``: the experiment records its
+    per-log estimates itself (it receives :meth:`CellContext.per_log`); ``"seed"``: each
+    row of a cell is one estimate, the seed is the log. ``function`` is the
     Python function behind it and ``python_kwargs(params)`` turns scenario values into its
     keyword arguments (identity when ``None``): the tests check that the function's defaults
     are the parameters' defaults. ``resources(params, world)`` estimates the peak memory of
     one cell's largest arrays from the sizes that drive it (``params``: one sweep
     combination): bytes, or a mapping ``"keys: what" -> bytes`` naming the keys behind each
     part (see :mod:`recloop._limits`); ``recloop run`` refuses a scenario whose cells need
-    more than the machine has (``--force`` runs it anyway). ``headline``: the metric(s) the
-    summaries of the report and of the CLI show first (a name, or a name followed by
-    ``@k``: ``loo_hit`` matches ``loo_hit@5``).
+    more than the machine has (``--force`` runs it anyway). ``headline``: the per-log
+    metric(s) the summaries of the report and of the CLI show first (a name, or a name
+    followed by ``@k``: ``loo_hit`` matches ``loo_hit@5``).
     """
 
     name: str
@@ -140,6 +144,11 @@ class EvaluationKind:
     origin: str = "built-in"
     resources: Callable | None = None
     headline: tuple[str, ...] = ()
+    unit: str = "seed"
+
+    def __post_init__(self):
+        if self.unit not in ("log", "seed"):
+            raise ValueError(f"`unit` must be 'log' or 'seed'; got {self.unit!r}.")
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)

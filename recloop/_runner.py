@@ -34,7 +34,7 @@ from recloop._registry import registry
 from recloop._scenario import Scenario, sweep_values
 
 __all__ = [
-    "Cell", "CellContext", "CellError", "Damage", "ExecutorError", "execute_cell", "iter_rows",
+    "Cell", "CellContext", "CellError", "Damage", "ExecutorError", "execute_cell", "iter_cells",
     "plan_cells", "run_scenario",
 ]
 
@@ -99,6 +99,8 @@ class CellContext:
     horizon: int
     progress: bool = False
     errors: list = field(default_factory=list)
+    #: The per-log estimates the experiment recorded (:meth:`per_log`).
+    estimates: list = field(default_factory=list)
     #: ``None``, or the run's ``dask.distributed.Client`` when the cell is the only one of a
     #: Dask run: its large inner work (``loo_knn``, ``bred``, ``online_value``, ...) is then
     #: partitioned over the cluster (the rule: the cell runs in the driver process, its inner
@@ -146,6 +148,16 @@ class CellContext:
             out.append((resolved.name, bind_estimator(resolved)))
         return out
 
+    def per_log(self, measurement) -> None:
+        """Record one per-log estimate (a :class:`recloop.Measurement` whose ``log`` is the
+        log's index): the cell file keeps it, the run directory's ``estimates.csv.gz``
+        lists it, and every summary of the run is computed from these (evaluation kinds
+        whose ``unit`` is ``"log"`` pass this method to their experiment)."""
+        if measurement.log is None:
+            raise ValueError(f"a per-log estimate must say which log it comes from; got "
+                             f"`log` = None in {measurement!r}")
+        self.estimates.append(measurement)
+
     def report_error(self, what: str, exc: BaseException) -> None:
         """Record a user's code failing inside the cell without failing the cell (e.g. one
         estimator of many): the text and traceback go to the run's ``errors.log``."""
@@ -188,15 +200,19 @@ def _context(data: dict, cell: Cell, progress: bool, executor=None) -> CellConte
         horizon=data["run"]["horizon"], progress=progress, executor=executor)
 
 
-def _row(m, *, scenario: str, cell: Cell) -> dict:
+def _row(m, *, scenario: str, cell: Cell, log: int | None = None) -> dict:
+    """A results row of a measurement; with ``log``, a row of the per-log estimates."""
     params = {**dict(cell.swept), **dict(m.params)}
     n = m.n if m.n is None else int(m.n)
-    return {
+    row = {
         "scenario": scenario, "cell": cell.id, "seed": cell.seed, "evaluation": cell.evaluation,
         "agent": m.agent, "tick": m.tick, "variant": m.variant, "metric": m.metric,
         "estimate": m.estimate, "stderr": m.stderr, "ci_low": m.ci_low, "ci_high": m.ci_high,
         "truth": m.truth, "error": m.error, "n": n, "params": params,
     }
+    if log is not None:
+        row["log"] = log
+    return row
 
 
 def use_paths(paths) -> None:
@@ -207,21 +223,30 @@ def use_paths(paths) -> None:
 
 
 def execute_cell(data: dict, cell: Cell, progress: bool = False, paths=(), executor=None
-                 ) -> tuple[list[dict], float, list[str]]:
-    """Run one cell (in any process): its rows as plain dicts, the seconds it took, and the
-    errors of users' code it survived (see :meth:`CellContext.report_error`). ``paths``
-    are put on the import path first (users' plugins); ``executor`` is the client that
-    runs the cell's inner partitions (see :attr:`CellContext.executor`)."""
+                 ) -> tuple[list[dict], float, list[str], list[dict]]:
+    """Run one cell (in any process): its rows as plain dicts, the seconds it took, the
+    errors of users' code it survived (see :meth:`CellContext.report_error`) and its
+    per-log estimates (:meth:`CellContext.per_log`; for a kind whose ``unit`` is
+    ``"seed"``, its rows themselves, as log 0: the seed is the log). ``paths`` are put on
+    the import path first (users' plugins); ``executor`` is the client that runs the
+    cell's inner partitions (see :attr:`CellContext.executor`)."""
     start = time.perf_counter()
     try:
         use_paths(paths)
         ctx = _context(data, cell, progress, executor)
-        measurements = registry().evaluations[ctx.kind].run(ctx)
+        kind = registry().evaluations[ctx.kind]
+        measurements = kind.run(ctx)
         rows = [_row(m, scenario=ctx.scenario, cell=cell) for m in measurements]
+        if kind.unit == "seed":
+            per_log = [_row(m, scenario=ctx.scenario, cell=cell, log=0) for m in measurements]
+        else:
+            per_log = [_row(m, scenario=ctx.scenario, cell=cell, log=m.log)
+                       for m in ctx.estimates]
     except (Exception, SystemExit) as exc:  # reported by the parent with the cell's id
         # (SystemExit too: a user's sys.exit() fails its cell, not the run's process)
         raise CellError(cell.id, f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
-    return rows, time.perf_counter() - start, [f"{cell.id}: {e}" for e in ctx.errors]
+    return (rows, time.perf_counter() - start, [f"{cell.id}: {e}" for e in ctx.errors],
+            per_log)
 
 
 # --- executors --------------------------------------------------------------------------------
@@ -523,10 +548,10 @@ def _print_damage(damage: Damage) -> None:
     print(f"recloop: {damage}", file=sys.stderr)
 
 
-def iter_rows(run_dir: Path, cells: list[Cell], timing: dict | None = None,
-              errors: list | None = None, *, scenario: str) -> Iterator[dict]:
-    """Rows of the finished cells in cell order, one cell file at a time (bounded memory),
-    each file verified against its cell and the scenario hash ``scenario``
+def iter_cells(run_dir: Path, cells: list[Cell], timing: dict | None = None,
+               errors: list | None = None, *, scenario: str) -> Iterator[dict]:
+    """The finished cells' files in cell order, one at a time (bounded memory), each
+    verified against its cell and the scenario hash ``scenario``
     (:class:`recloop._rundir.RunDirError` otherwise); adds each evaluation's cell seconds
     to ``timing`` and the errors of users' code the cells survived to ``errors``."""
     for cell in cells:
@@ -536,7 +561,7 @@ def iter_rows(run_dir: Path, cells: list[Cell], timing: dict | None = None,
             timing[cell.evaluation] = timing.get(cell.evaluation, 0.0) + stored["seconds"]
         if errors is not None:
             errors.extend(str(e) for e in stored.get("errors", ()))
-        yield from stored["rows"]
+        yield stored
 
 
 class _Progress:
@@ -845,9 +870,10 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
     # cells' own bars only on a terminal: in a log file they are escape codes
     cell_progress = not quiet and progress.tty
 
-    def on_done(cell: Cell, rows: list[dict], seconds: float, errors: list[str]) -> None:
+    def on_done(cell: Cell, rows: list[dict], seconds: float, errors: list[str],
+                estimates: list[dict]) -> None:
         _rundir.write_cell(run_dir, cell.filename, cell.id, rows, seconds, errors,
-                           seed=cell.seed, scenario=digest)
+                           seed=cell.seed, scenario=digest, estimates=estimates)
         progress.update()
 
     try:
@@ -869,7 +895,7 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
 
     timing: dict[str, float] = {}
     errors: list[str] = []
-    n_rows = _rundir.write_results(run_dir, iter_rows(run_dir, cells, timing, errors,
+    tables = _rundir.write_tables(run_dir, iter_cells(run_dir, cells, timing, errors,
                                                       scenario=digest))
     if errors:  # users' code that failed without failing its cell (e.g. one estimator)
         _rundir.atomic_write(run_dir / "errors.log", "\n".join(errors) + "\n")
@@ -877,7 +903,8 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
             echo(f"{scenario.name}: {len(errors)} error(s) of your code were recorded as nan "
                  f"(see {run_dir / 'errors.log'}); first: {errors[0].splitlines()[0]}")
     env["end"] = _now()
-    env["rows"] = n_rows
+    env["rows"] = tables.rows
+    env["estimates"] = tables.estimates
     env["errors"] = len(errors)
     env["cell_seconds"] = {k: round(v, 3) for k, v in timing.items()}
     _rundir.atomic_write(env_path, _rundir.to_jsonable(env))

@@ -620,11 +620,13 @@ def _read_scenario_file(path: Path, file: str) -> str:
 
 
 def load_scenario(path, *, overrides=()) -> Scenario:
-    """Read and validate a scenario file; raises :class:`ScenarioError` listing every problem
-    (also when the path is not a regular file or is larger than
-    :data:`MAX_SCENARIO_BYTES`: refused before anything is read). ``overrides`` are
-    ``KEY=VALUE`` strings applied before validation (see :func:`apply_overrides`)."""
-    path = Path(path)
+    """Read and validate a scenario file or a built-in scenario by name (``"quickstart"``:
+    a name that is not an existing file; see :func:`builtin_scenarios`); raises
+    :class:`ScenarioError` listing every problem (also when the path is not a regular file
+    or is larger than :data:`MAX_SCENARIO_BYTES`: refused before anything is read).
+    ``overrides`` are ``KEY=VALUE`` strings applied before validation (see
+    :func:`apply_overrides`)."""
+    path = find_scenario(str(path)) if isinstance(path, str) else Path(path)
     file = str(path)
     return loads_scenario(_read_scenario_file(path, file), file, overrides=overrides)
 

@@ -29,6 +29,7 @@ from recloop.experiments._common import (
     ab_evaluator,
     as_estimate,
     child_rng,
+    emit_per_log,
     estimator_table,
     name_key,
     seed_sequence,
@@ -247,7 +248,7 @@ VARIANTS = ("replay", "bred", "bred_nojitter", "bred_once")
 def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: int = 50,
                    n_bootstrap: int = 100, n_truth_runs: int = 200, estimators=VARIANTS,
                    ab_users: int = 0, rng=None, progress: bool = False,
-                   executor=None) -> list[Measurement]:
+                   executor=None, per_log=None) -> list[Measurement]:
     """Replay and BRED variants against the online value, for one log size T.
 
     Parameters
@@ -283,6 +284,11 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
     executor : None or dask.distributed.Client
         Where BRED's replicates and the truth's online runs are computed (partitioned over
         the cluster's workers; the same numbers).
+    per_log : callable, optional
+        Receives every variant's estimate on every log as a ``Measurement`` (``log`` = the
+        log's index, its interval): metric ``value`` with ``truth`` ``V(T)``, and --
+        where the horizon is known -- ``value_at_matches`` with ``truth`` ``V(m)``; the
+        per-log estimates :func:`recloop.summarize` turns into bias, RMSE and coverage.
 
     Returns
     -------
@@ -350,13 +356,14 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
                                        executor=executor)
         for variant, f in table.items():
             es = ests[name, variant]
-            rows += _summary_rows(es, truth.value, truth.stderr,
-                                  evaluation=EVALUATION, agent=name, variant=variant,
-                                  params=params)
+            kw = dict(evaluation=EVALUATION, agent=name, variant=variant, params=params)
+            emit_per_log(per_log, es, truth.value, **kw)
+            rows += _summary_rows(es, truth.value, truth.stderr, **kw)
             if f is not None and variant != "ab_test":  # a user's evaluator: the horizon
                 continue                                   # it measures is unknown
             m = np.array([_n_matches(e) for e in es])
             at = [truth.at(min(int(T), max(1, int(round(x))))) for x in m]
+            emit_per_log(per_log, es, [v for v, _ in at], metric="value_at_matches", **kw)
             rows += _summary_rows(es, np.array([v for v, _ in at]),
                                   float(np.mean([se for _, se in at])),
                                   evaluation=EVALUATION, agent=name, variant=variant,
@@ -380,7 +387,8 @@ def _window_starts(T: int, window: int) -> list[int]:
 
 def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
                  n_logs: int = 20, n_bootstrap: int = 50, n_truth_runs: int = 100,
-                 jitter="auto", rng=None, progress: bool = False) -> list[Measurement]:
+                 jitter="auto", rng=None, progress: bool = False,
+                 per_log=None) -> list[Measurement]:
     """Replay's time-acceleration bias and windowed BRED on the drifting news world.
 
     Parameters
@@ -399,6 +407,10 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
         As for :func:`bred_vs_replay`.
     jitter : "auto" or float
         BRED's jitter.
+    per_log : callable, optional
+        Receives every estimate as a ``Measurement`` (metric ``value``, ``log`` = the log's
+        index, its interval and truth): one per log for ``replay`` and ``bred_window``, one
+        per window of each log for ``bred_window_local`` (each against its window's value).
 
     Returns
     -------
@@ -460,6 +472,9 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
         key = name_key(name)
         truth = simulator.online_value(config, make, int(T), n_runs=n_truth_runs,
                                        rng=child_rng(root, 5, key))
+        kw = dict(evaluation=EVALUATION_DYNAMIC, agent=name, params=params)
+        emit_per_log(per_log, replay_est[name], truth.value, variant="replay", **kw)
+        emit_per_log(per_log, window_mean[name], truth.value, variant="bred_window", **kw)
         rows += _summary_rows(replay_est[name], truth.value, truth.stderr,
                               evaluation=EVALUATION_DYNAMIC, agent=name, variant="replay",
                               params=params)
@@ -467,13 +482,16 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
                               evaluation=EVALUATION_DYNAMIC, agent=name, variant="bred_window",
                               params=params)
         # local truths: an agent launched at each window's start, for `window` steps
-        pooled, pooled_truth, pooled_se = [], [], []
+        pooled, pooled_truth, pooled_se, pooled_log = [], [], [], []
         for j, s in enumerate(starts):
             local = simulator.online_value(config, make, int(window), start=s,
                                            n_runs=n_truth_runs, rng=child_rng(root, 6, key, j))
             pooled += window_each[name][j]
             pooled_truth += [local.value] * len(window_each[name][j])
+            pooled_log += list(range(len(window_each[name][j])))
             pooled_se.append(local.stderr)
+        emit_per_log(per_log, pooled, pooled_truth, variant="bred_window_local",
+                     logs=pooled_log, **kw)
         rows += _summary_rows(pooled, np.array(pooled_truth), float(np.mean(pooled_se)),
                               evaluation=EVALUATION_DYNAMIC, agent=name,
                               variant="bred_window_local", params=params)
@@ -596,7 +614,7 @@ def _run_bred_vs_replay(cell):
     p["estimators"] = cell.estimators(p["estimators"], "learning", builtins=VARIANTS)
     return bred_vs_replay(world_config(cell.world), _makers(cell), **p,
                           rng=cell.seed_sequence, progress=cell.progress,
-                          executor=cell.executor)
+                          executor=cell.executor, per_log=cell.per_log)
 
 
 #: Agent kinds known to use the context (the paper's BRED is optimistic for them).
@@ -652,9 +670,10 @@ BRED_VS_REPLAY = EvaluationKind(
     check=_check_bred_vs_replay,
     figures=_figures_bred_vs_replay,
     figures_only=False,
-    report=bred_note,
+    report=lambda rows, scenario, summary: bred_note(rows, scenario),
     resources=bandit_resources,
     headline=("value",),
+    unit="log",
     function=bred_vs_replay,
 )
 
@@ -669,7 +688,7 @@ def _run_dynamic_news(cell):
     from recloop._scenario import world_config
 
     return dynamic_news(world_config(cell.world), _makers(cell), **cell.params,
-                        rng=cell.seed_sequence, progress=cell.progress)
+                        rng=cell.seed_sequence, progress=cell.progress, per_log=cell.per_log)
 
 
 DYNAMIC_NEWS = EvaluationKind(
@@ -698,6 +717,7 @@ DYNAMIC_NEWS = EvaluationKind(
     check=_check_dynamic_news,
     resources=bandit_resources,
     headline=("value",),
+    unit="log",
     function=dynamic_news,
 )
 

@@ -28,6 +28,7 @@ from recloop._schema import EstimatorList, Int, Param
 from recloop.experiments._common import (
     ab_evaluator,
     child_rng,
+    emit_per_log,
     estimator_table,
     name_key,
     seed_sequence,
@@ -149,7 +150,7 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
                       estimators: Sequence | Mapping[str, Callable] = DEFAULT_ESTIMATORS,
                       n_resamples: int = 2000, ab_users: int = 0, rng=None,
                       progress: bool = False, executor=None,
-                      evaluation: str = EVALUATION) -> list[Measurement]:
+                      evaluation: str = EVALUATION, per_log=None) -> list[Measurement]:
     """Each evaluator's ranking of bandit agents against the ranking by online value.
 
     Parameters
@@ -189,6 +190,11 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
     executor : None or dask.distributed.Client
         Where the truth's online runs are computed (partitioned over the cluster's workers;
         the same numbers).
+    per_log : callable, optional
+        Receives, as ``Measurement`` objects with ``log`` = the log's index, every
+        evaluator's value of every agent on every log (metric ``value``, ``truth``
+        ``V(T)``) and its Kendall tau on every log (metric ``kendall_tau``, no truth): the
+        per-log estimates :func:`recloop.summarize` turns into bias and RMSE over logs.
 
     Returns
     -------
@@ -283,6 +289,8 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
     for e in funcs:
         for j, name in enumerate(names):
             col = values[e][:, j]
+            emit_per_log(per_log, list(col), truth["T"][j], evaluation=evaluation, agent=name,
+                         variant=e, params=params)
             ok = col[np.isfinite(col)]
             n = int(ok.size)
             mean = float(ok.mean()) if n else math.nan
@@ -294,6 +302,8 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
     for e in funcs:
         for v_idx, variant in enumerate(("T", "T_over_K")):
             taus = [_tau(values[e][i], truth[variant]) for i in range(n_logs)]
+            emit_per_log(per_log, taus, math.nan, evaluation=evaluation, agent=e,
+                         variant=variant, params=params, metric="kendall_tau")
             rows.append(_tau_row(taus, child_rng(root, 4, name_key(e), v_idx), n_resamples,
                                  evaluation=evaluation, agent=e, variant=variant,
                                  params=params))
@@ -417,7 +427,7 @@ def _run_kind(cell):
     makers = {name: cell.make_agent(name) for name in cell.agent_names}
     return offline_vs_online(world_config(cell.world), makers, **p, rng=cell.seed_sequence,
                              progress=cell.progress, evaluation=cell.evaluation,
-                             executor=cell.executor)
+                             executor=cell.executor, per_log=cell.per_log)
 
 
 def _bred_note(rows, scenario):
@@ -467,8 +477,9 @@ KIND = EvaluationKind(
     min_agents=2,
     check=_check_kind,
     figures=_figures_kind,
-    report=lambda rows, scenario: _bred_note(rows, scenario),
+    report=lambda rows, scenario, summary: _bred_note(rows, scenario),
     resources=_resources,
     headline=("kendall_tau",),
+    unit="log",
     function=offline_vs_online,
 )

@@ -31,6 +31,7 @@ from recloop._schema import EstimatorList, Float, Int, ListOf, Param, Str, Table
 from recloop.experiments._common import (
     as_estimate,
     child_rng,
+    emit_per_log,
     estimator_table,
     name_key,
     seed_sequence,
@@ -200,7 +201,8 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
         n_rounds: int = 1000, n_logs: int = 100, n_actions: int | None = None,
         residual: float | None = None, reward_noise: float = 0.0, n_train: int = 2000,
         ab_users: int = 0, rng=None, progress: bool = False,
-        evaluation: str = EVALUATION, on_error: Callable | None = None) -> list[Measurement]:
+        evaluation: str = EVALUATION, on_error: Callable | None = None,
+        per_log: Callable | None = None) -> list[Measurement]:
     """Estimators of static target policies scored against the exact value over many logs.
 
     Parameters
@@ -257,6 +259,11 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
         Called when an estimator raises or returns a non-number or an infinite value on a
         log (the estimate is then ``nan`` and counts in ``nan_rate``). Default: an
         :class:`EstimatorErrorWarning`. The harness records the error in ``errors.log``.
+    per_log : callable, optional
+        Receives every estimator's estimate on every log as a ``Measurement`` (metric
+        ``value``, ``log`` = the log's index, its interval and the exact value as
+        ``truth``; ``nan`` where the estimator failed): the per-log estimates
+        :func:`recloop.summarize` turns into bias, RMSE and coverage over logs.
 
     Returns
     -------
@@ -366,6 +373,8 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
     rows = []
     for t in policies:
         for e in variants:
+            emit_per_log(per_log, values[t, e], truth[t], evaluation=evaluation, agent=t,
+                         variant=e, params=params)
             rows += _summary_rows(values[t, e], truth[t], evaluation=evaluation, agent=t,
                                   variant=e, params=params)
     return rows
@@ -481,37 +490,32 @@ def _setting(params: Mapping) -> str:
     return ", ".join(f"{k} = {params[k]}" for k in sorted(params))
 
 
-def leaderboard(rows) -> list[str]:
-    """Markdown: per setting and target, the estimators ranked by RMSE (mean over seeds),
-    with bias, relative RMSE, coverage and nan rate."""
+def leaderboard(summary) -> list[str]:
+    """Markdown: per setting and target, the estimators ranked by RMSE against the exact
+    value over the logs, with bias, relative RMSE, coverage, nan rate and the number of
+    logs -- from the :func:`recloop.summarize` rows of the per-log estimates (the logs of
+    every seed pooled), the numbers of every other summary of the run."""
     import json
 
     acc: dict = {}
-    for r in rows:
-        if r["metric"] not in ("rmse", "bias", "relative_rmse", "coverage", "nan_rate"):
+    for s in summary:
+        if s.metric != "value":
             continue
-        setting = json.dumps(r["params"] or {}, sort_keys=True)
-        cell = acc.setdefault((r["evaluation"], setting, r["agent"]), {}).setdefault(
-            r["variant"], {})
-        cell.setdefault(r["metric"], []).append(r["estimate"])
+        setting = json.dumps(dict(s.params), sort_keys=True)
+        acc.setdefault((s.evaluation, setting, s.agent), []).append(s)
     out = []
-    for (evaluation, setting, target), by_est in acc.items():
-        mean = {e: {m: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan
-                    for m, v in ms.items()} for e, ms in by_est.items()}
-        ranked = sorted(mean, key=lambda e: (math.isnan(mean[e].get("rmse", math.nan)),
-                                             mean[e].get("rmse", math.inf)))
+    for (evaluation, setting, target), rows in acc.items():
+        ranked = sorted(rows, key=lambda r: (math.isnan(r.rmse), r.rmse))
         out += [f"**{evaluation}, target `{target}`** ({_setting(json.loads(setting))})", "",
-                "| rank | estimator | RMSE | bias | relative RMSE | coverage | nan rate |",
-                "|---|---|---|---|---|---|---|"]
-        for j, e in enumerate(ranked, 1):
-            m = mean[e]
-
-            def f(key, digits=3, m=m):
-                x = m.get(key, math.nan)
+                "| rank | estimator | RMSE | bias | relative RMSE | coverage | nan rate | logs |",
+                "|---|---|---|---|---|---|---|---|"]
+        for j, r in enumerate(ranked, 1):
+            def f(x, digits=3):
                 return "" if math.isnan(x) else f"{x:.{digits}g}"
 
-            out.append(f"| {j} | {e} | {f('rmse')} | {f('bias')} | {f('relative_rmse')} | "
-                       f"{f('coverage')} | {f('nan_rate')} |")
+            out.append(f"| {j} | {r.variant} | {f(r.rmse)} | {f(r.bias)} | "
+                       f"{f(r.relative_rmse)} | {f(r.coverage)} | {f(r.nan_rate)} | "
+                       f"{r.n_logs} |")
         out.append("")
     return out
 
@@ -657,7 +661,7 @@ def _run_kind(cell):
     makers = {name: cell.make_agent(name) for name in cell.agent_names}
     return ope(world_config(cell.world), p.pop("targets"), agents=makers, **p,
                rng=cell.seed_sequence, progress=cell.progress, evaluation=cell.evaluation,
-               on_error=cell.report_error)
+               on_error=cell.report_error, per_log=cell.per_log)
 
 
 def _figures_kind(measurements, out_dir, world):
@@ -712,9 +716,11 @@ KIND = EvaluationKind(
     check=_check_kind,
     figures=_figures_kind,
     resources=_resources,
-    headline=("rmse",),
-    report=lambda rows, scenario: ["Estimators ranked by RMSE against the exact value, per "
-                                   "setting and target (means over seeds); coverage is blank "
-                                   "for estimators without intervals.", ""] + leaderboard(rows),
+    headline=("value",),
+    unit="log",
+    report=lambda rows, scenario, summary: [
+        "Estimators ranked by RMSE against the exact value over the logs (the logs of every "
+        "seed pooled), per setting and target; coverage is blank for estimators without "
+        "intervals.", ""] + leaderboard(summary),
     function=ope,
 )

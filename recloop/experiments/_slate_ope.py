@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from recloop._results import Measurement
-from recloop.experiments._common import child_rng, name_key, seed_sequence
+from recloop.experiments._common import child_rng, emit_per_log, name_key, seed_sequence
 from recloop_base.validation import check_int
 
 __all__ = ["KIND", "SLATE_OPE_PARAMS", "SLATE_ESTIMATORS", "slate_ope", "plot_slate_ope"]
@@ -182,7 +182,8 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
               target_temperature: float = 0.5, score_noise: float = 1.0, eta: float = 1.0,
               dcm_lambda: float = 0.5, tick: int = 0, world_seed: int = 0,
               estimators: Sequence[str] = SLATE_ESTIMATORS, n_folds: int = 2, rng=None,
-              progress: bool = False, evaluation: str = EVALUATION) -> list[Measurement]:
+              progress: bool = False, evaluation: str = EVALUATION,
+              per_log=None) -> list[Measurement]:
     """One cell of the slate OPE experiment: every estimator against the exact truth.
 
     Parameters
@@ -227,6 +228,11 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
         A progress bar over the logs.
     evaluation : str
         The ``evaluation`` column.
+    per_log : callable, optional
+        Receives every estimator's estimate on every log (and the logs' on-policy mean
+        reward) as a ``Measurement`` (metric ``value``, ``log`` = the log's index, its
+        interval, ``truth`` the exact value): the per-log estimates
+        :func:`recloop.summarize` turns into bias, RMSE and coverage over logs.
 
     Returns
     -------
@@ -371,11 +377,15 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
         params["dcm_lambda"] = dcm_lambda
     agent = _policy_name(tgt_t)
     rows = []
+    kw = dict(evaluation=evaluation, params=params)
     for name in names:
         es = est[name]
+        emit_per_log(per_log, es, truth.value, agent=agent, variant=name, **kw)
         rows += _summary([e.value for e in es], [e.stderr for e in es],
                          [e.ci_low for e in es], [e.ci_high for e in es], truth.value,
                          evaluation=evaluation, agent=agent, variant=name, params=params)
+    emit_per_log(per_log, on_policy, truth_log.value, agent=_policy_name(log_t),
+                 variant="on_policy", **kw)
     op = np.asarray(on_policy)
     se = float(op.std(ddof=1) / math.sqrt(op.size))
     rows.append(Measurement(evaluation=evaluation, agent=_policy_name(log_t), metric="value",
@@ -516,7 +526,8 @@ def _run_kind(cell):
     from recloop._scenario import world_config
 
     return slate_ope(world_config(cell.world), **cell.params, rng=cell.seed_sequence,
-                     progress=cell.progress, evaluation=cell.evaluation)
+                     progress=cell.progress, evaluation=cell.evaluation,
+                     per_log=cell.per_log)
 
 
 def _figures_kind(measurements, out_dir, world):
@@ -564,7 +575,8 @@ def _kind():
         check=_check_kind,
         figures=_figures_kind,
         resources=_resources,
-        headline=("rmse",),
+        headline=("value",),
+        unit="log",
         function=slate_ope,
     )
 

@@ -159,15 +159,40 @@ def test_bad_arguments_are_named(kwargs, exc, match):
         ope(**{"config": "bred_linear", "n_logs": 1, "n_rounds": 20, **kwargs})
 
 
-def test_leaderboard_ranks_by_rmse(run):
-    rows = [{"evaluation": m.evaluation, "agent": m.agent, "variant": m.variant,
-             "metric": m.metric, "estimate": m.estimate, "params": dict(m.params)} for m in run]
-    lines = leaderboard(rows)
+def test_per_log_estimates_give_the_cells_own_numbers_and_the_leaderboard(run):
+    """Issue 22, section 1: one computation. With one seed, recloop.summarize of the per-log
+    estimates gives the experiment's own rows to the last digit, and the leaderboard shows
+    those numbers ranked by RMSE."""
+    from recloop import summarize
+
+    per_log = []
+    rows = ope("bred_linear", rng=3, per_log=per_log.append, **SMALL)
+    assert repr(rows) == repr(run)  # recording them changes nothing
+    assert len(per_log) == 3 * 4 * SMALL["n_logs"]
+    assert sorted({m.log for m in per_log}) == list(range(SMALL["n_logs"]))
+    got = by_key(rows)
+    summary = summarize(per_log)
+    assert len(summary) == 12
+    for s in summary:
+        key = (s.agent, s.variant)
+        assert s.estimate == got[key + ("value",)].estimate
+        assert s.se == got[key + ("value",)].stderr
+        assert s.truth == got[key + ("value",)].truth
+        assert s.bias == got[key + ("bias",)].estimate
+        assert s.rmse == got[key + ("rmse",)].estimate
+        assert s.coverage == got[key + ("coverage",)].estimate
+        assert s.nan_rate == got[key + ("nan_rate",)].estimate
+    lines = leaderboard(summary)
     table = [line for line in lines if line.startswith("| ") and line[2].isdigit()]
     assert len(table) == 12  # 3 targets x 4 estimators
     first_block = table[:4]
     rmses = [float(line.split("|")[3]) for line in first_block]
     assert rmses == sorted(rmses)
+    target = lines[0].split("`")[1]
+    for line in first_block:
+        cells = [c.strip() for c in line.split("|")]
+        assert cells[3] == f"{got[target, cells[2], 'rmse'].estimate:.3g}"
+        assert cells[4] == f"{got[target, cells[2], 'bias'].estimate:.3g}"
 
 
 def test_the_ab_test_beside_the_offline_estimators():
