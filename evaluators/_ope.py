@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluators import _reward_models as _rm
-from evaluators._estimate import Estimate, _z
+from evaluators._estimate import Estimate, UndefinedStderrWarning, _z
 from evaluators._validation import check_log as _check_log
 from recloop_base.threads import n_threads, thread_map
 from recloop_base.validation import (
@@ -54,11 +54,6 @@ _SUM_TOL = 1e-6  # how far a row of action_dist may sum from 1 (float64)
 class NoSupportWarning(UserWarning):
     """The log carries no information on the target policy (it gives probability 0 to every
     logged action): the estimate is ``nan``."""
-
-
-class UndefinedStderrWarning(UserWarning):
-    """The standard error (and so the interval) cannot be estimated from the data, e.g. from
-    a log of one record: it is ``nan``; the point estimate is still given."""
 
 
 @dataclass(frozen=True)
