@@ -38,7 +38,9 @@ EQUIVALENT = ROOT / "tools" / "equivalent_mutants.txt"
 #: the tests whose failures may kill each module's mutants (mutmut then runs, for each
 #: mutant, only those of them that execute the mutated function)
 TESTS = {
-    "evaluators/_estimate.py": ["tests/evaluators"],
+    "evaluators/_estimate.py": ["tests/evaluators/test_estimate.py",
+                                "tests/evaluators/test_stderr.py",
+                                "tests/evaluators/test_replay.py", "tests/evaluators/test_ab.py"],
     "evaluators/_metrics.py": ["tests/evaluators/test_metrics.py",
                                "tests/evaluators/test_bad_arrays.py"],
     "evaluators/_slate_ope.py": ["tests/evaluators/test_slate_ope.py",

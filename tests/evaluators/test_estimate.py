@@ -83,19 +83,33 @@ def test_estimate_covers_its_bounds_and_prints_them():
 
 
 # -- degenerate but legal: nan with a named warning ------------------------------------------
+def _one_warning(record, category, message):
+    """The call warned once, with ``category`` and exactly ``message``, pointing at the
+    caller's line (this file), not at evaluators' own."""
+    got = [w for w in record if issubclass(w.category, category)]
+    assert len(got) == 1 and str(got[0].message) == message, [str(w.message) for w in got]
+    assert got[0].filename == __file__
+
+
 def test_no_samples_is_nan_with_a_named_warning():
-    with pytest.warns(EmptySampleWarning, match="no samples"):
+    with pytest.warns(EmptySampleWarning) as record:
         est = normal_estimate([], level=0.9)
+    _one_warning(record, EmptySampleWarning, "normal_estimate: no samples, the mean of nothing "
+                 "is undefined; returning nan.")
     assert math.isnan(est.value) and math.isnan(est.stderr) and math.isnan(est.ci_low)
     assert math.isnan(est.ci_high) and (est.n, est.level) == (0, 0.9)
-    with pytest.warns(EmptySampleWarning, match="0 trials"):
+    with pytest.warns(EmptySampleWarning) as record:
         est = wilson_estimate(0, 0, level=0.9)
+    _one_warning(record, EmptySampleWarning, "wilson_estimate: a proportion of 0 trials is "
+                 "undefined; returning nan.")
     assert math.isnan(est.value) and math.isnan(est.ci_high) and (est.n, est.level) == (0, 0.9)
 
 
 def test_one_sample_gives_the_value_and_a_nan_stderr_with_a_warning():
-    with pytest.warns(UndefinedStderrWarning, match="at least 2 samples"):
+    with pytest.warns(UndefinedStderrWarning) as record:
         est = normal_estimate([4.0], level=0.8)
+    _one_warning(record, UndefinedStderrWarning, "normal_estimate: the standard error needs at "
+                 "least 2 samples (got 1); stderr and interval are nan.")
     assert est.value == 4.0 and math.isnan(est.stderr)
     assert math.isnan(est.ci_low) and math.isnan(est.ci_high) and (est.n, est.level) == (1, 0.8)
 
