@@ -507,7 +507,7 @@ def _dr_inputs(log, action_dist, model, per_action, n_folds, ci, rng):
     log = _check_log(log)
     a = _check_action_dist(log, action_dist, values=False)  # values: in _dm_terms' pass
     m = _rm.resolve_model(log, model, per_action=per_action)
-    n_folds = _rm.check_n_folds(n_folds)
+    n_folds = _rm.check_n_folds(n_folds, log.n_rounds)
     level = check_level(ci)
     gen = as_generator(rng)
     return log, a, m, n_folds, level, gen
@@ -532,7 +532,7 @@ _DR_PARAMS = """    log, action_dist, ci : as in :func:`ips`
     model, per_action : as in :func:`direct_method`
         A fitted model is cross-fitted: each record's prediction comes from a model fitted
         on the other folds.
-    n_folds : int >= 2, default 2
+    n_folds : int in [2, max(2, n_rounds)], default 2
         Folds of the cross-fitting (drawn from ``rng``; the split depends on the records'
         content, not on their order). Not used with an array.
     rng : None, int, SeedSequence or Generator
