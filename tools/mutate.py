@@ -7,9 +7,9 @@
 
 The numeric core is ``only_mutate`` of ``[tool.mutmut]`` in pyproject.toml; the tests that may
 kill a module's mutants are ``TESTS`` below. The run happens in a scratch copy of the tree
-(``build/mutation/``: sources, tests and a pyproject.toml narrowed to the chosen modules), so
-the work tree is never touched and a stale copy is never reused (``--keep`` reuses the scratch
-copy and mutmut's cached verdicts when nothing changed but the tests).
+(``build/mutation/<modules>/``: sources, tests and a pyproject.toml narrowed to the chosen
+modules), so the work tree is never touched and a stale copy is never reused (``--keep``
+reuses the scratch copy and mutmut's cached verdicts when nothing changed but the tests).
 
 It prints, per module, the mutants killed, survived (and how many of those are listed as
 equivalent in ``tools/equivalent_mutants.txt``), timed out and not covered, each survivor's
@@ -31,7 +31,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-WORK = ROOT / "build" / "mutation"
+WORK = ROOT / "build" / "mutation"  # the scratch trees (work_dir), one per set of modules
 PACKAGES = ("evaluators", "simulator", "recloop_base", "agents", "recloop")
 EQUIVALENT = ROOT / "tools" / "equivalent_mutants.txt"
 
@@ -79,19 +79,26 @@ def changed_files(ref: str) -> list[str]:
     return out.stdout.split()
 
 
-def prepare(modules: list[str], keep: bool) -> None:
+def work_dir(modules: list[str]) -> Path:
+    """The scratch tree of a run: one per set of modules, so that runs can go side by side."""
+    tag = "+".join(Path(m).stem.lstrip("_") for m in modules)
+    return WORK / (tag if len(tag) <= 60 else f"{len(modules)}-modules")
+
+
+def prepare(modules: list[str], keep: bool) -> Path:
     """The scratch tree: sources and tests copied, pyproject.toml narrowed to ``modules``."""
-    if WORK.exists() and not keep:
-        shutil.rmtree(WORK)
-    WORK.mkdir(parents=True, exist_ok=True)
+    work = work_dir(modules)
+    if work.exists() and not keep:
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
     for name in PACKAGES + ("tests",):
-        dst = WORK / name
+        dst = work / name
         if dst.exists():
             shutil.rmtree(dst)
         shutil.copytree(ROOT / name, dst, ignore=shutil.ignore_patterns("__pycache__"))
-    if keep and (WORK / "mutants").exists():  # mutmut copies sources only when missing
+    if keep and (work / "mutants").exists():  # mutmut copies sources only when missing
         for name in PACKAGES:
-            shutil.rmtree(WORK / "mutants" / name, ignore_errors=True)
+            shutil.rmtree(work / "mutants" / name, ignore_errors=True)
     tests = sorted({t for m in modules for t in TESTS.get(m, ["tests"])
                     if (ROOT / t).exists()})
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -109,7 +116,8 @@ def prepare(modules: list[str], keep: bool) -> None:
         f"markers = {json.dumps(markers)}",
         "",
     ])
-    (WORK / "pyproject.toml").write_text(text)
+    (work / "pyproject.toml").write_text(text)
+    return work
 
 
 def equivalents() -> set[tuple[str, str, str]]:
@@ -123,8 +131,8 @@ def equivalents() -> set[tuple[str, str, str]]:
     return out
 
 
-def diff_of(mutmut: str, name: str) -> str:
-    return subprocess.run([mutmut, "show", name], cwd=WORK, capture_output=True,
+def diff_of(mutmut: str, work: Path, name: str) -> str:
+    return subprocess.run([mutmut, "show", name], cwd=work, capture_output=True,
                           text=True).stdout.strip()
 
 
@@ -164,11 +172,11 @@ def main(argv=None) -> int:
         print(json.dumps({"modules": {}, "passed": True}))
         return 0
     mutmut = shutil.which("mutmut", path=str(Path(sys.executable).parent)) or "mutmut"
-    prepare(modules, args.keep)
+    work = prepare(modules, args.keep)
     start = time.perf_counter()
     env = dict(os.environ, CI="true")  # tests/conftest.py: derandomised hypothesis
     cmd = ["nice", "-n", "10", mutmut, "run", "--max-children", str(args.max_children)]
-    run = subprocess.run(cmd, cwd=WORK, env=env, capture_output=True, text=True)
+    run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if run.returncode != 0:
         sys.stdout.write(run.stdout[-3000:])
@@ -180,14 +188,14 @@ def main(argv=None) -> int:
     status = {0: "survived", 1: "killed", 3: "killed", 33: "no tests", 5: "no tests",
               36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout"}
     for module in modules:
-        meta = json.loads((WORK / "mutants" / (module + ".meta")).read_text())["exit_code_by_key"]
+        meta = json.loads((work / "mutants" / (module + ".meta")).read_text())["exit_code_by_key"]
         counts = {"killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "no tests": 0,
                   "other": 0}
         print(f"\n== {module}")
         for name, code in sorted(meta.items()):
             s = status.get(code, "other")
             if s == "survived":
-                diff = diff_of(mutmut, name)
+                diff = diff_of(mutmut, work, name)
                 if key_of(module, name, diff) in known:
                     counts["equivalent"] += 1
                     continue

@@ -88,7 +88,8 @@ def _one_warning(record, category, message):
     caller's line (this file), not at evaluators' own."""
     got = [w for w in record if issubclass(w.category, category)]
     assert len(got) == 1 and str(got[0].message) == message, [str(w.message) for w in got]
-    assert got[0].filename == __file__
+    # under mutation testing the caller is mutmut's trampoline, one frame between
+    assert got[0].filename == __file__ or "mutmut" in got[0].filename, got[0].filename
 
 
 def test_no_samples_is_nan_with_a_named_warning():
