@@ -381,15 +381,19 @@ def snips(log, action_dist, *, ci=0.95) -> OPEEstimate:
     return _finish(value, se, n, level, _ess(w), "snips")
 
 
-def subgaussian_ips(log, action_dist, *, lambda_=0.1, ci=0.95) -> OPEEstimate:
+def subgaussian_ips(log, action_dist, *, lambda_="auto", ci=0.95) -> OPEEstimate:
     """Subgaussian IPS: IPS with the power-mean corrected weights
     ``w_j / (1 - lambda_ + lambda_ w_j)``.
 
     Parameters
     ----------
     log, action_dist, ci : as in :func:`ips`
-    lambda_ : float in [0, 1], default 0.1
-        0 is IPS; 1 gives every record weight 1 (the mean reward of the log).
+    lambda_ : "auto" or float in [0, 1], default "auto"
+        ``"auto"``: the paper's data-driven value ``sqrt(log(1 / delta) / (3 n d2))`` with
+        ``delta = 0.05`` and ``d2 = mean_j w_j^2`` (the plug-in estimate of the exponentiated
+        2-Renyi divergence ``E[w^2]`` between target and logging policy), at most 1: it
+        shrinks like ``1 / sqrt(n)``, so the estimator is consistent. 0 is IPS; 1 gives every
+        record weight 1 (the mean reward of the log).
 
     Returns
     -------
@@ -400,9 +404,17 @@ def subgaussian_ips(log, action_dist, *, lambda_=0.1, ci=0.95) -> OPEEstimate:
     -----
     ``V = (1/n) sum_j r_j w_j / (1 - lambda + lambda w_j)``. Metelli, Russo & Restelli (2021),
     "Subgaussian and differentiable importance sampling for off-policy evaluation and
-    learning". Biased for ``lambda_ > 0`` (weights are shrunk towards 1), with subgaussian
-    concentration; the interval covers its own expectation. OBP's
-    ``SubGaussianInverseProbabilityWeighting``.
+    learning": ``lambda* = sqrt(log(1 / delta) / (3 d2 n))`` makes the estimator subgaussian
+    (the value of their code's ``lambda_="optimal"``, ``d2`` known there, estimated here).
+    Biased for ``lambda_ > 0`` (weights are shrunk towards 1); the interval covers its own
+    expectation, not the truth. A fixed ``lambda_`` keeps its bias at every ``n``: 0.1, the
+    default before, was -72% on a problem with weights up to 53 from 300 to 30,000 records;
+    ``"auto"``'s bias falls with ``n`` there, -24% at 300 records to -3% at 30,000, its
+    interval covering the truth in 74-86% of 400 logs (IPS's: 90-96%), and IPS had the lower
+    RMSE at every ``n``. With weights up to 270, ``"auto"`` beat IPS's RMSE up to 1,000
+    records (0.52 against 0.71 at 300) and lost from 3,000 (``benchmarks/
+    subgaussian_lambda.py``). OBP's ``SubGaussianInverseProbabilityWeighting`` (its default
+    ``lambda_=0`` is IPS).
 
     Examples
     --------
@@ -410,17 +422,23 @@ def subgaussian_ips(log, action_dist, *, lambda_=0.1, ci=0.95) -> OPEEstimate:
     >>> from simulator.logs import BanditLog
     >>> log = BanditLog(context=np.zeros((4, 1)), action=[0, 1, 1, 0],
     ...                 reward=[1.0, 1.0, 0.0, 0.0], pscore=[0.5] * 4, n_actions=2)
-    >>> q = np.full((4, 2), 0.5)  # a reward model given as an array
-    >>> round(float(subgaussian_ips(log, np.tile([0.0, 1.0], (4, 1))).value), 6)
+    >>> round(float(subgaussian_ips(log, np.tile([0.0, 1.0], (4, 1)), lambda_=0.1).value), 6)
     0.454545
     """
     log = _check_log(log)
     a = _check_action_dist(log, action_dist)
-    lam = check_float(lambda_, "lambda_", low=0.0, high=1.0)
+    if isinstance(lambda_, str):
+        from recloop_base.validation import check_choice
+
+        check_choice(lambda_, "lambda_", ("auto",))
+    else:
+        lam = check_float(lambda_, "lambda_", low=0.0, high=1.0)
     level = check_level(ci)
     w = _weights(log, a)
     if not w.any():
         return _nan(log.n_rounds, level, "subgaussian_ips", _NO_WEIGHT)
+    if isinstance(lambda_, str):  # delta = 0.05; d2 > 0 since some weight is
+        lam = min(1.0, math.sqrt(math.log(1 / 0.05) / (3 * log.n_rounds * float(np.mean(w * w)))))
     return _family_estimate("subgaussian_ips", log, w, None, None, lam, level)
 
 
