@@ -117,6 +117,11 @@ VALID = {
     metrics.cooccurrence_similarity: ((sp.csr_array(PROFILES),), {}),
     metrics.intra_list_diversity: ((REC,), {"item_vectors": _g.normal(size=(4, 3))}),
     metrics.serendipity: ((REC, REL, np.array([[0, 3], [1, 2], [3, 2]])), {"k": 2}),
+    datasets.bernoulli_ts_action_dist: (((np.array([1.0, 2, 3]), np.array([2.0, 2, 1])), 3, 2),
+                                        {"n_sim": 50, "rng": 0}),
+    datasets.multiclass_to_bandit: ((_g.normal(size=(24, 2)), np.arange(24) % 3),
+                                    {"logging": datasets.ClassifierPolicy(0.5),
+                                     "target": datasets.ClassifierPolicy(0.9), "rng": 0}),
     splits.temporal_split: ((np.array([5, 1, 3, 2, 4]),), {"test_fraction": 0.4}),
     splits.kfold_by_user: ((np.array([0, 0, 1, 1, 2, 2]),), {"n_folds": 2, "rng": 0}),
     splits.leave_one_out: ((np.array([0, 0, 1, 1, 2, 2]),), {"which": "last", "timestamps":
@@ -131,7 +136,9 @@ NO_ARRAYS = {E.ab_test: "environment and policies", E.replay: "a log and an agen
              datasets.load_movielens_100k: "a path", datasets.load_movielens_1m: "a path",
              datasets.load_movielens_10m: "a path", datasets.load_movielens_20m: "a path",
              datasets.load_movielens_25m: "a path", datasets.load_jester: "a path",
-             datasets.load_csv: "a path", datasets.synthetic_ratings: "sizes"}
+             datasets.load_csv: "a path", datasets.synthetic_ratings: "sizes",
+             datasets.load_open_bandit: "a path", datasets.read_bts_prior: "a path",
+             datasets.load_classification: "a data set's name"}
 
 
 #: (function, argument) -> kinds of "bad" array that are legal there, with the reason
@@ -146,6 +153,7 @@ LEGAL = {
     # user ids of the splits may be strings
     (splits.kfold_by_user, "users"): {"short", "strings"},
     (splits.leave_one_out, "users"): {"strings"},
+    (datasets.multiclass_to_bandit, "y"): {"strings"},  # labels of any sortable type
     # no list covers no item: 0 of n_items, a well-defined share
     (metrics.catalog_coverage, "recommended"): {"short", "empty"},
     (metrics.item_popularity, "interactions"): {"short"},
@@ -158,6 +166,10 @@ LEGAL = {
                                          E.select_estimator)
        for arg in ("action_dist", "model", "pi_b")},
 }
+
+
+#: arguments whose parts are named on their own in messages
+PARTS = {datasets.bernoulli_ts_action_dist: ["alpha", "beta"]}
 
 
 def _public_functions():
@@ -206,8 +218,8 @@ def _bad(draw, v, legal=frozenset()):
     """A bad version of the valid array ``v`` (none of the kinds in ``legal``)."""
     a = np.asarray(v.toarray() if sp.issparse(v) else v, dtype=None if not isinstance(
         v, list) else object)
-    if isinstance(v, tuple):  # the ratings triple: spoil one of its arrays
-        j = draw(st.integers(0, 2))
+    if isinstance(v, tuple):  # the ratings triple, a prior's (alpha, beta): spoil one array
+        j = draw(st.integers(0, len(v) - 1))
         parts = list(v)
         parts[j] = _bad(draw, v[j])
         return tuple(parts)
@@ -279,7 +291,7 @@ def test_bad_arrays_are_refused_by_name_or_give_a_documented_nan(data):
         except (TypeError, ValueError) as exc:
             # the argument replaced, or the one it disagrees with (`y_true` and `y_pred`)
             msg = str(exc)
-            names = inspect.signature(f).parameters
+            names = list(inspect.signature(f).parameters) + PARTS.get(f, [])
             assert any(f"`{n}" in msg for n in names), (
                 f"{f.__name__}({name}=bad): {type(exc).__name__} names no argument: {msg}")
             return
