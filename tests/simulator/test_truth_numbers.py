@@ -96,3 +96,39 @@ def test_the_online_loop_checks_every_action_and_lends_read_only_observations():
     np.testing.assert_array_equal(a.curve, b.curve)
     with pytest.raises(ValueError, match="read-only"):
         online_value(c, lambda g: Scribbler(0), 3, n_runs=1, rng=0, method="loop")
+
+
+@pytest.mark.parametrize("n_runs", [2, 5])
+def test_online_curve_and_stderr_are_the_mean_and_its_stderr_over_runs(n_runs):
+    """Run by run with the loop (run i on child i of rng.spawn(n_runs), as documented), then
+    the mean of the running averages and std(ddof=1) / sqrt(n_runs), step by step."""
+    from simulator._truth import _run_loop
+
+    c, T, start = DYN, 12, 3
+    v = online_value(c, lambda g: ContextGreedy(g, start=start), T, start=start, n_runs=n_runs,
+                     rng=9, method="loop", n_partitions=2)
+    runs = []
+    for i, child in enumerate(np.random.default_rng(9).spawn(n_runs)):
+        env_gen, _ = child.spawn(2)
+        r = _run_loop(c, ContextGreedy(start=start), int(B.episode_key(env_gen)), T, i, start)
+        runs.append([sum(r[:t]) / t for t in range(1, T + 1)])
+    for t in range(T):
+        col = [run[t] for run in runs]
+        mean = sum(col) / n_runs
+        se = (sum((x - mean) ** 2 for x in col) / (n_runs - 1)) ** 0.5 / n_runs ** 0.5
+        assert v.curve[t] == pytest.approx(mean, rel=1e-12)
+        assert v.curve_stderr[t] == pytest.approx(se, rel=1e-9, abs=1e-15)
+    assert (v.value, v.stderr, v.n_runs) == (v.curve[-1], v.curve_stderr[-1], n_runs)
+    assert v.at(1) == (v.curve[0], v.curve_stderr[0]) and v.at(T) == (v.value, v.stderr)
+    with pytest.raises(ValueError, match=rf"`t` must be in \[1, {T}\]; got 0"):
+        v.at(0)
+    with pytest.raises(ValueError, match=rf"`t` must be in \[1, {T}\]; got {T + 1}"):
+        v.at(T + 1)
+
+
+def test_one_run_has_no_stderr_and_says_so():
+    from simulator._truth import DegenerateTruthWarning
+
+    with pytest.warns(DegenerateTruthWarning, match="`n_runs` == 1: standard errors are nan"):
+        v = online_value(DYN, lambda g: Fixed(0), 4, n_runs=1, rng=0)
+    assert np.isnan(v.curve_stderr).all() and np.isnan(v.stderr) and np.isfinite(v.value)
