@@ -7,7 +7,7 @@ through the agents' protocol (duck typing).
 from evaluators import datasets, metrics, splits  # public submodules
 from evaluators._ab import ABTestResult, ab_test
 from evaluators._bred import JITTER_C, BredEstimate, bred
-from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
+from evaluators._estimate import EmptySampleWarning, Estimate, normal_estimate, wilson_estimate
 from evaluators._loo_knn import LooKnnWarning, LooResult, kfold_loo_knn, loo_knn
 from evaluators._mips import mips
 from evaluators._offline import EmptyProfilesWarning, LooQuality, loo_quality, offline_score
@@ -80,6 +80,7 @@ __all__ = [
     "metrics",
     "splits",
     "Estimate",
+    "EmptySampleWarning",
     "EmptyProfilesWarning",
     "ItemWeights",
     "LooQuality",

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluators import _reward_models as _rm
-from evaluators._estimate import Estimate, _z
+from evaluators._estimate import Estimate, UndefinedStderrWarning, _z
 from evaluators._validation import check_log as _check_log
 from recloop_base.threads import n_threads, thread_map
 from recloop_base.validation import (
@@ -54,11 +54,6 @@ _SUM_TOL = 1e-6  # how far a row of action_dist may sum from 1 (float64)
 class NoSupportWarning(UserWarning):
     """The log carries no information on the target policy (it gives probability 0 to every
     logged action): the estimate is ``nan``."""
-
-
-class UndefinedStderrWarning(UserWarning):
-    """The standard error (and so the interval) cannot be estimated from the data, e.g. from
-    a log of one record: it is ``nan``; the point estimate is still given."""
 
 
 @dataclass(frozen=True)
@@ -530,7 +525,7 @@ def _dr_inputs(log, action_dist, model, per_action, n_folds, ci, rng):
     log = _check_log(log)
     a = _check_action_dist(log, action_dist, values=False)  # values: in _dm_terms' pass
     m = _rm.resolve_model(log, model, per_action=per_action)
-    n_folds = _rm.check_n_folds(n_folds)
+    n_folds = _rm.check_n_folds(n_folds, log.n_rounds)
     level = check_level(ci)
     gen = as_generator(rng)
     return log, a, m, n_folds, level, gen
@@ -555,7 +550,7 @@ _DR_PARAMS = """    log, action_dist, ci : as in :func:`ips`
     model, per_action : as in :func:`direct_method`
         A fitted model is cross-fitted: each record's prediction comes from a model fitted
         on the other folds.
-    n_folds : int >= 2, default 2
+    n_folds : int in [2, max(2, n_rounds)], default 2
         Folds of the cross-fitting (drawn from ``rng``; the split depends on the records'
         content, not on their order). Not used with an array.
     rng : None, int, SeedSequence or Generator

@@ -224,8 +224,9 @@ def fit_in_sample(log, model: _Model) -> np.ndarray:
     return q
 
 
-def check_n_folds(n_folds) -> int:
-    return check_int(n_folds, "n_folds", low=2)
+def check_n_folds(n_folds, n_rounds: int) -> int:
+    """An int in [2, max(2, n_rounds)]: more folds than records only adds empty folds."""
+    return check_int(n_folds, "n_folds", low=2, high=max(2, n_rounds))
 
 
 # -- bootstrap of the direct method ---------------------------------------------------------

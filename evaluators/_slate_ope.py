@@ -664,7 +664,7 @@ def cascade_dr(log, target_pscore_cascade, target_action_dist, *, reward_model="
           one deep copy per (fold, position), features ``[context, one-hot item]``, same
           recursion; its predictions for every item cost ``n_rounds * n_items`` rows per
           position.
-    n_folds : int, default 2
+    n_folds : int in [1, n_rounds], default 2
         Cross-fitting folds for a fitted model (1: fit and predict on the whole log); each
         record's Q comes from models that did not see it.
     rng : None, int, SeedSequence or Generator
@@ -701,7 +701,7 @@ def cascade_dr(log, target_pscore_cascade, target_action_dist, *, reward_model="
     n, k = log.action.shape
     Wc = _probs(target_pscore_cascade, "target_pscore_cascade", (n, k))
     dist = _Dist(log, target_action_dist, Wc)
-    n_folds = check_int(n_folds, "n_folds", low=1)
+    n_folds = check_int(n_folds, "n_folds", low=1, high=max(1, log.n_rounds))
     if isinstance(reward_model, str):
         if reward_model not in _MODELS:
             raise ArgumentValueError("reward_model", "'mean', an array (n_rounds, len_list, "

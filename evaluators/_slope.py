@@ -134,7 +134,7 @@ def select_estimator(log, action_dist, *, estimator="ips", values=None, delta=0.
     n = log.n_rounds
     name = "select_estimator"
     m = _rm.resolve_model(log, model, per_action=per_action)
-    n_folds = _rm.check_n_folds(n_folds)
+    n_folds = _rm.check_n_folds(n_folds, log.n_rounds)
     nan = _no_support(log, a, level, name)
     if nan is not None:
         return _as_selection(nan, param, math.nan, cand, (), ())

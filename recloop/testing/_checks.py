@@ -309,7 +309,8 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
     level : float, default 0.95
         Nominal level of the estimator's intervals (coverage is tested when it returns them).
     coverage_tol : float in [0, 1), default 0.1
-        Coverage counts as nominal when it is at least ``level - coverage_tol``: normal
+        Coverage counts as nominal when it is in ``[level - coverage_tol, level]`` (up to
+        the binomial test's noise; above ``level`` the intervals are too wide): normal
         intervals are asymptotic, and at 200 records the textbook IPS interval covers the
         truth 0.92 of the time on these problems (mean over 60 seeds; 0.86 for the worst
         seed: importance weights are heavy-tailed). The measured coverage is always reported
@@ -355,8 +356,10 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
     * ``unbiased``: per problem, the t statistic of the mean error over ``n_logs`` logs,
       two-sided at ``alpha / n_problems`` (Bonferroni);
     * ``interval_coverage``: the pooled coverage of the truth (``unbiased=True``) or of the
-      estimator's own expectation (``unbiased=False``) is tested against ``level -
-      coverage_tol`` by an exact one-sided binomial test at ``alpha``.
+      estimator's own expectation (``unbiased=False``) is tested both ways by exact binomial
+      tests at ``alpha / 2`` each: below ``level - coverage_tol`` (intervals too narrow) and
+      above ``level`` (intervals wider than they claim; a conservative interval, such as a
+      union of intervals, fails here and says so).
 
     False alarms: for an estimator that meets its claims (unbiased; mean coverage at least
     ``level - coverage_tol``) each statistical property fails with probability at most about
@@ -569,13 +572,22 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
         floor = level - coverage_tol
 
         def coverage():
-            res = stats.binomtest(n_cov, n_all, floor, alternative="less")
-            if res.pvalue < alpha:
+            # two-sided: too narrow (below level - coverage_tol) or too wide (above the level
+            # itself), each side at alpha / 2
+            low = stats.binomtest(n_cov, n_all, floor, alternative="less")
+            if low.pvalue < alpha / 2:
                 j = int(np.argmin(per_problem))
                 return stat_fail(j, f"intervals covered {of} {n_cov}/{n_all} = "
                                     f"{n_cov / n_all:.3f} times, below {level} - {coverage_tol} "
-                                    f"= {floor:.3f} (binomial p = {res.pvalue:.2g}); worst "
+                                    f"= {floor:.3f} (binomial p = {low.pvalue:.2g}); worst "
                                     f"{describe_problem(j)}: {per_problem[j]:.3f}")
+            high = stats.binomtest(n_cov, n_all, level, alternative="greater")
+            if high.pvalue < alpha / 2:
+                j = int(np.argmax(per_problem))
+                return stat_fail(j, f"intervals covered {of} {n_cov}/{n_all} = "
+                                    f"{n_cov / n_all:.3f} times, above their level {level} "
+                                    f"(binomial p = {high.pvalue:.2g}): wider than they claim; "
+                                    f"widest {describe_problem(j)}: {per_problem[j]:.3f}")
         run.record("interval_coverage", coverage,
                    holds=f"covered {of} {n_cov}/{n_all} = {n_cov / n_all:.3f} times")
     return run.report()

@@ -315,7 +315,7 @@ HALF = np.full((2, 2), 0.5)
     pytest.param(lambda: direct_method(tiny(), HALF, model=3), TypeError, "regressor",
                  id="model-type"),
     pytest.param(lambda: doubly_robust(tiny(), HALF, n_folds=1), ValueError,
-                 "`n_folds` must be an int >= 2", id="n_folds"),
+                 r"`n_folds` must be an int in \[2, 2\]; got 1", id="n_folds"),
     pytest.param(lambda: direct_method(tiny(), HALF, n_bootstrap=1), ValueError,
                  "`n_bootstrap`", id="n_bootstrap"),
     pytest.param(lambda: select_estimator(tiny(), HALF, values=[1.0]), ValueError,
