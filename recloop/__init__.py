@@ -4,7 +4,7 @@ The command line (``recloop run | validate | list | report``) is the usual entry
 same steps are available from Python::
 
     from recloop import load_scenario, run_scenario
-    run_dir = run_scenario(load_scenario("scenarios/quickstart.toml"), out="runs")
+    run_dir = run_scenario(load_scenario("quickstart"), out="runs")
 
 ``run_scenario`` and ``write_report`` are imported on first use (they pull in numpy, tqdm and
 matplotlib), so ``import recloop`` stays light.

@@ -3,7 +3,7 @@
 A scenario is a TOML file with the tables ``[run]``, ``[world]`` (optional, with
 ``[[world.campaigns]]``), ``[[agents]]`` and ``[[evaluations]]``; the keys each accepts are
 declared in :data:`RUN_PARAMS`, :data:`AGENT_KEYS`, :data:`EVALUATION_KEYS` and, per ``kind``,
-in the registry (:func:`recloop._registry.registry`). ``recloop/scenarios/README.md`` documents
+in the registry (:func:`recloop._registry.registry`). ``scenarios/README.md`` documents
 them all.
 
 Validation collects *every* problem before anything runs, each as
@@ -143,11 +143,12 @@ class Scenario:
 # --- finding scenario files -------------------------------------------------------------------
 
 def scenarios_dir() -> Path:
-    """The built-in scenarios: package data of ``recloop.scenarios`` (a real folder in a
-    wheel and in an editable install alike)."""
-    from importlib.resources import files
-
-    return Path(str(files("recloop.scenarios")))
+    """The built-in scenarios: the repository's top-level ``scenarios/`` folder (a source
+    checkout or an editable install), which a wheel ships as ``recloop/scenarios/`` (the
+    package-dir mapping of ``pyproject.toml``)."""
+    package = Path(__file__).resolve().parent
+    shipped = package / "scenarios"
+    return shipped if shipped.is_dir() else package.parent / "scenarios"
 
 
 def builtin_scenarios() -> dict[str, Path]:
@@ -620,11 +621,13 @@ def _read_scenario_file(path: Path, file: str) -> str:
 
 
 def load_scenario(path, *, overrides=()) -> Scenario:
-    """Read and validate a scenario file; raises :class:`ScenarioError` listing every problem
-    (also when the path is not a regular file or is larger than
-    :data:`MAX_SCENARIO_BYTES`: refused before anything is read). ``overrides`` are
-    ``KEY=VALUE`` strings applied before validation (see :func:`apply_overrides`)."""
-    path = Path(path)
+    """Read and validate a scenario file, or a built-in scenario by name (``"quickstart"``:
+    :func:`builtin_scenarios`; a file of that name in the current folder comes first, as on
+    the command line); raises :class:`ScenarioError` listing every problem (also when the
+    path is not a regular file or is larger than :data:`MAX_SCENARIO_BYTES`: refused before
+    anything is read). ``overrides`` are ``KEY=VALUE`` strings applied before validation
+    (see :func:`apply_overrides`)."""
+    path = find_scenario(str(path)) if isinstance(path, str) else Path(path)
     file = str(path)
     return loads_scenario(_read_scenario_file(path, file), file, overrides=overrides)
 
@@ -982,7 +985,7 @@ def validate_world(problems: _Problems, raw: dict, horizon: int = 0) -> dict:
     return out
 
 
-# --- recloop/scenarios/README.md --------------------------------------------------------------
+# --- scenarios/README.md ---------------------------------------------------------------------
 
 _README_HEAD = """\
 # Scenario files
@@ -1047,7 +1050,7 @@ def _param_table(params, none_text: str = "*derived*") -> list[str]:
 
 
 def reference_markdown() -> str:
-    """The text of ``recloop/scenarios/README.md``: every key, type, range and default."""
+    """The text of ``scenarios/README.md``: every key, type, range and default."""
     out = [_README_HEAD, "## Tables", "", "### `run`", "", "The `[run]` table.", ""]
     out += _param_table(RUN_PARAMS)
     out += ["", "### `world`", "", "The `[world]` table (needed by evaluation kinds that "

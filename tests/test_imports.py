@@ -77,3 +77,20 @@ def test_no_package_reaches_into_another_packages_private_module():
                         p.startswith("_") for p in parts[1:]):
                     bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
     assert not bad, "private modules of another package:\n" + "\n".join(bad)
+
+
+def test_the_wheel_lists_every_package_and_ships_the_top_level_scenarios():
+    # pyproject.toml names its packages by hand (the scenarios' package-dir mapping): a new
+    # subpackage missing from the list would be left out of the wheel
+    import tomllib
+
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for package in OURS for p in (ROOT / package).rglob("__init__.py")}
+    assert set(tool["packages"]) == found | {"recloop.scenarios"}
+    assert tool["package-dir"] == {"recloop.scenarios": "scenarios"}
+    assert not (ROOT / "recloop" / "scenarios").exists()  # the files live at the top level
+    from recloop import builtin_scenarios
+
+    assert {p.parent for p in builtin_scenarios().values()} == {ROOT / "scenarios"}
+    assert "quickstart" in builtin_scenarios()

@@ -195,6 +195,20 @@ def test_missing_file(tmp_path):
     assert "expected a scenario file or a built-in scenario name" in info.value.problems[0]
 
 
+def test_load_scenario_takes_the_builtin_names_its_error_lists(tmp_path, monkeypatch):
+    import recloop
+
+    sc = recloop.load_scenario("quickstart")
+    assert sc.name == "quickstart" and sc.path == str(builtin_scenarios()["quickstart"])
+    with pytest.raises(ScenarioError) as info:
+        recloop.load_scenario("quickstrat")
+    assert "quickstart" in info.value.problems[0]  # listed among the names it takes
+    # a file of that name in the current folder comes first, as on the command line
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "quickstart").write_text(TINY)
+    assert recloop.load_scenario("quickstart").name == "tiny"
+
+
 def test_builtin_scenarios_are_valid():
     found = builtin_scenarios()
     assert "quickstart" in found
@@ -221,15 +235,14 @@ def _readme_sections(text: str) -> dict[str, set[str]]:
 
 
 def test_readme_documents_every_key():
-    readme = (Path(__file__).resolve().parents[2] / "recloop" / "scenarios"
-              / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "scenarios" / "README.md").read_text()
     sections = _readme_sections(readme)
     missing = []
     for key in scenario_keys():
         section, _, name = key.rpartition(".")
         if name not in sections.get(section, set()):
             missing.append(key)
-    assert not missing, (f"recloop/scenarios/README.md lacks {missing}; regenerate it "
+    assert not missing, (f"scenarios/README.md lacks {missing}; regenerate it "
                          "(see its header)")
     # and it documents nothing the loader rejects
     documented = {f"{s}.{k}" for s, keys in sections.items() for k in keys}
