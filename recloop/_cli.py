@@ -258,13 +258,15 @@ def _scheduler_problem(address: str) -> str | None:
 
 
 def _threads_problem() -> str | None:
-    from recloop_base.threads import THREADS_ENV, n_threads
+    from recloop_base.threads import MAX_THREADS, THREADS_ENV, n_threads
 
     try:
         n_threads()
     except ValueError:
-        return (f"environment variable {THREADS_ENV}: expected a positive integer, got "
-                f"{os.environ.get(THREADS_ENV)!r}")
+        value = os.environ.get(THREADS_ENV, "")
+        shown = repr(value[:40]) + ("..." if len(value) > 40 else "")
+        return (f"environment variable {THREADS_ENV}: expected an integer in [1, "
+                f"{MAX_THREADS}], got {shown}")
     return None
 
 

@@ -623,7 +623,7 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
     ------
     ValueError
         Unknown ``executor``, ``workers`` < 1, or an environment variable
-        ``RECLOOP_THREADS`` that is not a positive integer.
+        ``RECLOOP_THREADS`` that is not an integer in [1, 1024].
     CellError
         A cell raised (its traceback is also written to ``errors.log``).
     ExecutorError
@@ -642,7 +642,7 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
         raise ValueError(f"`workers` must be an integer >= 1; got {workers!r}.")
     from recloop_base.threads import n_threads
 
-    n_threads()  # a RECLOOP_THREADS that is not a positive integer: refused before anything
+    n_threads()  # a RECLOOP_THREADS out of [1, 1024]: refused before anything
     data = scenario.data
     cells = plan_cells(data)
     # a world fitted to a log: fitted here, once, and checked against the scenario's rules

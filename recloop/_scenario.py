@@ -132,8 +132,7 @@ class Scenario:
     def with_seed(self, seed: int) -> "Scenario":
         """The same scenario with its replicate seeds moved to ``seed, seed + 1, ...``."""
         data = json.loads(json.dumps(self.data))
-        n = len(data["run"]["seeds"])
-        data["run"].update(seed=seed, seeds=[seed + i for i in range(n)], replicates=n)
+        data["run"]["seeds"] = [seed + i for i in range(len(data["run"]["seeds"]))]
         return Scenario(self.path, data)
 
     def to_toml(self) -> str:
@@ -254,27 +253,24 @@ def _expect_tables(problems, path, value) -> list:
 
 
 def _validate_run(problems, raw) -> dict:
+    """The resolved ``[run]`` table: the replicate seeds as ``seeds`` (from ``seeds``, or
+    ``seed`` and ``replicates``; both ways at once are refused)."""
     if not _expect_table(problems, "run", raw, "a [run] table"):
         return {}
     run = _check_table(problems, "run.", raw, RUN_PARAMS)
-    if "seeds" in raw and "seeds" in run:
-        seeds = run["seeds"]
-        if "replicates" in raw and raw["replicates"] != len(seeds):
-            problems.add("run.replicates", f"expected {len(seeds)} (the length of run.seeds), "
-                         f"got {raw['replicates']!r}")
-        if "seed" in raw and raw["seed"] != seeds[0]:
-            problems.add("run.seed", f"expected {seeds[0]} (the first of run.seeds) or no "
-                         f"key, got {raw['seed']!r}")
+    if "seeds" in raw:
+        for key in ("seed", "replicates"):
+            if key in raw:
+                problems.add(f"run.{key}", f"expected either `seeds` or `seed` and "
+                             f"`replicates`, got both `seeds` and `{key}` (`seeds` lists the "
+                             "replicate seeds itself)")
     elif "seed" in run and "replicates" in run:
         if run["seed"] + run["replicates"] - 1 > 2**63 - 1:
             problems.add("run.seed", f"expected seed + replicates - 1 <= {2**63 - 1}, got "
                          f"{run['seed']}")
         else:
             run["seeds"] = [run["seed"] + i for i in range(run["replicates"])]
-    if "seeds" in run:
-        run["seed"], run["replicates"] = run["seeds"][0], len(run["seeds"])
-    return {k: run[k] for k in ("name", "description", "seed", "replicates", "seeds", "horizon")
-            if k in run}
+    return {k: run[k] for k in ("name", "description", "seeds", "horizon") if k in run}
 
 
 def _validate_world(problems, raw, horizon: int) -> dict:
@@ -613,11 +609,28 @@ def _read_scenario_file(path: Path, file: str) -> str:
         raise refuse(f"{type(exc).__name__}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
+    raw = b"".join(chunks)
     try:
-        return b"".join(chunks).decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ScenarioError([f"{file}: expected a readable UTF-8 TOML file, got "
-                             f"UnicodeDecodeError: {exc}"]) from None
+        raise ScenarioError([f"{file}: {_not_utf8(raw, exc)}"]) from None
+
+
+def _not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
+    """What is wrong with a scenario file that is not UTF-8: where, and the likely encoding
+    (TOML is UTF-8 by definition; guessing another encoding would misread values)."""
+    head = raw[:exc.start]
+    line = head.count(b"\n") + 1
+    column = exc.start - (head.rfind(b"\n") + 1) + 1
+    byte = raw[exc.start]
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        guess = "UTF-16 text with its byte-order mark"
+    elif byte >= 0x80 and b"\x00" not in raw:
+        guess = "Latin-1 or Windows-1252 text"
+    else:
+        guess = "a binary file"
+    return (f"expected a UTF-8 TOML file, got byte 0x{byte:02x} at line {line}, column "
+            f"{column}, which is not UTF-8 (it looks like {guess}; save it as UTF-8)")
 
 
 def load_scenario(path, *, overrides=()) -> Scenario:

@@ -600,6 +600,10 @@ def _check_kind(params, agents, world):
         if not hasattr(config, "n_arms") or not getattr(config, "is_static", False):
             yield "kind", (f"expected a [world] with a static linear bandit preset (e.g. "
                            f"bred_linear) for ope, got preset {world['preset']!r}")
+        elif (params.get("n_actions") or 0) > config.n_arms:
+            yield "n_actions", (f"expected at most the world's n_arms = {config.n_arms} (an "
+                                f"evaluation uses the world's arms or fewer: raise "
+                                f"world.n_arms for more), got {params['n_actions']}")
     names = {a["name"] for a in agents}
     seen = set()
     for j, t in enumerate(params["targets"]):
@@ -692,8 +696,9 @@ KIND = EvaluationKind(
               "logging policy."),
         Param("n_rounds", Int(low=1, high=10**7), 1000, "Records per log."),
         Param("n_logs", Int(low=1, high=100_000), 100, "Independent logs per cell."),
-        Param("n_actions", Int(low=1, high=10_000), None, "Number of arms (default: the "
-              "world's `n_arms`)."),
+        Param("n_actions", Int(low=1, high=10_000), None, "Number of arms, at most the "
+              "world's `n_arms` (the world drawn again with that many; default: the world's "
+              "`n_arms`)."),
         Param("residual", Float(low=0.0, high=1.0), None, "Worlds whose arms carry "
               "embeddings (`large_actions`): the arms' own reward residual beyond their "
               "embedding (0: MIPS's assumption holds; default: the world's)."),

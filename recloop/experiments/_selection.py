@@ -299,8 +299,9 @@ KIND = EvaluationKind(
               "logging policy."),
         Param("n_rounds", Int(low=2, high=10**7), 1000, "Records per log."),
         Param("n_logs", Int(low=2, high=100_000), 100, "Independent logs per cell."),
-        Param("n_actions", Int(low=1, high=10_000), None, "Number of arms (default: the "
-              "world's)."),
+        Param("n_actions", Int(low=1, high=10_000), None, "Number of arms, at most the "
+              "world's `n_arms` (the world drawn again with that many; default: the world's "
+              "`n_arms`)."),
         Param("reward_noise", Float(low=0.0), 0.0, "Gaussian noise added to each logged "
               "reward (the truth is unchanged)."),
         Param("n_resamples", Int(low=1, high=10**6), 1000, "Bootstrap resamples of the logs "

@@ -275,7 +275,8 @@ def test_scenarios_that_break_the_toml_parser(tmp_path, capsys, text, got):
     assert len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-3", ""])
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "", "12345678901234567890", "1025",
+                                   "\u00b2"])
 def test_recloop_threads_must_be_a_positive_integer(tmp_path, capsys, monkeypatch, value):
     monkeypatch.setenv("RECLOOP_THREADS", value)
     code = main(["run", str(write(tmp_path, SELFCHECK)), "--out", str(tmp_path / "o"), "-q"])
@@ -283,7 +284,8 @@ def test_recloop_threads_must_be_a_positive_integer(tmp_path, capsys, monkeypatc
     if value == "":  # unset in effect: the default
         assert code == 0
     else:
-        assert code == 2 and f"RECLOOP_THREADS: expected a positive integer, got {value!r}" in err
+        assert code == 2 and (f"RECLOOP_THREADS: expected an integer in [1, 1024], got "
+                              f"{value!r}") in err
         assert not (tmp_path / "o").exists()
 
 
@@ -485,6 +487,88 @@ def test_run_scenario_refuses_a_bad_recloop_threads_before_writing(tmp_path, mon
     from recloop._scenario import loads_scenario
 
     monkeypatch.setenv("RECLOOP_THREADS", "many")
-    with pytest.raises(ValueError, match="RECLOOP_THREADS must be a positive integer"):
+    with pytest.raises(ValueError, match=r"RECLOOP_THREADS must be an integer in \[1, 1024\]"):
         run_scenario(loads_scenario(SELFCHECK), out=tmp_path / "o", quiet=True)
     assert not (tmp_path / "o").exists()
+
+
+# --- issue 25, section 4: values that must be refused ------------------------------------------
+
+VIADEO = """
+[run]
+name = "v"
+
+[world]
+preset = "viadeo_like"
+{world}
+
+[[agents]]
+name = "pop"
+kind = "popularity"
+
+[[evaluations]]
+kind = "campaign_bias"
+ticks = [10]
+"""
+
+OPE = """
+[run]
+name = "o"
+
+[world]
+preset = "bred_linear"
+{world}
+
+[[evaluations]]
+kind = "ope"
+n_logs = 2
+{params}
+"""
+
+
+@pytest.mark.parametrize("text, line", [
+    pytest.param(VIADEO.format(world="appeal_mean = 1e308"),
+                 "world.appeal_mean: expected a number in [-100.0, 100.0], got 1e+308",
+                 id="appeal-mean"),
+    pytest.param(VIADEO.format(world="taste_scale = 1e308"),
+                 "world.taste_scale: expected a number in [0.0, 100.0], got 1e+308",
+                 id="taste-scale"),
+    pytest.param(VIADEO.format(world="universal_appeal = -1e308"),
+                 "world.universal_appeal: expected a number in [-100.0, 100.0], got -1e+308",
+                 id="universal-appeal"),
+    pytest.param(OPE.format(world="", params="n_actions = 11"),
+                 "evaluations[0].n_actions: expected at most the world's n_arms = 10 (an "
+                 "evaluation uses the world's arms or fewer: raise world.n_arms for more), "
+                 "got 11", id="ope-n-actions-above-the-arms"),
+    pytest.param(OPE.format(world="n_arms = 20", params="sweep = { n_actions = [5, 30] }"),
+                 "evaluations[0].n_actions: expected at most the world's n_arms = 20",
+                 id="ope-swept-n-actions"),
+])
+def test_values_beyond_their_range_are_refused(tmp_path, capsys, text, line):
+    code, err = validate(write(tmp_path, text), capsys)
+    assert code == 2 and line in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_ope_may_use_fewer_arms_than_the_world():
+    from recloop._scenario import loads_scenario
+
+    assert loads_scenario(OPE.format(world="n_arms = 20", params="n_actions = 20"))
+
+
+@pytest.mark.parametrize("raw, byte, where, looks", [
+    pytest.param('[run]\nname = "caf\xe9"\n'.encode("latin-1"), "0xe9", "line 2, column 12",
+                 "Latin-1 or Windows-1252 text", id="latin-1"),
+    pytest.param("# caf\xe9\n[run]\n".encode("cp1252"), "0xe9", "line 1, column 6",
+                 "Latin-1 or Windows-1252 text", id="windows-1252"),
+    pytest.param('[run]\nname = "x"\n'.encode("utf-16"), "0xff", "line 1, column 1",
+                 "UTF-16 text with its byte-order mark", id="utf-16"),
+])
+def test_a_file_that_is_not_utf8_is_named_with_where_and_why(tmp_path, capsys, raw, byte,
+                                                             where, looks):
+    path = tmp_path / "s.toml"
+    path.write_bytes(raw)
+    code, err = validate(path, capsys)
+    assert code == 2
+    assert err.strip() == (f"{path}: expected a UTF-8 TOML file, got byte {byte} at {where}, "
+                           f"which is not UTF-8 (it looks like {looks}; save it as UTF-8)")
