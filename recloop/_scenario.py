@@ -18,7 +18,7 @@ import json
 import math
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from recloop._schema import (
     REQUIRED,
     Bool,
     EstimatorList,
+    Float,
     Int,
     ListOf,
     Param,
@@ -65,7 +66,19 @@ RUN_PARAMS: tuple[Param, ...] = (
           "Explicit replicate seeds (instead of `seed` and `replicates`)."),
     Param("horizon", Int(low=0, high=MAX_TICKS), 0, "Ticks the world is simulated: sets "
           "`world.n_ticks` for world presets that have it (0: the preset's value)."),
+    Param("plugin_timeout", Float(low=0.0, high=7 * 86400.0, low_open=True), 600.0,
+          "Seconds a cell running your agents or estimators (plugins) may go without a sign "
+          "of progress -- a step of its loops, a call of your code returning -- before it is "
+          "stopped and recorded as failed (the run goes on; `--resume` retries it). At "
+          "validation each trial call of your code has min(60, this) seconds. How the run "
+          "executes, not what it computes: it is left out of `scenario.toml` and recorded in "
+          "`environment.json`, so raising it and resuming keeps the finished cells."),
 )
+
+#: ``[run]`` keys that say how a run executes, not what it computes: kept out of the
+#: resolved scenario (whose text is the scenario's identity in its cells) in
+#: :attr:`Scenario.options`.
+EXECUTION_KEYS = ("plugin_timeout",)
 
 AGENT_KEYS: tuple[Param, ...] = (
     Param("name", _IDENT, REQUIRED, "Name of the agent in results and in evaluations' "
@@ -112,10 +125,13 @@ class ScenarioError(Exception):
 
 @dataclass(frozen=True)
 class Scenario:
-    """A validated scenario with every default filled in (``data`` is plain TOML data)."""
+    """A validated scenario with every default filled in (``data`` is plain TOML data:
+    what determines the results); ``options`` holds the ``[run]`` keys of
+    :data:`EXECUTION_KEYS` (how the run executes)."""
 
     path: str
     data: dict
+    options: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -133,7 +149,7 @@ class Scenario:
         """The same scenario with its replicate seeds moved to ``seed, seed + 1, ...``."""
         data = json.loads(json.dumps(self.data))
         data["run"]["seeds"] = [seed + i for i in range(len(data["run"]["seeds"]))]
-        return Scenario(self.path, data)
+        return Scenario(self.path, data, dict(self.options))
 
     def to_toml(self) -> str:
         return dumps_toml(self.data)
@@ -172,9 +188,16 @@ def find_scenario(arg: str) -> Path:
 # --- validation ---------------------------------------------------------------------------------
 
 class _Problems:
+    """The problems found so far, and what the checks of users' code need to know: the
+    time limit of a trial call (:data:`recloop._guard.TRIAL_TIMEOUT`, or a smaller
+    ``run.plugin_timeout``)."""
+
     def __init__(self, file: str):
+        from recloop._guard import TRIAL_TIMEOUT
+
         self.file = file
         self.items: list[str] = []
+        self.trial_timeout = TRIAL_TIMEOUT
 
     def add(self, path: str, message: str) -> None:
         self.items.append(f"{self.file}: {path}: {message}" if path else f"{self.file}: {message}")
@@ -270,7 +293,8 @@ def _validate_run(problems, raw) -> dict:
                          f"{run['seed']}")
         else:
             run["seeds"] = [run["seed"] + i for i in range(run["replicates"])]
-    return {k: run[k] for k in ("name", "description", "seeds", "horizon") if k in run}
+    return {k: run[k] for k in ("name", "description", "seeds", "horizon") + EXECUTION_KEYS
+            if k in run}
 
 
 def _validate_world(problems, raw, horizon: int) -> dict:
@@ -336,7 +360,7 @@ def _validate_agents(problems, raw, world: dict | None = None) -> tuple[list[dic
         if kind is not None and kind.origin == "built-in":
             families[resolved.get("name")] = kind.family
         elif {"name", "kind"} <= set(resolved) and (kind is not None or "factory" in resolved):
-            family, problem = _try_agent(resolved, world)
+            family, problem = _try_agent(resolved, world, problems.trial_timeout)
             if problem:
                 key = "factory" if kind_name == PYTHON_KIND else "kind"
                 problems.add(f"{prefix}{key}", problem)
@@ -345,10 +369,10 @@ def _validate_agents(problems, raw, world: dict | None = None) -> tuple[list[dic
     return agents, families
 
 
-def _try_agent(table, world):
+def _try_agent(table, world, timeout):
     from recloop._plugins import try_agent
 
-    return try_agent(table, **_world_sizes(world))
+    return try_agent(table, **_world_sizes(world), timeout=timeout)
 
 
 def _validate_estimators(problems, path: str, entries: list, family: str) -> None:
@@ -369,7 +393,7 @@ def _validate_estimators(problems, path: str, entries: list, family: str) -> Non
                          "again (give the table a `name`)")
         seen.add(resolved.name)
         if resolved.kind.origin != "built-in" or resolved.params:
-            problem = try_estimator(resolved, family)
+            problem = try_estimator(resolved, family, timeout=problems.trial_timeout)
             if problem:
                 problems.add(f"{here}.factory" if isinstance(entry, dict) else here, problem)
 
@@ -525,6 +549,9 @@ def validate(data: Any, file: str, *, fitted: bool = False) -> Scenario:
         problems.add("run", "expected a [run] table with at least `name`, got nothing")
     else:
         out["run"] = _validate_run(problems, data["run"])
+    options = {k: out.get("run", {}).pop(k) for k in EXECUTION_KEYS if k in out.get("run", {})}
+    if "plugin_timeout" in options:
+        problems.trial_timeout = min(problems.trial_timeout, options["plugin_timeout"])
     if "world" in data:
         out["world"] = _validate_world(problems, data["world"],
                                        out.get("run", {}).get("horizon", 0))
@@ -546,7 +573,7 @@ def validate(data: Any, file: str, *, fitted: bool = False) -> Scenario:
                          f"{n_cells} (seeds x agents x sweep values)")
     if problems.items:
         raise ScenarioError(problems.items)
-    return Scenario(file, out)
+    return Scenario(file, out, options)
 
 
 def count_cells(data: dict) -> int:

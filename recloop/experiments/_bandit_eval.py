@@ -230,11 +230,9 @@ def _check_ab_users(ab_users, table, config) -> int:
 
 
 def _bar(progress, iterable, desc):
-    if not progress:
-        return iterable
-    from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-    return tqdm(iterable, desc=desc, leave=False)
+    return bar(iterable, desc=desc, show=progress)
 
 
 # -- experiments -----------------------------------------------------------------------------

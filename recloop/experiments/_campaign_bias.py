@@ -180,11 +180,9 @@ def campaign_bias(config, *, recommenders: Mapping, ticks, p_values=(0, 5, 20, N
     variant_names = ["unweighted"] + [_variant(p) for p in ps] + ["twin"]
 
     rows: list[Measurement] = []
-    iterator = ticks
-    if progress:
-        from tqdm.auto import tqdm
-        iterator = tqdm(ticks, desc="campaign_bias", unit="tick")
-    for t in iterator:
+    from recloop_base.progress import bar
+
+    for t in bar(ticks, desc="ticks", show=progress, unit="tick"):
         current, twin_profiles = world.profiles(t), twin.profiles(t)
         fits = {p: fit_item_weights(reference, current, p=p, user_weights=uw) for p in ps}
         kl_before = next(iter(fits.values())).kl_before if fits else math.nan

@@ -500,11 +500,9 @@ def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = SIMILARITIES, k=2
     u, i, _ = _check_ratings(ratings)
     params = {"k": k}
     rows = []
-    sims = similarities
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        sims = tqdm(similarities, desc="similarities", leave=False)
+    sims = bar(similarities, desc="similarities", show=progress)
     warmed = False
     for s in sims:
         if naive_users and not warmed:

@@ -257,12 +257,9 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
     K = config.n_alive if config.n_alive is not None else config.n_arms
     t_short = max(1, T // K)
     values = {e: np.full((n_logs, len(names)), np.nan) for e in funcs}
-    logs = range(n_logs)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        logs = tqdm(logs, desc="logs", leave=False)
-    for i in logs:
+    for i in bar(range(n_logs), desc="logs", show=progress):
         log, _ = simulator.collect_log(config, T, rng=child_rng(root, 1, i))
         for e, f in funcs.items():
             for j, name in enumerate(names):

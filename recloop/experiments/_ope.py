@@ -335,11 +335,9 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
 
     variants = list(funcs) + (["ab_test"] if ab_users else [])
     values: dict = {(t, e): [] for t in policies for e in variants}
-    logs = range(n_logs)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        logs = tqdm(logs, desc="logs", leave=False)
+    logs = bar(range(n_logs), desc="logs", show=progress)
     takes_rng = {e: _takes_rng(f) for e, f in funcs.items()}
     for i in logs:
         log, atoms = logged(config, n_rounds, logger, root, i, reward_noise)

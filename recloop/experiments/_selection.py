@@ -128,11 +128,9 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     theta = {t: np.full((n_logs, len(cands)), np.nan) for t in tables}
     picked = {t: np.full(n_logs, -1) for t in tables}
     slope = {t: [] for t in tables}
-    logs = range(n_logs)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        logs = tqdm(logs, desc="logs", leave=False)
+    logs = bar(range(n_logs), desc="logs", show=progress)
     import warnings
 
     for i in logs:

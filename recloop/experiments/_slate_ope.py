@@ -330,12 +330,9 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
 
     est = {n: [] for n in names}
     on_policy = []
-    logs = range(n_logs)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        logs = tqdm(logs, desc="logs", leave=False)
-    for i in logs:
+    for i in bar(range(n_logs), desc="logs", show=progress):
         log, _ = simulator.collect_slate_log(cfg, n_rounds, policy=logging,
                                              rng=child_rng(root, 2, i))
         on_policy.append(float(log.slate_reward.mean()))
