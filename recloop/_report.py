@@ -270,6 +270,16 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:80] or "figure"
 
 
+def _disk_error(exc: BaseException) -> bool:
+    """A file that cannot be written (full disk, quota, read-only or failing device): the
+    run's failure, not one odd figure (issue 25, section 3: exit 1, not a report that
+    quietly lacks its figures)."""
+    import errno
+
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS,
+                                                      errno.EIO)
+
+
 def _log_error(run_dir: Path, what: str, exc: BaseException) -> None:
     """Append a failure of the report's own drawing or writing to ``errors.log``."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -306,6 +316,8 @@ def _kind_figures(run_dir: Path, scenario: dict, folder: Path) -> tuple[list, se
                 continue
             paths = kind.figures(rows, folder, scenario.get("world"))
         except Exception as exc:  # a figure must not cost the report
+            if _disk_error(exc):
+                raise
             _log_error(run_dir, f"figures of {ev['name']}", exc)
             made.append((f"{ev['name']}: figures failed ({type(exc).__name__}, see "
                          "errors.log)", None))
@@ -419,6 +431,8 @@ def _figures(run_dir: Path, groups: dict, scenario: dict | None) -> list[tuple[s
             made.append((f"{evaluation}: {metric}", f"figures/{name}"))
         except Exception as exc:  # one odd figure must not cost the report
             plt.close("all")
+            if _disk_error(exc):
+                raise
             _log_error(run_dir, f"figure {evaluation}: {metric}", exc)
             made.append((f"{evaluation}: {metric}: figure failed ({type(exc).__name__}, see "
                          "errors.log)", None))

@@ -389,7 +389,12 @@ def out_problem(out, name: str) -> str | None:
     than ``PATH_MAX`` with the run's files inside -- said before anything is created."""
     path = Path(os.path.abspath(os.path.expanduser(str(out))))
     probe = path
-    while not probe.exists() and probe != probe.parent:
+    while probe != probe.parent:
+        try:
+            if probe.exists():
+                break
+        except OSError:  # a name too long for the file system is not there either
+            pass
         probe = probe.parent
     try:
         name_max = os.pathconf(probe, "PC_NAME_MAX")

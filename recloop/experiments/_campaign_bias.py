@@ -389,6 +389,8 @@ def _resources(params, world):
     if c is not None and hasattr(c, "n_users"):
         edges = c.n_users * c.mean_profile_size
         out["k x profile edges: LOO recommendations"] = int(edges * params.get("k", 5) * F8 * 2)
+    # the stochastic score's draws: users, edges, their bounds and qualities (ten arrays)
+    out["n_samples: the sampled edges"] = 10 * (params.get("n_samples") or 0) * F8
     return out
 
 

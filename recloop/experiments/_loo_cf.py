@@ -620,7 +620,8 @@ def _resources(params, world):
         return {"data: ratings (from the file's size)": size * 8}
     n_users = params["n_users"]
     return {"n_users x n_users: fit-once similarities": 8 * n_users * n_users * 8,
-            "n_ratings: ratings and predictions": params["n_ratings"] * 12 * 8}
+            "n_ratings: ratings and predictions": params["n_ratings"] * 12 * 8,
+            "n_items: the synthetic items' popularity": params["n_items"] * 3 * 8}
 
 
 def _run_kind(cell):

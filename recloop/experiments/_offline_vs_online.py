@@ -403,6 +403,8 @@ def _resources(params, world):
     out = bandit_resources(params, world)
     out["n_logs x T: the logs"] = params.get("n_logs", 1) * log_bytes(params["T"],
                                                                      *bandit_sizes(world))
+    out["n_resamples x n_logs: bootstrap of the logs"] = (
+        2 * params.get("n_resamples", 1) * params.get("n_logs", 1) * 8)
     return out
 
 

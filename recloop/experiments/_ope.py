@@ -640,15 +640,19 @@ def _check_kind(params, agents, world):
 def _resources(params, world):
     """Per log: the contexts and, per target policy, its action distribution
     ``(n_rounds, n_actions)``; the estimators' copies of it."""
-    from recloop._limits import F8, bandit_sizes, log_bytes
+    from recloop._limits import ESTIMATE_BYTES, F8, bandit_sizes, log_bytes, traffic_bytes
 
     K, d = bandit_sizes(world)
     K = params.get("n_actions") or K
     n = params["n_rounds"]
     targets = len(params.get("targets") or ()) + 4
+    estimators = len(params.get("estimators") or ()) + 1
     return {"n_rounds x world.dim: one log": log_bytes(n, K, d),
             "n_rounds x n_actions: the log's availability, pi_b and true CTRs": 3 * n * K * F8,
-            "n_rounds x n_actions x targets: action distributions": 3 * targets * n * K * F8}
+            "n_rounds x n_actions x targets: action distributions": 3 * targets * n * K * F8,
+            "n_logs x targets x estimators: the estimates of every log": (
+                params.get("n_logs", 1) * targets * estimators * ESTIMATE_BYTES),
+            **traffic_bytes(params, world)}
 
 
 def _run_kind(cell):

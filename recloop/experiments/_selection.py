@@ -267,9 +267,15 @@ def _run_kind(cell):
 
 
 def _resources(params, world):
+    from recloop._limits import F8
     from recloop.experiments._ope import _resources as ope_bytes
 
-    return ope_bytes({**params, "targets": params.get("targets") or ()}, world)
+    values = params.get("values") or range(10)  # the candidates, estimated on every log
+    out = ope_bytes({**params, "targets": params.get("targets") or (),
+                     "estimators": list(values)}, world)
+    out["n_resamples x n_logs: bootstrap of the logs"] = (
+        2 * params.get("n_resamples", 1) * params.get("n_logs", 1) * F8)
+    return out
 
 
 KIND = EvaluationKind(

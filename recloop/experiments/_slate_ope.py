@@ -506,6 +506,10 @@ def _resources(params, world):
     out["n_rounds x k: slates, clicks, propensities"] = n * k * 8 * 6
     out["n_rounds x k x world.n_items: position marginals (logging, target)"] = (
         2 * n * k * items * 8)
+    from recloop._limits import ESTIMATE_BYTES
+
+    out["n_logs x estimators: the estimates of every log"] = (
+        params.get("n_logs", 1) * (len(params.get("estimators") or ()) + 2) * ESTIMATE_BYTES)
     return out
 
 
