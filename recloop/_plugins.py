@@ -22,8 +22,9 @@ from typing import Any, Callable
 from recloop._guard import (
     TRIAL_TIMEOUT,
     UserCodeError,
-    fingerprint,
     implausible,
+    inputs_after,
+    inputs_before,
     read_only,
     run_guarded,
     section,
@@ -265,10 +266,10 @@ def bind_estimator(entry: EstimatorEntry, *, on_problem: Callable | None = None)
         return fn(log, x, **kw, rng=rng) if takes_rng else fn(log, x, **kw)
 
     def guarded(log, x, *, rng=None):
-        before = fingerprint(log, x)
+        before = inputs_before(log, x)
         with section(what):
             out = plain(read_only(log), read_only(x), rng=rng)
-        if fingerprint(log, x) != before:
+        if inputs_after(log, x) != before:
             raise UserCodeError(f"{what} changed the inputs it shares with the other "
                                 "estimators (the log or action_dist, in place): every estimate "
                                 "after it would be computed on changed data")

@@ -497,7 +497,7 @@ def _resources(params, world):
     """Per log: the slates and clicks (n_rounds x k), the logging and target policies'
     position marginals (n_rounds x k x items, float64) that IIPS and RIPS read, and
     Cascade-DR's per-record target distribution of one position chunk; the world."""
-    from recloop._limits import world_bytes, world_config_or_none
+    from recloop._limits import ESTIMATE_BYTES, world_bytes, world_config_or_none
 
     c = world_config_or_none(world)
     items = getattr(c, "n_items", 1000)
@@ -506,8 +506,6 @@ def _resources(params, world):
     out["n_rounds x k: slates, clicks, propensities"] = n * k * 8 * 6
     out["n_rounds x k x world.n_items: position marginals (logging, target)"] = (
         2 * n * k * items * 8)
-    from recloop._limits import ESTIMATE_BYTES
-
     out["n_logs x estimators: the estimates of every log"] = (
         params.get("n_logs", 1) * (len(params.get("estimators") or ()) + 2) * ESTIMATE_BYTES)
     return out
