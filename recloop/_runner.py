@@ -545,9 +545,19 @@ class _Dask:
             if scheduler:
                 self.client = self._connect(Client, scheduler, timeout)
             else:
+                import logging
+
+                # the workers' own log records (a task that raised: "Compute Failed" and its
+                # traceback) would bury recloop's lines: recloop names each failed cell
+                # itself, with its traceback in errors.log
                 self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
                                             processes=True, dashboard_address=None,
-                                            env=_worker_env(workers))
+                                            env=_worker_env(workers),
+                                            silence_logs=logging.CRITICAL,
+                                            # no dashboard; the scheduler's HTTP server
+                                            # (/health) on any free port, not 8787 (taken:
+                                            # a warning on the user's terminal)
+                                            scheduler_kwargs={"dashboard_address": ":0"})
                 self.client = Client(self.cluster)
             try:
                 n = len(self.client.scheduler_info().get("workers", {}))
