@@ -34,8 +34,6 @@ import os
 import threading
 import zlib
 
-import numpy as np
-
 __all__ = ["TRIAL_TIMEOUT", "UserCodeError", "fingerprint", "implausible", "inputs_after",
            "inputs_before", "last_section", "read_only", "run_guarded", "section",
            "set_section_hook"]
@@ -158,6 +156,8 @@ def read_only(obj):
     """``obj`` for one estimator: arrays as read-only views, dataclasses (logs) as shallow
     copies holding such views (so ``object.__setattr__`` on them changes nothing shared),
     dicts, lists and tuples rebuilt of the same; anything else as it is."""
+    import numpy as np
+
     if isinstance(obj, np.ndarray) and obj.dtype != object:
         owner = obj.base if isinstance(obj.base, np.ndarray) else obj  # numpy keeps the owner
         if not owner.flags.writeable:  # a view of it cannot be made writeable: cheap
@@ -235,6 +235,8 @@ def inputs_after(log, x) -> int:
 
 
 def _feed(h, obj) -> None:
+    import numpy as np
+
     if isinstance(obj, np.ndarray):
         h.update(f"a{obj.dtype.str}{obj.shape}".encode())
         if obj.dtype != object:
@@ -289,6 +291,8 @@ def implausible(value: float, stderr: float, ci_low: float, ci_high: float, log)
             return f"an interval [{ci_low!r}, {ci_high!r}] that excludes its estimate {value!r}"
     if math.isnan(value):
         return None
+    import numpy as np
+
     reward = np.asarray(getattr(log, "reward", ()), dtype=np.float64)
     reward = reward[np.isfinite(reward)]
     if reward.size == 0:

@@ -18,6 +18,15 @@ def test_import_loads_no_heavy_module(package):
     assert out == "", f"import {package} loaded {out}"
 
 
+def test_import_recloop_loads_no_numpy():
+    # `recloop --help`, `recloop validate` of a bad file: instant (the guards of users' code,
+    # the scenario loader and the CLI import numpy only when they need it)
+    code = "import sys, recloop, recloop._cli; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"
+
+
 def test_first_kernel_access_compiles_the_agent_kernels_together():
     code = ("import sys; from agents import _kernels as kn; assert 'numba' not in sys.modules; "
             "f = kn.linucb_act_one; import numba; "
