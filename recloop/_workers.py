@@ -165,6 +165,8 @@ class WorkerPool:
         return _Worker(process, parent)
 
     def _assign(self, cell) -> None:
+        while self.idle and not self.idle[-1].process.is_alive():  # killed while idle
+            self._discard(self.idle.pop())
         w = self.idle.pop() if self.idle else self._start()
         w.cell, w.users, w.section, w.last = cell, self.users_code(cell), None, ""
         w.beat, w.started = self.clock(), False
