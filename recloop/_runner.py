@@ -241,7 +241,7 @@ def _run_inline(data, todo, on_done, on_failed, reporter=None, paths=()):
     from recloop_base.progress import reporting_to
 
     for cell in todo:
-        receiver = (None if reporter is None else
+        receiver = (None if reporter is None or reporter.quiet else
                     lambda f, label, cell=cell: reporter.cell_progress(cell.id, f, label))
         with reporting_to(receiver) if receiver else contextlib.nullcontext():
             try:
