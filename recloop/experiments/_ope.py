@@ -342,11 +342,9 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
 
     variants = list(funcs) + (["ab_test"] if ab_users else [])
     values: dict = {(t, e): [] for t in policies for e in variants}
-    logs = range(n_logs)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        logs = tqdm(logs, desc="logs", leave=False)
+    logs = bar(range(n_logs), desc="logs", show=progress)
     takes_rng = {e: _takes_rng(f) for e, f in funcs.items()}
     for i in logs:
         log, atoms = logged(config, n_rounds, logger, root, i, reward_noise)
@@ -604,6 +602,10 @@ def _check_kind(params, agents, world):
         if not hasattr(config, "n_arms") or not getattr(config, "is_static", False):
             yield "kind", (f"expected a [world] with a static linear bandit preset (e.g. "
                            f"bred_linear) for ope, got preset {world['preset']!r}")
+        elif (params.get("n_actions") or 0) > config.n_arms:
+            yield "n_actions", (f"expected at most the world's n_arms = {config.n_arms} (an "
+                                f"evaluation uses the world's arms or fewer: raise "
+                                f"world.n_arms for more), got {params['n_actions']}")
     names = {a["name"] for a in agents}
     seen = set()
     for j, t in enumerate(params["targets"]):
@@ -642,15 +644,19 @@ def _check_kind(params, agents, world):
 def _resources(params, world):
     """Per log: the contexts and, per target policy, its action distribution
     ``(n_rounds, n_actions)``; the estimators' copies of it."""
-    from recloop._limits import F8, bandit_sizes, log_bytes
+    from recloop._limits import ESTIMATE_BYTES, F8, bandit_sizes, log_bytes, traffic_bytes
 
     K, d = bandit_sizes(world)
     K = params.get("n_actions") or K
     n = params["n_rounds"]
     targets = len(params.get("targets") or ()) + 4
+    estimators = len(params.get("estimators") or ()) + 1
     return {"n_rounds x world.dim: one log": log_bytes(n, K, d),
             "n_rounds x n_actions: the log's availability, pi_b and true CTRs": 3 * n * K * F8,
-            "n_rounds x n_actions x targets: action distributions": 3 * targets * n * K * F8}
+            "n_rounds x n_actions x targets: action distributions": 3 * targets * n * K * F8,
+            "n_logs x targets x estimators: the estimates of every log": (
+                params.get("n_logs", 1) * targets * estimators * ESTIMATE_BYTES),
+            **traffic_bytes(params, world)}
 
 
 def _run_kind(cell):
@@ -696,8 +702,9 @@ KIND = EvaluationKind(
               "logging policy."),
         Param("n_rounds", Int(low=1, high=10**7), 1000, "Records per log."),
         Param("n_logs", Int(low=1, high=100_000), 100, "Independent logs per cell."),
-        Param("n_actions", Int(low=1, high=10_000), None, "Number of arms (default: the "
-              "world's `n_arms`)."),
+        Param("n_actions", Int(low=1, high=10_000), None, "Number of arms, at most the "
+              "world's `n_arms` (the world drawn again with that many; default: the world's "
+              "`n_arms`)."),
         Param("residual", Float(low=0.0, high=1.0), None, "Worlds whose arms carry "
               "embeddings (`large_actions`): the arms' own reward residual beyond their "
               "embedding (0: MIPS's assumption holds; default: the world's)."),

@@ -336,12 +336,9 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
 
     est = {n: [] for n in names}
     on_policy = []
-    logs = range(n_logs)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        logs = tqdm(logs, desc="logs", leave=False)
-    for i in logs:
+    for i in bar(range(n_logs), desc="logs", show=progress):
         log, _ = simulator.collect_slate_log(cfg, n_rounds, policy=logging,
                                              rng=child_rng(root, 2, i))
         on_policy.append(float(log.slate_reward.mean()))
@@ -510,7 +507,7 @@ def _resources(params, world):
     """Per log: the slates and clicks (n_rounds x k), the logging and target policies'
     position marginals (n_rounds x k x items, float64) that IIPS and RIPS read, and
     Cascade-DR's per-record target distribution of one position chunk; the world."""
-    from recloop._limits import world_bytes, world_config_or_none
+    from recloop._limits import ESTIMATE_BYTES, world_bytes, world_config_or_none
 
     c = world_config_or_none(world)
     items = getattr(c, "n_items", 1000)
@@ -519,6 +516,8 @@ def _resources(params, world):
     out["n_rounds x k: slates, clicks, propensities"] = n * k * 8 * 6
     out["n_rounds x k x world.n_items: position marginals (logging, target)"] = (
         2 * n * k * items * 8)
+    out["n_logs x estimators: the estimates of every log"] = (
+        params.get("n_logs", 1) * (len(params.get("estimators") or ()) + 2) * ESTIMATE_BYTES)
     return out
 
 

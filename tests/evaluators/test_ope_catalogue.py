@@ -384,7 +384,7 @@ def test_mips_unbiased_when_its_assumption_holds_and_biased_when_not():
 def test_catalogue_passes_the_checker_at_defaults(estimator, unbiased):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedStderrWarning)
-        report = check_ope_estimator(estimator, unbiased=unbiased, rng=2)
+        report = check_ope_estimator(estimator, unbiased=unbiased, strict=True, rng=2)
     assert report.passed and "coverage" in report.figures
     assert not report.skipped
 
