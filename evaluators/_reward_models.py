@@ -14,28 +14,49 @@ A reward model is given to an estimator as ``model=``:
   ``RegressionModel`` encoding with its default one-hot ``action_context``); with
   ``per_action=True`` one copy per action is fitted on that action's records with
   ``X = context``. Actions with no training record are predicted by the mean training
-  reward (0 when there is no training record at all).
+  reward (0 when there is no training record at all);
+* a :class:`RewardModel` from :func:`fit_reward_model`: one of the above fitted once on the
+  log, shared by every estimator and every target policy evaluated on that log.
 
 Fitted models are *cross-fitted* for the doubly robust family: the records are split into
 ``n_folds`` folds (drawn from ``rng``), and the predictions for a fold come from a model fitted
 on the other folds, so that a record's own reward never enters its correction term. The split
 depends on the records, not on their order: records are ranked by a hash of their content
 before the random split, so permuting a log permutes its predictions and nothing else.
+
+The model's own estimation error enters the intervals of the direct method, Switch-DR and
+DRos (``model_variance=``): for the linear models ("ridge", "mean") analytically, by the
+influence function of the ridge normal equations (the sandwich variance, ``O(n p^2)`` per
+log); by refitting the model on bootstrap resamples of the records otherwise, and on request
+as the reference (``model_variance="bootstrap"``).
 """
 
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 
+from evaluators._validation import check_log as _check_log
 from recloop_base.threads import blas_threads
-from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check_choice, check_int
+from recloop_base.validation import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    as_generator,
+    check_choice,
+    check_int,
+)
 
-__all__ = ["MODELS", "resolve_model", "cross_fit", "fit_in_sample", "fit_predict", "fold_ids",
-           "bootstrap_dm_values", "bootstrap_model_part", "check_n_folds"]
+__all__ = ["MODELS", "MODEL_VARIANCES", "RewardModel", "fit_reward_model", "prepare",
+           "resolve_model", "cross_fit", "fit_in_sample", "fit_predict", "fold_ids",
+           "bootstrap_dm_values", "bootstrap_model_part", "check_n_folds",
+           "check_model_variance"]
 
 MODELS = ("ridge", "mean")
+#: How the reward model's own variance enters an interval: "auto" is "analytic" for the
+#: linear models and "bootstrap" for a regressor.
+MODEL_VARIANCES = ("auto", "analytic", "bootstrap")
 _RIDGE = 1.0
 _PREDICT_CELLS = 1 << 22  # feature cells per predict() call of a joint regressor
 
@@ -53,14 +74,19 @@ class _Model:
         return self.kind != "array"
 
 
-def resolve_model(log, model, *, per_action=False, name="model") -> _Model:
-    """Validate ``model`` against ``log`` (see the module docstring)."""
+def _check_per_action(per_action) -> bool:
     if not isinstance(per_action, (bool, np.bool_)):
         raise ArgumentTypeError("per_action", "a bool", f"{type(per_action).__name__}")
+    return bool(per_action)
+
+
+def resolve_model(log, model, *, per_action=False, name="model") -> _Model:
+    """Validate a model specification ``model`` against ``log`` (see the module docstring)."""
+    per_action = _check_per_action(per_action)
     if isinstance(model, str):
         return _Model(check_choice(model, name, MODELS))
     if callable(getattr(model, "fit", None)) and callable(getattr(model, "predict", None)):
-        return _Model("regressor", regressor=model, per_action=bool(per_action))
+        return _Model("regressor", regressor=model, per_action=per_action)
     if isinstance(model, np.ndarray) or isinstance(model, (list, tuple)):
         q = np.asarray(model)
         if q.dtype.kind not in "fiu":
@@ -78,8 +104,9 @@ def resolve_model(log, model, *, per_action=False, name="model") -> _Model:
         # finiteness is checked on the per-record terms (one pass fewer over q)
         return _Model("array", array=q)
     raise ArgumentTypeError(
-        name, f"one of {MODELS}, an array (n_rounds, n_actions) of predicted rewards, or a "
-        "regressor with fit(X, y) and predict(X)", type(model).__name__)
+        name, f"one of {MODELS}, an array (n_rounds, n_actions) of predicted rewards, a "
+        "regressor with fit(X, y) and predict(X), or a RewardModel from fit_reward_model",
+        type(model).__name__)
 
 
 # -- fold split ---------------------------------------------------------------------------
@@ -113,11 +140,13 @@ def _design(context) -> np.ndarray:
     return np.hstack([np.ones((context.shape[0], 1)), context])
 
 
-def _fit_ridge(Z, action, reward, K) -> np.ndarray:
-    """Per-action ridge coefficients (K, 1 + d); actions never seen: the overall mean."""
+def _fit_ridge(Z, action, reward, K, *, inverses=False):
+    """Per-action ridge coefficients (K, 1 + d); actions never seen: the overall mean. With
+    ``inverses``, also the inverse of each seen action's penalised Gram matrix (K, p, p)."""
     p = Z.shape[1]
     B = np.zeros((K, p))
     B[:, 0] = float(reward.mean()) if reward.size else 0.0
+    Hinv = np.zeros((K, p, p)) if inverses else None
     pen = np.full(p, _RIDGE)
     pen[0] = 0.0  # intercept unpenalised
     order = np.argsort(action, kind="stable")
@@ -126,9 +155,11 @@ def _fit_ridge(Z, action, reward, K) -> np.ndarray:
     for k in np.flatnonzero(counts):
         rows = order[starts[k]:starts[k + 1]]
         Zk = Z[rows]
-        B[k] = np.linalg.solve(np.einsum("jp,jq->pq", Zk, Zk) + np.diag(pen),
-                               np.einsum("jp,j->p", Zk, reward[rows]))
-    return B
+        H = np.einsum("jp,jq->pq", Zk, Zk) + np.diag(pen)
+        B[k] = np.linalg.solve(H, np.einsum("jp,j->p", Zk, reward[rows]))
+        if inverses:
+            Hinv[k] = np.linalg.inv(H)
+    return (B, Hinv) if inverses else B
 
 
 def _fit_mean(action, reward, K) -> np.ndarray:
@@ -146,6 +177,15 @@ def _check_prediction(y, n, who) -> np.ndarray:
     if not np.all(np.isfinite(y)):
         raise ValueError(f"the regressor's predict() returned nan or inf ({who}).")
     return y
+
+
+def _predict_ridge(log, B, predict_rows, out) -> None:
+    """``out[rows] = [1, context] @ B.T`` for ``predict_rows``, chunk by chunk."""
+    K = B.shape[0]
+    for rows in _rows_chunks(predict_rows, K):
+        Zr = _design(log.context[rows])
+        # BLAS for large products; einsum for small ones, where BLAS threads thrash
+        out[rows] = Zr @ B.T if Zr.size * K >= (1 << 22) else np.einsum("np,kp->nk", Zr, B)
 
 
 def _fit_regressor(proto, X, y):
@@ -170,11 +210,8 @@ def fit_predict(log, model: _Model, train, predict_rows, out) -> None:
     if model.kind == "mean":
         out[predict_rows] = _fit_mean(a, r, K)
     elif model.kind == "ridge":
-        B = _fit_ridge(_design(log.context[train]), a, r, K)
-        for rows in _rows_chunks(predict_rows, K):
-            Zr = _design(log.context[rows])
-            # BLAS for large products; einsum for small ones, where BLAS threads thrash
-            out[rows] = Zr @ B.T if Zr.size * K >= (1 << 22) else np.einsum("np,kp->nk", Zr, B)
+        _predict_ridge(log, _fit_ridge(_design(log.context[train]), a, r, K), predict_rows,
+                       out)
     elif model.per_action:
         overall = float(r.mean()) if r.size else 0.0
         ctx, ctx_train = log.context[predict_rows], log.context[train]
@@ -199,14 +236,12 @@ def fit_predict(log, model: _Model, train, predict_rows, out) -> None:
                                           "the joint model").reshape(c.shape[0], K)
 
 
-def cross_fit(log, model: _Model, *, n_folds: int, rng) -> np.ndarray:
+def cross_fit(log, model: _Model, folds: np.ndarray, n_folds: int) -> np.ndarray:
     """q (n_rounds, n_actions): the array itself, or cross-fitted predictions of a fitted model
-    (each fold predicted by the model fitted on the other folds)."""
+    (each fold of ``folds`` predicted by the model fitted on the other folds)."""
     if model.kind == "array":
         return model.array
-    n = log.n_rounds
-    q = np.empty((n, log.n_actions))
-    folds = fold_ids(log, n_folds, rng)
+    q = np.empty((log.n_rounds, log.n_actions))
     for f in range(n_folds):
         rows = np.flatnonzero(folds == f)
         if rows.size:
@@ -228,7 +263,370 @@ def check_n_folds(n_folds) -> int:
     return check_int(n_folds, "n_folds", low=2)
 
 
-# -- bootstrap of the direct method ---------------------------------------------------------
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+def _children(gen: np.random.Generator, n: int) -> list:
+    """``n`` independent child SeedSequences of a Generator's stream."""
+    seq = getattr(gen.bit_generator, "seed_seq", None)
+    if not isinstance(seq, np.random.SeedSequence):  # a generator without one: seed by a draw
+        seq = np.random.SeedSequence(int(gen.integers(0, 2**63)))
+    return seq.spawn(n)
+
+
+# -- the fitted reward model ------------------------------------------------------------------
+class RewardModel:
+    """A reward model fitted on one log, shared by every model-based estimator and target.
+
+    Made by :func:`fit_reward_model`; pass it as ``model=`` to :func:`direct_method`,
+    :func:`doubly_robust`, :func:`sndr`, :func:`switch_dr`, :func:`dr_os` and
+    :func:`select_estimator`, for any target policy evaluated on the same log. Everything
+    in it depends on the log and the model, never on the target or the estimator: the fold
+    split, the cross-fitted predictions (the doubly robust family), the in-sample fit (the
+    direct method), and what the model's variance term needs (the influence of each record
+    on the coefficients of a linear model; the bootstrap resamples and refits, drawn from
+    the model's own stream). Each piece is computed once, when first needed.
+
+    The model records the log it was fitted on: passed with another log, or with a log whose
+    context, action or reward differ from those it saw, it is refused with a ``ValueError``
+    naming ``model``.
+
+    Attributes
+    ----------
+    model : "ridge", "mean", "array" or the regressor
+        The specification it was fitted from (``"array"``: predictions given as they are).
+    per_action, n_folds : bool, int
+        As given to :func:`fit_reward_model`.
+    n_rounds, n_actions : int
+        The shape of the log it was fitted on.
+    folds : array (n_rounds,) of int, or None
+        The cross-fitting fold of each record (``None`` for an array).
+    cross_fitted : array (n_rounds, n_actions)
+        ``q(x_j, a)`` for every record from the model fitted on the other folds.
+    in_sample : array (n_rounds, n_actions)
+        ``q(x_j, a)`` from the model fitted on the whole log.
+    coef : array (n_actions, p), linear models only
+        The whole-log coefficients per action on ``[1, context]`` ("ridge") or ``[1]``
+        ("mean").
+    """
+
+    __slots__ = ("_log", "_spec", "n_folds", "_seeds", "_cache")
+
+    def __init__(self, log, spec: _Model, n_folds: int, gen):
+        self._log, self._spec, self.n_folds = log, spec, n_folds
+        self._seeds = _children(gen, 2) if spec.fitted else None  # folds, resamples
+        self._cache: dict = {}
+
+    def __repr__(self) -> str:
+        what = self.model if isinstance(self.model, str) else type(self.model).__name__
+        return (f"RewardModel(model={what!r}, per_action={self.per_action}, n_folds="
+                f"{self.n_folds}, n_rounds={self.n_rounds}, n_actions={self.n_actions})")
+
+    # -- what it is ---------------------------------------------------------------------
+    @property
+    def model(self):
+        s = self._spec
+        return s.regressor if s.kind == "regressor" else s.kind
+
+    @property
+    def kind(self) -> str:
+        return self._spec.kind
+
+    @property
+    def per_action(self) -> bool:
+        return self._spec.per_action
+
+    @property
+    def n_rounds(self) -> int:
+        return self._log.n_rounds
+
+    @property
+    def n_actions(self) -> int:
+        return self._log.n_actions
+
+    @property
+    def fitted(self) -> bool:
+        """Whether it was fitted (and so has a variance of its own); False for an array."""
+        return self._spec.fitted
+
+    @property
+    def linear(self) -> bool:
+        """Whether its model variance has the analytic form ("ridge", "mean")."""
+        return self._spec.kind in MODELS
+
+    def _get(self, key, make):
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    # -- predictions ----------------------------------------------------------------------
+    @property
+    def folds(self):
+        if not self.fitted:
+            return None
+        return self._get("folds", lambda: _frozen(fold_ids(
+            self._log, self.n_folds, np.random.default_rng(self._seeds[0]))))
+
+    @property
+    def cross_fitted(self) -> np.ndarray:
+        if not self.fitted:
+            return self._spec.array
+        return self._get("cross_fitted", lambda: _frozen(cross_fit(
+            self._log, self._spec, self.folds, self.n_folds)))
+
+    @property
+    def in_sample(self) -> np.ndarray:
+        if not self.fitted:
+            return self._spec.array
+        if self.linear:
+            return self._get("in_sample", lambda: _frozen(self._linear()["q"]))
+        return self._get("in_sample", lambda: _frozen(fit_in_sample(self._log, self._spec)))
+
+    @property
+    def coef(self) -> np.ndarray:
+        if not self.linear:
+            raise AttributeError(f"a {self.kind!r} reward model has no coefficients (only "
+                                 "'ridge' and 'mean' do)")
+        return self._linear()["coef"]
+
+    def refit(self, log, *, rng=None) -> "RewardModel":
+        """The same specification fitted on another log (e.g. a log simulated from this
+        one), with its own folds and resamples from ``rng``."""
+        if not self.fitted:
+            raise ValueError("an array of predictions cannot be refitted on another log.")
+        return fit_reward_model(log, self.model, per_action=self.per_action,
+                                n_folds=self.n_folds, rng=rng)
+
+    def check(self, log, name: str = "model") -> None:
+        """Raise ``ValueError`` naming ``name`` unless ``log`` holds the records the model was
+        fitted on (the same context, action and reward)."""
+        mine = self._log
+        if log is mine:
+            return
+        if (log.n_rounds, log.n_actions) != (mine.n_rounds, mine.n_actions):
+            raise ArgumentValueError(
+                name, f"a reward model fitted on this log ({log.n_rounds} records, "
+                f"{log.n_actions} actions)", f"one fitted on a log of {mine.n_rounds} records "
+                f"and {mine.n_actions} actions")
+        for field in ("action", "reward", "context"):
+            x, y = getattr(log, field), getattr(mine, field)
+            if x is not y and not np.array_equal(x, y):
+                raise ArgumentValueError(
+                    name, "a reward model fitted on this log", f"one fitted on a log whose "
+                    f"{field} differs (the log changed since the model was fitted: fit it "
+                    "again with fit_reward_model)")
+
+    # -- the model's variance -------------------------------------------------------------
+    def _linear(self) -> dict:
+        """The whole-log fit of a linear model and each record's influence on it.
+
+        Per action ``a`` with records: ``H_a = sum_{a_j = a} z_j z_j' + Lambda`` (Lambda the
+        ridge penalty, 0 on the intercept and for "mean"), ``coef_a = H_a^-1 sum z_j r_j``;
+        ``U_j = H_{a_j}^-1 z_j e_j`` with ``e_j`` the residual is record j's influence on
+        its action's coefficients (the derivative of ``coef_{a_j}`` by the weight of j).
+        Actions without records get the overall mean reward, whose influence is
+        ``(r_j - rbar) / n``. ``U`` and ``rc`` are kept in the order of the records sorted
+        by action (``order``; ``starts`` the first row of each action's block).
+        """
+        def make():
+            log, kind = self._log, self._spec.kind
+            n, K = log.n_rounds, log.n_actions
+            a, r = log.action, log.reward
+            Z = _features(log, kind)
+            p = Z.shape[1]
+            counts = np.bincount(a, minlength=K)
+            order = np.argsort(a, kind="stable")
+            starts = np.concatenate([[0], np.cumsum(counts)])
+            rbar = float(r.mean())
+            if kind == "mean":
+                coef = _fit_mean(a, r, K)[:, None]
+                q = np.empty((n, K))
+                q[:] = coef[:, 0]
+                U = ((r - coef[a, 0]) / np.maximum(counts, 1)[a])[order, None]
+            else:
+                coef, Hinv = _fit_ridge(Z, a, r, K, inverses=True)
+                q = np.empty((n, K))
+                _predict_ridge(log, coef, np.arange(n), q)
+                e = r - q[np.arange(n), a]
+                U = np.empty((n, p))
+                with blas_threads(1):
+                    for k in np.flatnonzero(counts):
+                        rows = order[starts[k]:starts[k + 1]]
+                        U[starts[k]:starts[k + 1]] = (Z[rows] * e[rows, None]) @ Hinv[k]
+            unseen = counts == 0
+            return {"Z": Z, "coef": _frozen(coef), "q": q, "U": U, "order": order,
+                    "starts": starts, "unseen": unseen,
+                    "rc": ((r - rbar) / n)[order] if unseen.any() else None}
+        return self._get("linear", make)
+
+    def _influence(self, g: np.ndarray) -> np.ndarray:
+        """``x_j = d/dw_j sum_a g_a' coef_a(w)`` at the log's weights, the first-order effect
+        of record j on a statistic linear in the coefficients: (n_rounds,) in the order of
+        the records sorted by action (``_linear()["order"]``)."""
+        L = self._linear()
+        U, starts = L["U"], L["starts"]
+        x = np.empty(self.n_rounds)
+        for k in range(self.n_actions):
+            if starts[k + 1] > starts[k]:
+                x[starts[k]:starts[k + 1]] = U[starts[k]:starts[k + 1]] @ g[k]
+        if L["rc"] is not None:
+            x += float(g[L["unseen"], 0].sum()) * L["rc"]
+        return x
+
+    def _pi_design(self, pi, ws=None) -> np.ndarray:
+        """``sum_j (pi[j, a] - ws_j [a_j == a]) z_j`` per action, (n_actions, p), in float64
+        (``ws`` None: 0): products of fixed row blocks (a float32 ``pi`` is converted block
+        by block, never whole), on one BLAS thread so that the bits do not depend on the
+        machine."""
+        Z, a = self._linear()["Z"], self._log.action
+        n, K = pi.shape
+        step = max(1, (1 << 20) // max(1, K))
+        out = np.zeros((K, Z.shape[1]))
+        with blas_threads(1):
+            for s in range(0, n, step):
+                e = min(n, s + step)
+                block = np.array(pi[s:e], dtype=np.float64)
+                if ws is not None:
+                    block[np.arange(e - s), a[s:e]] -= ws[s:e]
+                out += block.T @ Z[s:e]
+        return out
+
+    def _resamples(self, n_bootstrap: int) -> np.ndarray:
+        """Resample counts (n_bootstrap, n_rounds) from the model's own stream: the same
+        resamples for every estimator and target asking for ``n_bootstrap``."""
+        return self._get(("W", n_bootstrap), lambda: _resample_weights(
+            self.n_rounds, n_bootstrap, np.random.default_rng(self._seeds[1])))
+
+    def _refits(self, n_bootstrap: int) -> np.ndarray:
+        """Coefficients (n_bootstrap, n_actions, p) of the linear model on each resample."""
+        return self._get(("coef", n_bootstrap), lambda: _refit(
+            self._log, self.kind, self._resamples(n_bootstrap), self._linear()["Z"]))
+
+    def dm_stderr(self, pi, terms, method: str, n_bootstrap: int) -> float:
+        """Standard error of the direct method ``mean_j sum_a pi q`` (``terms`` its
+        per-record terms with the in-sample fit), the model's estimation error included."""
+        n = self.n_rounds
+        if method == "bootstrap":
+            return float(bootstrap_dm_values(self, pi, n_bootstrap).std(ddof=1))
+        x = terms[self._linear()["order"]] / n + self._influence(self._pi_design(pi) / n)
+        return math.sqrt(float(np.sum((x - x.mean()) ** 2)) * n / (n - 1))
+
+    def part_variance(self, pi, ws, method: str, n_bootstrap: int) -> float:
+        """Variance of ``F(q) = (1/n) sum_j [sum_a pi q - ws_j q(x_j, a_j)]`` over the
+        model's estimation error (the records fixed, the model refitted)."""
+        n = self.n_rounds
+        if method == "bootstrap":
+            return float(bootstrap_model_part(self, pi, ws, n_bootstrap).var(ddof=1))
+        x = self._influence(self._pi_design(pi, ws) / n)
+        return float(np.sum((x - x.mean()) ** 2)) * n / (n - 1)
+
+
+def fit_reward_model(log, model="ridge", *, per_action=False, n_folds=2,
+                     rng=None) -> RewardModel:
+    """Fit a reward model on a log once, for every model-based estimator and target policy.
+
+    Parameters
+    ----------
+    log : simulator.logs.BanditLog or simulator.logs.SlateLog
+        The logged records. A :class:`~simulator.logs.SlateLog` gives Cascade-DR's model
+        (:class:`evaluators._slate_ope.SlateRewardModel`; ``model`` "mean" or a regressor,
+        ``n_folds >= 1``).
+    model : "ridge", "mean", regressor or array, default "ridge"
+        The specification (see :func:`direct_method`): per-action ridge regression on
+        ``[1, context]``, per-action mean reward, any object with ``fit(X, y)`` and
+        ``predict(X)``, or an array (n_rounds, n_actions[, 1]) of predictions (kept as it is:
+        no fit, no variance of its own).
+    per_action : bool, default False
+        For a regressor: one copy per action (``X = context``) instead of one joint model.
+    n_folds : int >= 2, default 2
+        Folds of the cross-fitting (the split depends on the records' content, not order).
+    rng : None, int, SeedSequence or Generator
+        Source of the folds and of the bootstrap resamples (two independent child streams).
+
+    Returns
+    -------
+    RewardModel
+        Fitted now (cross-fitted and in-sample predictions); the variance terms are
+        computed when an estimator first asks for them and kept.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A log that is not a non-empty BanditLog or SlateLog, an unknown model, an array of
+        the wrong shape, ``n_folds < 2``.
+
+    Notes
+    -----
+    The estimators fit the same model themselves when ``model`` is a specification: with the
+    same ``rng`` the estimate is the same to the last bit (the estimator draws its folds and
+    resamples from ``rng`` exactly as this function does). Fitting once is faster when
+    several estimators or target policies are evaluated on one log: the harness does it for
+    every log of an ``ope`` or ``estimator_selection`` evaluation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from simulator.logs import BanditLog
+    >>> import evaluators
+    >>> g = np.random.default_rng(0)
+    >>> log = BanditLog(context=g.normal(size=(400, 2)), action=g.integers(0, 3, 400),
+    ...                 reward=g.random(400), pscore=np.full(400, 1 / 3), n_actions=3)
+    >>> q = evaluators.fit_reward_model(log, "ridge", rng=0)
+    >>> pi = np.tile([0.6, 0.2, 0.2], (400, 1))
+    >>> a = evaluators.doubly_robust(log, pi, model=q)
+    >>> a == evaluators.doubly_robust(log, pi, model="ridge", rng=0)
+    True
+    """
+    from simulator.logs import BanditLog, SlateLog
+
+    if isinstance(log, SlateLog):
+        from evaluators._slate_ope import _fit_slate_model
+
+        return _fit_slate_model(log, model, n_folds, rng)
+    if not isinstance(log, BanditLog):
+        raise ArgumentTypeError("log", "a simulator.logs.BanditLog or SlateLog",
+                                type(log).__name__)
+    log = _check_log(log)
+    spec = resolve_model(log, model, per_action=per_action)
+    m = RewardModel(log, spec, check_n_folds(n_folds), as_generator(rng))
+    m.cross_fitted, m.in_sample  # noqa: B018 (fitted now; errors of a regressor raise here)
+    return m
+
+
+def prepare(log, model, *, per_action=None, n_folds=None, gen=None,
+            name="model") -> RewardModel:
+    """An estimator's ``model=`` as a :class:`RewardModel`: a fitted one checked against
+    ``log`` (``per_action`` and ``n_folds``, when given, must agree with it), or a new one
+    from a specification (fitted lazily, folds and resamples from ``gen``)."""
+    if isinstance(model, RewardModel):
+        model.check(log, name)
+        if per_action is not None and _check_per_action(per_action) != model.per_action:
+            raise ArgumentValueError("per_action", f"{model.per_action} (the value `{name}` "
+                                     "was fitted with) or left out", repr(per_action))
+        if n_folds is not None and check_n_folds(n_folds) != model.n_folds:
+            raise ArgumentValueError("n_folds", f"{model.n_folds} (the value `{name}` was "
+                                     "fitted with) or left out", repr(n_folds))
+        return model
+    spec = resolve_model(log, model, per_action=False if per_action is None else per_action,
+                         name=name)
+    return RewardModel(log, spec, 2 if n_folds is None else check_n_folds(n_folds), gen)
+
+
+def check_model_variance(model_variance, m: RewardModel) -> str:
+    """``"analytic"`` or ``"bootstrap"``: what ``model_variance`` means for model ``m``."""
+    v = check_choice(model_variance, "model_variance", MODEL_VARIANCES)
+    if v == "auto":
+        return "analytic" if m.linear else "bootstrap"
+    if v == "analytic" and m.fitted and not m.linear:
+        raise ArgumentValueError("model_variance", "'bootstrap' or 'auto' for a regressor "
+                                 f"(the analytic variance is for the linear models {MODELS})",
+                                 "'analytic'")
+    return v
+
+
+# -- bootstrap of the direct method (the reference of the analytic variance) ---------------
 def _resample_weights(n: int, n_bootstrap: int, rng) -> np.ndarray:
     """How often each record appears in each resample, (n_bootstrap, n): resample ``b`` is
     row ``b`` of ``rng.integers(0, n, (n_bootstrap, n))``, counted."""
@@ -238,15 +636,16 @@ def _resample_weights(n: int, n_bootstrap: int, rng) -> np.ndarray:
         n_bootstrap, n).astype(np.float64)
 
 
-def bootstrap_dm_values(log, pi, model: _Model, n_bootstrap: int, rng) -> np.ndarray:
-    """Direct-method values on ``n_bootstrap`` resamples of the records, the model refitted on
-    each resample, shape (n_bootstrap,)."""
+def bootstrap_dm_values(m: RewardModel, pi, n_bootstrap: int) -> np.ndarray:
+    """Direct-method values on ``n_bootstrap`` resamples of the records (the model's own
+    resamples), the model refitted on each, shape (n_bootstrap,)."""
+    log = m._log
     n = log.n_rounds
-    W = _resample_weights(n, n_bootstrap, rng)  # (B, n)
+    W = m._resamples(n_bootstrap)  # (B, n)
     pi = np.asarray(pi, dtype=np.float64)
-    if model.kind in ("ridge", "mean"):
-        Z = _features(log, model.kind)
-        coef = _refit(log, model.kind, W, Z)      # (B, K, p)
+    if m.linear:
+        Z = m._linear()["Z"]
+        coef = m._refits(n_bootstrap)             # (B, K, p)
         K, p = log.n_actions, Z.shape[1]
         values = np.zeros(n_bootstrap)
         # sum_j W[b, j] pi[j, k] z_j: each resample's pi-weighted design, all actions in one
@@ -263,31 +662,32 @@ def bootstrap_dm_values(log, pi, model: _Model, n_bootstrap: int, rng) -> np.nda
     values = np.empty(n_bootstrap)
     for b in range(n_bootstrap):
         idx = np.repeat(np.arange(n), W[b].astype(np.int64))
-        q = fit_in_sample(log.take(idx), model)
+        q = fit_in_sample(log.take(idx), m._spec)
         values[b] = float(np.mean(np.einsum("ij,ij->i", pi[idx], q)))
     return values
 
 
-def bootstrap_model_part(log, pi, ws, model: _Model, n_bootstrap: int, rng) -> np.ndarray:
+def bootstrap_model_part(m: RewardModel, pi, ws, n_bootstrap: int) -> np.ndarray:
     """The part of a DR-type estimate that depends on the reward model,
     ``F(q) = (1/n) sum_j [sum_a pi(a|x_j) q(x_j, a) - ws_j q(x_j, a_j)]``, on the log's
     records with the model refitted on each of ``n_bootstrap`` resamples, shape
     (n_bootstrap,): its spread is the model's contribution to the estimator's variance."""
+    log = m._log
     n, K = log.n_rounds, log.n_actions
-    W = _resample_weights(n, n_bootstrap, rng)
-    if model.kind in ("ridge", "mean"):
-        Z = _features(log, model.kind)
-        coef = _refit(log, model.kind, W, Z)      # (B, K, p)
+    if m.linear:
+        Z = m._linear()["Z"]
+        coef = m._refits(n_bootstrap)             # (B, K, p)
         # M[a] = sum_j (pi[j, a] - ws_j [a_j == a]) z_j, computed without an (n, K) temporary
         M = np.einsum("jk,jp->kp", pi, Z, dtype=np.float64)
         logged = np.zeros((K, Z.shape[1]))
         np.add.at(logged, log.action, ws[:, None] * Z)
         return np.einsum("kp,bkp->b", M - logged, coef) / n
+    W = m._resamples(n_bootstrap)
     values = np.empty(n_bootstrap)
     q = np.empty((n, K))
     everything = np.arange(n)
     for b in range(n_bootstrap):
-        fit_predict(log, model, np.repeat(everything, W[b].astype(np.int64)), everything, q)
+        fit_predict(log, m._spec, np.repeat(everything, W[b].astype(np.int64)), everything, q)
         values[b] = float(np.mean(np.einsum("ij,ij->i", pi, q)
                                   - ws * q[everything, log.action]))
     return values

@@ -227,6 +227,7 @@ def bind_estimator(entry: EstimatorEntry) -> Callable:
         return fn(log, x, **kw, rng=rng) if takes_rng else fn(log, x, **kw)
 
     call.__name__ = entry.name
+    call.func, call.keywords = fn, kw  # like functools.partial: what the harness calls
     return call
 
 
