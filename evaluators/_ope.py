@@ -45,7 +45,6 @@ from evaluators._validation import check_log as _check_log
 from recloop_base.threads import n_threads, thread_map
 from recloop_base.validation import (
     ArgumentTypeError,
-    as_generator,
     check_float,
     check_int,
     check_level,
@@ -505,7 +504,7 @@ def direct_method(log, action_dist, *, model="ridge", per_action=None,
     """
     log = _check_log(log)
     a = _check_action_dist(log, action_dist, values=False)  # values: in _dm_terms' pass
-    m = _rm.prepare(log, model, per_action=per_action, gen=as_generator(rng))
+    m = _rm.prepare(log, model, per_action=per_action, rng=rng)
     method = _rm.check_model_variance(model_variance, m)
     n_bootstrap = check_int(n_bootstrap, "n_bootstrap", low=2)
     level = check_level(ci)
@@ -528,7 +527,7 @@ def _dr_inputs(log, action_dist, model, per_action, n_folds, ci, rng):
     log = _check_log(log)
     a = _check_action_dist(log, action_dist, values=False)  # values: in _dm_terms' pass
     m = _rm.prepare(log, model, per_action=per_action, n_folds=n_folds,
-                    gen=as_generator(rng))
+                    rng=rng)
     level = check_level(ci)
     return log, a, m, level
 

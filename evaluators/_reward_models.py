@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 
 import numpy as np
 
@@ -140,13 +141,11 @@ def _design(context) -> np.ndarray:
     return np.hstack([np.ones((context.shape[0], 1)), context])
 
 
-def _fit_ridge(Z, action, reward, K, *, inverses=False):
-    """Per-action ridge coefficients (K, 1 + d); actions never seen: the overall mean. With
-    ``inverses``, also the inverse of each seen action's penalised Gram matrix (K, p, p)."""
+def _fit_ridge(Z, action, reward, K):
+    """Per-action ridge coefficients (K, 1 + d); actions never seen: the overall mean."""
     p = Z.shape[1]
     B = np.zeros((K, p))
     B[:, 0] = float(reward.mean()) if reward.size else 0.0
-    Hinv = np.zeros((K, p, p)) if inverses else None
     pen = np.full(p, _RIDGE)
     pen[0] = 0.0  # intercept unpenalised
     order = np.argsort(action, kind="stable")
@@ -155,11 +154,65 @@ def _fit_ridge(Z, action, reward, K, *, inverses=False):
     for k in np.flatnonzero(counts):
         rows = order[starts[k]:starts[k + 1]]
         Zk = Z[rows]
-        H = np.einsum("jp,jq->pq", Zk, Zk) + np.diag(pen)
-        B[k] = np.linalg.solve(H, np.einsum("jp,j->p", Zk, reward[rows]))
-        if inverses:
-            Hinv[k] = np.linalg.inv(H)
-    return (B, Hinv) if inverses else B
+        B[k] = np.linalg.solve(np.einsum("jp,jq->pq", Zk, Zk) + np.diag(pen),
+                               np.einsum("jp,j->p", Zk, reward[rows]))
+    return B
+
+
+def _grams(Z, groups, n_groups, reward):
+    """Per group of records: ``Z_g' Z_g`` (n_groups, p, p), ``Z_g' r_g`` (n_groups, p) and
+    the count, one BLAS product per group on one thread (machine-free bits); with the
+    records' order sorted by group and each group's first row."""
+    p = Z.shape[1]
+    order = np.argsort(groups, kind="stable")
+    counts = np.bincount(groups, minlength=n_groups)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    Zs, rs = Z[order], reward[order]
+    G, b = np.zeros((n_groups, p, p)), np.zeros((n_groups, p))
+    with blas_threads(1):
+        for g in np.flatnonzero(counts):
+            Zg = Zs[starts[g]:starts[g + 1]]
+            G[g] = Zg.T @ Zg
+            b[g] = Zg.T @ rs[starts[g]:starts[g + 1]]
+    return G, b, counts, order, starts
+
+
+def _solve_ridge(G, b, counts, overall) -> np.ndarray:
+    """Coefficients (K, p) from per-action Grams: ``(G_k + Lambda)^-1 b_k`` for the actions
+    with records, ``[overall, 0, ...]`` for the others."""
+    K, p = b.shape
+    coef = np.zeros((K, p))
+    coef[:, 0] = overall
+    seen = np.flatnonzero(counts)
+    if seen.size:
+        pen = np.full(p, _RIDGE)
+        pen[0] = 0.0  # intercept unpenalised
+        coef[seen] = np.linalg.solve(G[seen] + np.diag(pen), b[seen][:, :, None])[:, :, 0]
+    return coef
+
+
+def _cross_fit_ridge(Z, action, reward, folds, n_folds, K) -> np.ndarray:
+    """Cross-fitted ridge predictions (n, K) from per-(fold, action) Grams: fold f's
+    coefficients solve the sum of the other folds' Grams (the same fit as :func:`fit_predict`
+    on the other folds' records, to rounding; :func:`cross_fit` is the reference)."""
+    n, p = Z.shape
+    G, b, counts, _, _ = _grams(Z, folds * K + action, n_folds * K, reward)
+    G, b = G.reshape(n_folds, K, p, p), b.reshape(n_folds, K, p)
+    counts = counts.reshape(n_folds, K)
+    rsum = np.bincount(folds, weights=reward, minlength=n_folds)
+    q = np.empty((n, K))
+    for f in range(n_folds):
+        rows = np.flatnonzero(folds == f)
+        if not rows.size:
+            continue
+        others = np.arange(n_folds) != f
+        c = counts[others].sum(axis=0)
+        n_train = int(c.sum())
+        overall = float(rsum[others].sum()) / n_train if n_train else 0.0
+        coef = _solve_ridge(G[others].sum(axis=0), b[others].sum(axis=0), c, overall)
+        with blas_threads(1):
+            q[rows] = Z[rows] @ coef.T
+    return q
 
 
 def _fit_mean(action, reward, K) -> np.ndarray:
@@ -373,6 +426,11 @@ class RewardModel:
     def cross_fitted(self) -> np.ndarray:
         if not self.fitted:
             return self._spec.array
+        if self.kind == "ridge":  # from per-(fold, action) Grams: cross_fit is the reference
+            log = self._log
+            return self._get("cross_fitted", lambda: _frozen(_cross_fit_ridge(
+                self._linear()["Z"], log.action, log.reward, self.folds, self.n_folds,
+                log.n_actions)))
         return self._get("cross_fitted", lambda: _frozen(cross_fit(
             self._log, self._spec, self.folds, self.n_folds)))
 
@@ -435,29 +493,31 @@ class RewardModel:
             n, K = log.n_rounds, log.n_actions
             a, r = log.action, log.reward
             Z = _features(log, kind)
-            p = Z.shape[1]
-            counts = np.bincount(a, minlength=K)
-            order = np.argsort(a, kind="stable")
-            starts = np.concatenate([[0], np.cumsum(counts)])
             rbar = float(r.mean())
             if kind == "mean":
+                counts = np.bincount(a, minlength=K)
+                order = np.argsort(a, kind="stable")
+                starts = np.concatenate([[0], np.cumsum(counts)])
                 coef = _fit_mean(a, r, K)[:, None]
                 q = np.empty((n, K))
                 q[:] = coef[:, 0]
                 U = ((r - coef[a, 0]) / np.maximum(counts, 1)[a])[order, None]
             else:
-                coef, Hinv = _fit_ridge(Z, a, r, K, inverses=True)
-                q = np.empty((n, K))
-                _predict_ridge(log, coef, np.arange(n), q)
-                e = r - q[np.arange(n), a]
-                U = np.empty((n, p))
+                G, b, counts, order, starts = _grams(Z, a, K, r)
+                coef = _solve_ridge(G, b, counts, rbar)
+                pen = np.full(Z.shape[1], _RIDGE)
+                pen[0] = 0.0
                 with blas_threads(1):
+                    q = Z @ coef.T
+                    Zs = Z[order]
+                    e = r[order] - np.einsum("jp,jp->j", Zs, coef[a[order]])
+                    U = np.empty_like(Zs)
                     for k in np.flatnonzero(counts):
-                        rows = order[starts[k]:starts[k + 1]]
-                        U[starts[k]:starts[k + 1]] = (Z[rows] * e[rows, None]) @ Hinv[k]
+                        blk = slice(starts[k], starts[k + 1])
+                        U[blk] = (Zs[blk] * e[blk, None]) @ np.linalg.inv(G[k] + np.diag(pen))
             unseen = counts == 0
             return {"Z": Z, "coef": _frozen(coef), "q": q, "U": U, "order": order,
-                    "starts": starts, "unseen": unseen,
+                    "starts": starts, "counts": counts, "unseen": unseen,
                     "rc": ((r - rbar) / n)[order] if unseen.any() else None}
         return self._get("linear", make)
 
@@ -477,20 +537,22 @@ class RewardModel:
 
     def _pi_design(self, pi, ws=None) -> np.ndarray:
         """``sum_j (pi[j, a] - ws_j [a_j == a]) z_j`` per action, (n_actions, p), in float64
-        (``ws`` None: 0): products of fixed row blocks (a float32 ``pi`` is converted block
-        by block, never whole), on one BLAS thread so that the bits do not depend on the
-        machine."""
-        Z, a = self._linear()["Z"], self._log.action
+        (``ws`` None: 0), on one BLAS thread so that the bits do not depend on the machine;
+        a float32 ``pi`` is converted in fixed row blocks, never whole."""
+        L = self._linear()
+        Z = L["Z"]
         n, K = pi.shape
-        step = max(1, (1 << 20) // max(1, K))
-        out = np.zeros((K, Z.shape[1]))
         with blas_threads(1):
-            for s in range(0, n, step):
-                e = min(n, s + step)
-                block = np.array(pi[s:e], dtype=np.float64)
-                if ws is not None:
-                    block[np.arange(e - s), a[s:e]] -= ws[s:e]
-                out += block.T @ Z[s:e]
+            if pi.dtype == np.float64:
+                out = pi.T @ Z
+            else:
+                step = max(1, (1 << 20) // max(1, K))
+                out = np.zeros((K, Z.shape[1]))
+                for s in range(0, n, step):
+                    out += np.asarray(pi[s:s + step], dtype=np.float64).T @ Z[s:s + step]
+        if ws is not None:  # minus sum_{a_j = a} ws_j z_j: sums over the action-sorted rows
+            order, starts, seen = L["order"], L["starts"], np.flatnonzero(L["counts"])
+            out[seen] -= np.add.reduceat(ws[order, None] * Z[order], starts[seen], axis=0)
         return out
 
     def _resamples(self, n_bootstrap: int) -> np.ndarray:
@@ -595,12 +657,14 @@ def fit_reward_model(log, model="ridge", *, per_action=False, n_folds=2,
     return m
 
 
-def prepare(log, model, *, per_action=None, n_folds=None, gen=None,
+def prepare(log, model, *, per_action=None, n_folds=None, rng=None,
             name="model") -> RewardModel:
     """An estimator's ``model=`` as a :class:`RewardModel`: a fitted one checked against
-    ``log`` (``per_action`` and ``n_folds``, when given, must agree with it), or a new one
-    from a specification (fitted lazily, folds and resamples from ``gen``)."""
+    ``log`` (``per_action`` and ``n_folds``, when given, must agree with it; ``rng`` is not
+    used, only its type checked), or a new one from a specification (fitted lazily, folds
+    and resamples from ``rng``)."""
     if isinstance(model, RewardModel):
+        _check_rng(rng)
         model.check(log, name)
         if per_action is not None and _check_per_action(per_action) != model.per_action:
             raise ArgumentValueError("per_action", f"{model.per_action} (the value `{name}` "
@@ -611,7 +675,16 @@ def prepare(log, model, *, per_action=None, n_folds=None, gen=None,
         return model
     spec = resolve_model(log, model, per_action=False if per_action is None else per_action,
                          name=name)
-    return RewardModel(log, spec, 2 if n_folds is None else check_n_folds(n_folds), gen)
+    return RewardModel(log, spec, 2 if n_folds is None else check_n_folds(n_folds),
+                       as_generator(rng) if spec.fitted else _check_rng(rng))
+
+
+def _check_rng(rng) -> None:
+    """Raise as :func:`as_generator` would for an ``rng`` of the wrong kind (without making
+    a Generator: where nothing is drawn)."""
+    if not (rng is None or isinstance(rng, (np.random.Generator, np.random.SeedSequence))
+            or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool) and rng >= 0)):
+        as_generator(rng)
 
 
 def check_model_variance(model_variance, m: RewardModel) -> str:

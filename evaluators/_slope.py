@@ -22,7 +22,6 @@ from evaluators._validation import check_log as _check_log
 from recloop_base.validation import (
     ArgumentTypeError,
     ArgumentValueError,
-    as_generator,
     check_choice,
     check_float,
     check_level,
@@ -133,7 +132,7 @@ def select_estimator(log, action_dist, *, estimator="ips", values=None, delta=0.
     level = check_level(ci)
     n = log.n_rounds
     name = "select_estimator"
-    m = _rm.prepare(log, model, per_action=per_action, n_folds=n_folds, gen=as_generator(rng))
+    m = _rm.prepare(log, model, per_action=per_action, n_folds=n_folds, rng=rng)
     nan = _no_support(log, a, level, name)
     if nan is not None:
         return _as_selection(nan, param, math.nan, cand, (), ())

@@ -5,7 +5,6 @@ record on a linear model (the infinitesimal jackknife of the weighted refit) and
 the bootstrap, its reference; a model fitted on another log is refused."""
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -87,6 +86,22 @@ def test_shared_predictions_are_the_per_fold_fits():
                                                                   model=m.in_sample).value
     np.testing.assert_allclose(m.in_sample, np.c_[np.ones(120), log.context] @ m.coef.T,
                                rtol=1e-12, atol=1e-14)
+
+
+@settings(max_examples=60)
+@given(n=st.integers(1, 80), K=st.integers(1, 5), d=st.integers(1, 3),
+       n_folds=st.integers(2, 4), seed=st.integers(0, 2**32 - 1), unseen=st.booleans())
+def test_fast_ridge_equals_the_per_fold_reference(n, K, d, n_folds, seed, unseen):
+    """The shared model's ridge fits (per-(fold, action) Grams, batched solves, BLAS
+    predictions) against the plain per-fold refits of ``cross_fit`` / ``fit_in_sample``,
+    empty folds and actions without records included."""
+    log = linear_log(seed, n=n, K=K, d=d, unseen=unseen and K > 1)
+    m = fit_reward_model(log, "ridge", n_folds=n_folds, rng=seed)
+    spec = rm.resolve_model(log, "ridge")
+    np.testing.assert_allclose(m.cross_fitted, rm.cross_fit(log, spec, m.folds, n_folds),
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(m.in_sample, rm.fit_in_sample(log, spec), rtol=1e-9,
+                               atol=1e-12)
 
 
 def test_refit_is_the_same_specification_on_another_log():

@@ -276,10 +276,9 @@ def test_one_reward_model_per_log_for_every_estimator_and_target(monkeypatch):
 
 
 def test_the_harness_shares_the_model_of_a_scenario_table():
+    import evaluators
     from recloop._plugins import bind_estimator, estimator_entry
     from recloop.experiments._ope import model_spec
-
-    import evaluators
 
     call = bind_estimator(estimator_entry({"name": "dr_mean", "factory": "doubly_robust",
                                            "params": {"model": "mean", "n_folds": 3}}, "static"))
