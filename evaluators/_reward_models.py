@@ -191,14 +191,16 @@ def _solve_ridge(G, b, counts, overall) -> np.ndarray:
     return coef
 
 
-def _cross_fit_ridge(Z, action, reward, folds, n_folds, K) -> np.ndarray:
-    """Cross-fitted ridge predictions (n, K) from per-(fold, action) Grams: fold f's
-    coefficients solve the sum of the other folds' Grams (the same fit as :func:`fit_predict`
-    on the other folds' records, to rounding; :func:`cross_fit` is the reference)."""
+def _cross_fit_ridge(L: dict, folds, reward, n_folds: int) -> np.ndarray:
+    """Cross-fitted ridge predictions (n, K) from the per-(action, fold) Grams of
+    :meth:`RewardModel._linear`: fold f's coefficients solve the sum of the other folds'
+    Grams (the fit :func:`fit_predict` makes on the other folds' records, to rounding;
+    :func:`cross_fit` is the reference)."""
+    Z = L["Z"]
     n, p = Z.shape
-    G, b, counts, _, _ = _grams(Z, folds * K + action, n_folds * K, reward)
-    G, b = G.reshape(n_folds, K, p, p), b.reshape(n_folds, K, p)
-    counts = counts.reshape(n_folds, K)
+    K = L["G"].shape[0] // n_folds
+    G, b = L["G"].reshape(K, n_folds, p, p), L["b"].reshape(K, n_folds, p)
+    counts = L["group_counts"].reshape(K, n_folds)
     rsum = np.bincount(folds, weights=reward, minlength=n_folds)
     q = np.empty((n, K))
     for f in range(n_folds):
@@ -206,10 +208,10 @@ def _cross_fit_ridge(Z, action, reward, folds, n_folds, K) -> np.ndarray:
         if not rows.size:
             continue
         others = np.arange(n_folds) != f
-        c = counts[others].sum(axis=0)
+        c = counts[:, others].sum(axis=1)
         n_train = int(c.sum())
         overall = float(rsum[others].sum()) / n_train if n_train else 0.0
-        coef = _solve_ridge(G[others].sum(axis=0), b[others].sum(axis=0), c, overall)
+        coef = _solve_ridge(G[:, others].sum(axis=1), b[:, others].sum(axis=1), c, overall)
         with blas_threads(1):
             q[rows] = Z[rows] @ coef.T
     return q
@@ -427,10 +429,8 @@ class RewardModel:
         if not self.fitted:
             return self._spec.array
         if self.kind == "ridge":  # from per-(fold, action) Grams: cross_fit is the reference
-            log = self._log
             return self._get("cross_fitted", lambda: _frozen(_cross_fit_ridge(
-                self._linear()["Z"], log.action, log.reward, self.folds, self.n_folds,
-                log.n_actions)))
+                self._linear(), self.folds, self._log.reward, self.n_folds)))
         return self._get("cross_fitted", lambda: _frozen(cross_fit(
             self._log, self._spec, self.folds, self.n_folds)))
 
@@ -478,82 +478,119 @@ class RewardModel:
 
     # -- the model's variance -------------------------------------------------------------
     def _linear(self) -> dict:
-        """The whole-log fit of a linear model and each record's influence on it.
+        """The whole-log fit of a linear model and the per-action statistics of its
+        variance.
 
-        Per action ``a`` with records: ``H_a = sum_{a_j = a} z_j z_j' + Lambda`` (Lambda the
-        ridge penalty, 0 on the intercept and for "mean"), ``coef_a = H_a^-1 sum z_j r_j``;
-        ``U_j = H_{a_j}^-1 z_j e_j`` with ``e_j`` the residual is record j's influence on
-        its action's coefficients (the derivative of ``coef_{a_j}`` by the weight of j).
-        Actions without records get the overall mean reward, whose influence is
-        ``(r_j - rbar) / n``. ``U`` and ``rc`` are kept in the order of the records sorted
-        by action (``order``; ``starts`` the first row of each action's block).
+        Per action ``k`` with records: ``H_k = sum_{a_j = k} z_j z_j' + Lambda`` (Lambda the
+        ridge penalty, 0 on the intercept and for "mean"), ``coef_k = H_k^-1 sum z_j r_j``.
+        Record j's influence on its action's coefficients (the derivative of
+        ``coef_{a_j}`` by the weight of j) is ``U_j = H_{a_j}^-1 z_j e_j``, ``e_j`` the
+        residual; actions without records get the overall mean reward, whose influence is
+        ``rc_j = (r_j - rbar) / n``. A statistic ``sum_k g_k' coef_k`` has the derivatives
+        ``x_j = g_{a_j}' U_j + c rc_j`` (``c`` the sum of ``g_k[0]`` over the actions without
+        records), and what its variance needs of them is kept per action, so that no
+        estimator reads n rows for it (:meth:`_moments`): ``Hinv`` (H_k^-1), ``S`` (the
+        sandwich ``H_k^-1 [sum e_j^2 z_j z_j'] H_k^-1`` = sum U_j U_j'), ``u`` (sum U_j) and,
+        with actions without records, ``R`` (sum rc_j U_j) and ``rr`` (sum rc_j^2).
+
+        The records are sorted by action (``order``; action k's rows ``starts[k]`` to
+        ``starts[k + 1]`` of ``Zs``, the sorted design); for "ridge" by (action, fold)
+        within, whose Grams also give the cross-fit (one pass over the records for both
+        fits).
         """
         def make():
             log, kind = self._log, self._spec.kind
             n, K = log.n_rounds, log.n_actions
             a, r = log.action, log.reward
             Z = _features(log, kind)
+            p = Z.shape[1]
             rbar = float(r.mean())
+            out = {"Z": Z}
             if kind == "mean":
                 counts = np.bincount(a, minlength=K)
                 order = np.argsort(a, kind="stable")
-                starts = np.concatenate([[0], np.cumsum(counts)])
                 coef = _fit_mean(a, r, K)[:, None]
                 q = np.empty((n, K))
                 q[:] = coef[:, 0]
-                U = ((r - coef[a, 0]) / np.maximum(counts, 1)[a])[order, None]
+                Hsum = counts[:, None, None].astype(np.float64)
             else:
-                G, b, counts, order, starts = _grams(Z, a, K, r)
-                coef = _solve_ridge(G, b, counts, rbar)
-                pen = np.full(Z.shape[1], _RIDGE)
-                pen[0] = 0.0
+                F = self.n_folds
+                G, b, group_counts, order, _ = _grams(Z, a * F + self.folds, K * F, r)
+                counts = group_counts.reshape(K, F).sum(axis=1)
+                Hsum = G.reshape(K, F, p, p).sum(axis=1)
+                coef = _solve_ridge(Hsum, b.reshape(K, F, p).sum(axis=1), counts, rbar)
                 with blas_threads(1):
                     q = Z @ coef.T
-                    Zs = Z[order]
-                    e = r[order] - np.einsum("jp,jp->j", Zs, coef[a[order]])
-                    U = np.empty_like(Zs)
-                    for k in np.flatnonzero(counts):
-                        blk = slice(starts[k], starts[k + 1])
-                        U[blk] = (Zs[blk] * e[blk, None]) @ np.linalg.inv(G[k] + np.diag(pen))
+                Hsum = Hsum + np.diag(np.r_[0.0, np.full(p - 1, _RIDGE)])
+                out.update(G=G, b=b, group_counts=group_counts)
+            starts = np.concatenate([[0], np.cumsum(counts)])
+            seen = np.flatnonzero(counts)
+            e = r - q[np.arange(n), a]
+            Zs, es = Z[order], e[order]
             unseen = counts == 0
-            return {"Z": Z, "coef": _frozen(coef), "q": q, "U": U, "order": order,
-                    "starts": starts, "counts": counts, "unseen": unseen,
-                    "rc": ((r - rbar) / n)[order] if unseen.any() else None}
+            rc = (r - rbar) / n if unseen.any() else None
+            Hinv, S = np.zeros((K, p, p)), np.zeros((K, p, p))
+            u, R = np.zeros((K, p)), np.zeros((K, p))
+            with blas_threads(1):
+                for k in seen:
+                    blk = slice(starts[k], starts[k + 1])
+                    Hinv[k] = np.linalg.inv(Hsum[k])
+                    ez = es[blk, None] * Zs[blk]
+                    S[k] = Hinv[k] @ (ez.T @ ez) @ Hinv[k]
+                    u[k] = Hinv[k] @ ez.sum(axis=0)
+                    if rc is not None:
+                        R[k] = Hinv[k] @ (rc[order][blk] @ ez)
+            out.update(Zs=Zs, coef=_frozen(coef), q=q, e=e, order=order, starts=starts,
+                       seen=seen, unseen=unseen, Hinv=Hinv, S=S, u=u, R=R, rc=rc,
+                       rr=float(rc @ rc) if rc is not None else 0.0,
+                       rc_sum=float(rc.sum()) if rc is not None else 0.0)
+            return out
         return self._get("linear", make)
 
-    def _influence(self, g: np.ndarray) -> np.ndarray:
-        """``x_j = d/dw_j sum_a g_a' coef_a(w)`` at the log's weights, the first-order effect
-        of record j on a statistic linear in the coefficients: (n_rounds,) in the order of
-        the records sorted by action (``_linear()["order"]``)."""
+    def _block_sums(self, w) -> np.ndarray:
+        """``sum_{a_j = k} w_j z_j`` per action, (n_actions, p), from the action-sorted
+        design (one BLAS product per action, one thread)."""
         L = self._linear()
-        U, starts = L["U"], L["starts"]
-        x = np.empty(self.n_rounds)
-        for k in range(self.n_actions):
-            if starts[k + 1] > starts[k]:
-                x[starts[k]:starts[k + 1]] = U[starts[k]:starts[k + 1]] @ g[k]
-        if L["rc"] is not None:
-            x += float(g[L["unseen"], 0].sum()) * L["rc"]
-        return x
+        ws, Zs, starts = w[L["order"]], L["Zs"], L["starts"]
+        out = np.zeros((self.n_actions, Zs.shape[1]))
+        with blas_threads(1):
+            for k in L["seen"]:
+                out[k] = ws[starts[k]:starts[k + 1]] @ Zs[starts[k]:starts[k + 1]]
+        return out
 
-    def _pi_design(self, pi, ws=None) -> np.ndarray:
-        """``sum_j (pi[j, a] - ws_j [a_j == a]) z_j`` per action, (n_actions, p), in float64
-        (``ws`` None: 0), on one BLAS thread so that the bits do not depend on the machine;
-        a float32 ``pi`` is converted in fixed row blocks, never whole."""
+    def _moments(self, g, y=None):
+        """``(sum_j x_j, sum_j x_j^2)`` of ``x_j = y_j + d/dw_j sum_k g_k' coef_k(w)`` (the
+        first-order effect of record j on the statistic ``sum_j y_j + sum_k g_k' coef_k``;
+        ``y`` None: 0), from the per-action statistics of :meth:`_linear` in ``O(K p^2)``,
+        plus one weighted pass over the records when ``y`` is given."""
         L = self._linear()
-        Z = L["Z"]
+        c = float(g[L["unseen"], 0].sum())
+        sx = float(np.einsum("kp,kp->", g, L["u"])) + c * L["rc_sum"]
+        sxx = (float(np.einsum("kp,kpq,kq->", g, L["S"], g))
+               + 2 * c * float(np.einsum("kp,kp->", g, L["R"])) + c * c * L["rr"])
+        if y is not None:
+            P = np.einsum("kpq,kq->kp", L["Hinv"], self._block_sums(y * L["e"]))
+            sxy = float(np.einsum("kp,kp->", g, P))
+            if L["rc"] is not None:
+                sxy += c * float(y @ L["rc"])
+            sx += float(y.sum())
+            sxx += float(y @ y) + 2 * sxy
+        return sx, sxx
+
+    def _pi_design(self, pi) -> np.ndarray:
+        """``sum_j pi[j, a] z_j`` per action, (n_actions, p), in float64, on one BLAS thread
+        so that the bits do not depend on the machine; a float32 ``pi`` is converted in
+        fixed row blocks, never whole."""
+        Z = self._linear()["Z"]
         n, K = pi.shape
         with blas_threads(1):
             if pi.dtype == np.float64:
-                out = pi.T @ Z
-            else:
-                step = max(1, (1 << 20) // max(1, K))
-                out = np.zeros((K, Z.shape[1]))
-                for s in range(0, n, step):
-                    out += np.asarray(pi[s:s + step], dtype=np.float64).T @ Z[s:s + step]
-        if ws is not None:  # minus sum_{a_j = a} ws_j z_j: sums over the action-sorted rows
-            order, starts, seen = L["order"], L["starts"], np.flatnonzero(L["counts"])
-            out[seen] -= np.add.reduceat(ws[order, None] * Z[order], starts[seen], axis=0)
-        return out
+                return pi.T @ Z
+            step = max(1, (1 << 20) // max(1, K))
+            out = np.zeros((K, Z.shape[1]))
+            for s in range(0, n, step):
+                out += np.asarray(pi[s:s + step], dtype=np.float64).T @ Z[s:s + step]
+            return out
 
     def _resamples(self, n_bootstrap: int) -> np.ndarray:
         """Resample counts (n_bootstrap, n_rounds) from the model's own stream: the same
@@ -572,8 +609,10 @@ class RewardModel:
         n = self.n_rounds
         if method == "bootstrap":
             return float(bootstrap_dm_values(self, pi, n_bootstrap).std(ddof=1))
-        x = terms[self._linear()["order"]] / n + self._influence(self._pi_design(pi) / n)
-        return math.sqrt(float(np.sum((x - x.mean()) ** 2)) * n / (n - 1))
+        # x_j = (terms_j - V) / n + d/dw_j V: the influence function of V, over n
+        y = (terms - float(terms.mean())) / n
+        sx, sxx = self._moments(self._pi_design(pi) / n, y)
+        return math.sqrt(max(0.0, sxx - sx * sx / n) * n / (n - 1))
 
     def part_variance(self, pi, ws, method: str, n_bootstrap: int) -> float:
         """Variance of ``F(q) = (1/n) sum_j [sum_a pi q - ws_j q(x_j, a_j)]`` over the
@@ -581,8 +620,8 @@ class RewardModel:
         n = self.n_rounds
         if method == "bootstrap":
             return float(bootstrap_model_part(self, pi, ws, n_bootstrap).var(ddof=1))
-        x = self._influence(self._pi_design(pi, ws) / n)
-        return float(np.sum((x - x.mean()) ** 2)) * n / (n - 1)
+        sx, sxx = self._moments((self._pi_design(pi) - self._block_sums(ws)) / n)
+        return max(0.0, sxx - sx * sx / n) * n / (n - 1)
 
 
 def fit_reward_model(log, model="ridge", *, per_action=False, n_folds=2,
