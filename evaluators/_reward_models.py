@@ -164,7 +164,7 @@ def _grams(Z, groups, n_groups, reward):
     the count, one BLAS product per group on one thread (machine-free bits); with the
     records' order sorted by group and each group's first row."""
     p = Z.shape[1]
-    order = np.argsort(groups, kind="stable")
+    order = _stable_order(groups, n_groups)
     counts = np.bincount(groups, minlength=n_groups)
     starts = np.concatenate([[0], np.cumsum(counts)])
     Zs, rs = Z[order], reward[order]
@@ -175,6 +175,14 @@ def _grams(Z, groups, n_groups, reward):
             G[g] = Zg.T @ Zg
             b[g] = Zg.T @ rs[starts[g]:starts[g + 1]]
     return G, b, counts, order, starts
+
+
+def _stable_order(keys, n_keys: int) -> np.ndarray:
+    """``argsort(keys, kind="stable")`` for small non-negative int keys (numpy's radix sort
+    for 16-bit keys: the same order, 5x faster than on int64)."""
+    if n_keys <= np.iinfo(np.uint16).max:
+        keys = keys.astype(np.uint16)
+    return np.argsort(keys, kind="stable")
 
 
 def _solve_ridge(G, b, counts, overall) -> np.ndarray:
@@ -508,7 +516,7 @@ class RewardModel:
             out = {"Z": Z}
             if kind == "mean":
                 counts = np.bincount(a, minlength=K)
-                order = np.argsort(a, kind="stable")
+                order = _stable_order(a, K)
                 coef = _fit_mean(a, r, K)[:, None]
                 q = np.empty((n, K))
                 q[:] = coef[:, 0]
@@ -531,10 +539,10 @@ class RewardModel:
             rc = (r - rbar) / n if unseen.any() else None
             Hinv, S = np.zeros((K, p, p)), np.zeros((K, p, p))
             u, R = np.zeros((K, p)), np.zeros((K, p))
+            Hinv[seen] = np.linalg.inv(Hsum[seen])
             with blas_threads(1):
                 for k in seen:
                     blk = slice(starts[k], starts[k + 1])
-                    Hinv[k] = np.linalg.inv(Hsum[k])
                     ez = es[blk, None] * Zs[blk]
                     S[k] = Hinv[k] @ (ez.T @ ez) @ Hinv[k]
                     u[k] = Hinv[k] @ ez.sum(axis=0)
