@@ -492,14 +492,19 @@ class RewardModel:
         Per action ``k`` with records: ``H_k = sum_{a_j = k} z_j z_j' + Lambda`` (Lambda the
         ridge penalty, 0 on the intercept and for "mean"), ``coef_k = H_k^-1 sum z_j r_j``.
         Record j's influence on its action's coefficients (the derivative of
-        ``coef_{a_j}`` by the weight of j) is ``U_j = H_{a_j}^-1 z_j e_j``, ``e_j`` the
-        residual; actions without records get the overall mean reward, whose influence is
+        ``coef_{a_j}`` by the weight of j) is ``H_{a_j}^-1 z_j e_j``, ``e_j`` the residual;
+        the variance uses ``U_j = H_{a_j}^-1 z_j e_j / sqrt(1 - h_j)`` with ``h_j = z_j'
+        H_{a_j}^-1 z_j`` the record's leverage (HC2, MacKinnon & White 1985: the plain
+        sandwich is 8-11% below the bootstrap on ``ope_static``'s logs of 500 records, where
+        11 coefficients per action rest on ~50 records; HC2 agrees with it to 1%). Actions
+        without records get the overall mean reward, whose influence is
         ``rc_j = (r_j - rbar) / n``. A statistic ``sum_k g_k' coef_k`` has the derivatives
         ``x_j = g_{a_j}' U_j + c rc_j`` (``c`` the sum of ``g_k[0]`` over the actions without
         records), and what its variance needs of them is kept per action, so that no
         estimator reads n rows for it (:meth:`_moments`): ``Hinv`` (H_k^-1), ``S`` (the
-        sandwich ``H_k^-1 [sum e_j^2 z_j z_j'] H_k^-1`` = sum U_j U_j'), ``u`` (sum U_j) and,
-        with actions without records, ``R`` (sum rc_j U_j) and ``rr`` (sum rc_j^2).
+        sandwich ``H_k^-1 [sum e_j^2 / (1 - h_j) z_j z_j'] H_k^-1`` = sum U_j U_j'), ``u``
+        (sum U_j), ``e`` (the adjusted residuals ``e_j / sqrt(1 - h_j)``) and, with actions
+        without records, ``R`` (sum rc_j U_j) and ``rr`` (sum rc_j^2).
 
         The records are sorted by action (``order``; action k's rows ``starts[k]`` to
         ``starts[k + 1]`` of ``Zs``, the sorted design); for "ridge" by (action, fold)
@@ -533,21 +538,27 @@ class RewardModel:
                 out.update(G=G, b=b, group_counts=group_counts)
             starts = np.concatenate([[0], np.cumsum(counts)])
             seen = np.flatnonzero(counts)
-            e = r - q[np.arange(n), a]
-            Zs, es = Z[order], e[order]
+            Zs, es = Z[order], (r - q[np.arange(n), a])[order]
             unseen = counts == 0
             rc = (r - rbar) / n if unseen.any() else None
             Hinv, S = np.zeros((K, p, p)), np.zeros((K, p, p))
             u, R = np.zeros((K, p)), np.zeros((K, p))
             Hinv[seen] = np.linalg.inv(Hsum[seen])
+            et = np.empty(n)  # the residuals over sqrt(1 - leverage), sorted
             with blas_threads(1):
                 for k in seen:
                     blk = slice(starts[k], starts[k + 1])
-                    ez = es[blk, None] * Zs[blk]
+                    h = np.einsum("jp,jp->j", Zs[blk] @ Hinv[k], Zs[blk])
+                    # h = 1 only where the fit is exact (e = 0): no influence there
+                    et[blk] = np.where(h < 1 - 1e-12, es[blk] / np.sqrt(np.maximum(1 - h,
+                                                                                  1e-12)), 0.0)
+                    ez = et[blk, None] * Zs[blk]
                     S[k] = Hinv[k] @ (ez.T @ ez) @ Hinv[k]
                     u[k] = Hinv[k] @ ez.sum(axis=0)
                     if rc is not None:
                         R[k] = Hinv[k] @ (rc[order][blk] @ ez)
+            e = np.empty(n)
+            e[order] = et
             out.update(Zs=Zs, coef=_frozen(coef), q=q, e=e, order=order, starts=starts,
                        seen=seen, unseen=unseen, Hinv=Hinv, S=S, u=u, R=R, rc=rc,
                        rr=float(rc @ rc) if rc is not None else 0.0,
