@@ -141,7 +141,7 @@ def reference_influence(log, kind):
     its action's coefficients by its weight, ``H^-1 z_j e_j``), its leverage ``h_j = z_j'
     H^-1 z_j``, and ``rc_j = (r_j - rbar) / n`` (the derivative of the overall mean that
     actions without records get)."""
-    n, K = log.n_rounds, log.n_actions
+    n = log.n_rounds
     Z = np.c_[np.ones(n), log.context] if kind == "ridge" else np.ones((n, 1))
     pen = np.eye(Z.shape[1]) * (1.0 if kind == "ridge" else 0.0)
     pen[0, 0] = 0.0
