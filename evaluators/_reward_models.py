@@ -162,7 +162,7 @@ def _fit_ridge(Z, action, reward, K):
 def _grams(Z, groups, n_groups, reward):
     """Per group of records: ``Z_g' Z_g`` (n_groups, p, p), ``Z_g' r_g`` (n_groups, p) and
     the count, one BLAS product per group on one thread (machine-free bits); with the
-    records' order sorted by group and each group's first row."""
+    records' order sorted by group, each group's first row and the sorted ``Z``."""
     p = Z.shape[1]
     order = _stable_order(groups, n_groups)
     counts = np.bincount(groups, minlength=n_groups)
@@ -174,7 +174,7 @@ def _grams(Z, groups, n_groups, reward):
             Zg = Zs[starts[g]:starts[g + 1]]
             G[g] = Zg.T @ Zg
             b[g] = Zg.T @ rs[starts[g]:starts[g + 1]]
-    return G, b, counts, order, starts
+    return G, b, counts, order, starts, Zs
 
 
 def _stable_order(keys, n_keys: int) -> np.ndarray:
@@ -523,12 +523,13 @@ class RewardModel:
                 counts = np.bincount(a, minlength=K)
                 order = _stable_order(a, K)
                 coef = _fit_mean(a, r, K)[:, None]
+                Zs = Z[order]
                 q = np.empty((n, K))
                 q[:] = coef[:, 0]
                 Hsum = counts[:, None, None].astype(np.float64)
             else:
                 F = self.n_folds
-                G, b, group_counts, order, _ = _grams(Z, a * F + self.folds, K * F, r)
+                G, b, group_counts, order, _, Zs = _grams(Z, a * F + self.folds, K * F, r)
                 counts = group_counts.reshape(K, F).sum(axis=1)
                 Hsum = G.reshape(K, F, p, p).sum(axis=1)
                 coef = _solve_ridge(Hsum, b.reshape(K, F, p).sum(axis=1), counts, rbar)
@@ -538,7 +539,7 @@ class RewardModel:
                 out.update(G=G, b=b, group_counts=group_counts)
             starts = np.concatenate([[0], np.cumsum(counts)])
             seen = np.flatnonzero(counts)
-            Zs, es = Z[order], (r - q[np.arange(n), a])[order]
+            es = (r - q[np.arange(n), a])[order]
             unseen = counts == 0
             rc = (r - rbar) / n if unseen.any() else None
             Hinv, S = np.zeros((K, p, p)), np.zeros((K, p, p))
