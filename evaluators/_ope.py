@@ -456,9 +456,10 @@ def direct_method(log, action_dist, *, model="ridge", per_action=None,
     model_variance : {"auto", "analytic", "bootstrap"}, default "auto"
         How the fitted model's own estimation error enters the interval: "analytic" (the
         linear models "ridge" and "mean": the influence function of their normal equations,
-        no refit), "bootstrap" (the model refitted on ``n_bootstrap`` resamples of the
-        records: the reference, and the only way for a regressor); "auto" is "analytic"
-        where it applies. Not used with an array.
+        residuals adjusted for their leverage (HC2), no refit; docs/model_variance.md),
+        "bootstrap" (the model refitted on ``n_bootstrap`` resamples of the records: the
+        reference, and the only way for a regressor); "auto" is "analytic" where it applies.
+        Not used with an array.
     n_bootstrap : int >= 2, default 100
         Resamples of the bootstrap (vectorised for "ridge" and "mean", one fit per resample
         for a regressor).
@@ -471,8 +472,9 @@ def direct_method(log, action_dist, *, model="ridge", per_action=None,
     OPEEstimate
         Value from the model fitted on the whole log. Fitted model: ``stderr`` includes the
         model's own estimation error: ``std_j(psi_j) / sqrt(n)`` with the influence function
-        ``psi_j = sum_a pi(a|x_j) q(x_j, a) + n d/dw_j V`` (analytic), or the standard
-        deviation of the value over the bootstrap resamples; normal interval. Array: ``q``
+        ``psi_j = sum_a pi(a|x_j) q(x_j, a) + n d/dw_j V`` (analytic; the derivative of the
+        coefficients by record j's weight, its residual over ``sqrt(1 - leverage)``), or the
+        standard deviation of the value over the bootstrap resamples; normal interval. Array: ``q``
         is taken as fixed and ``stderr`` is ``std_j(sum_a pi q) / sqrt(n)`` (the variance of
         the contexts only). ``nan`` with a :class:`NoSupportWarning` when the target never
         takes a logged action.
@@ -526,8 +528,7 @@ def direct_method(log, action_dist, *, model="ridge", per_action=None,
 def _dr_inputs(log, action_dist, model, per_action, n_folds, ci, rng):
     log = _check_log(log)
     a = _check_action_dist(log, action_dist, values=False)  # values: in _dm_terms' pass
-    m = _rm.prepare(log, model, per_action=per_action, n_folds=n_folds,
-                    rng=rng)
+    m = _rm.prepare(log, model, per_action=per_action, n_folds=n_folds, rng=rng)
     level = check_level(ci)
     return log, a, m, level
 
