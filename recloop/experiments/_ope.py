@@ -248,7 +248,9 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
         target, exactly as a live test would meet them). 0: no A/B test. Compare its RMSE
         with the offline estimators' on ``n_rounds`` logged records.
     rng : None, int, SeedSequence or Generator
-        Root of every draw: log ``i``, estimator and target streams keyed by identity.
+        Root of every draw: log ``i``, estimator and target streams keyed by identity;
+        the reward model of log ``i`` (its folds and resamples: one per specification,
+        shared by every model-based estimator and target) from the log's own stream.
     progress : bool
         A progress bar over the logs.
     evaluation : str
