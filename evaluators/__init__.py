@@ -25,8 +25,10 @@ from evaluators._ope import (
                              switch_dr,
 )
 from evaluators._replay import NoMatchWarning, ReplayEstimate, replay
+from evaluators._reward_models import RewardModel, fit_reward_model
 from evaluators._slate_ope import (
                              SLATE_ESTIMATORS,
+                             SlateRewardModel,
                              cascade_dr,
                              independent_ips,
                              pseudoinverse,
@@ -64,12 +66,15 @@ __all__ = [
     "dr_os",
     "subgaussian_ips",
     "mips",
+    "fit_reward_model",
+    "RewardModel",
     "select_estimator",
     "SelectionEstimate",
     "SLOPE_DEFAULTS",
     "OPEEstimate",
     "NoSupportWarning",
     "SLATE_ESTIMATORS",
+    "SlateRewardModel",
     "slate_ips",
     "independent_ips",
     "reward_interaction_ips",

@@ -286,6 +286,7 @@ def bind_estimator(entry: EstimatorEntry, *, on_problem: Callable | None = None)
 
     call = guarded if guest else plain
     call.__name__ = entry.name
+    call.func, call.keywords = fn, kw  # like functools.partial: what the harness calls
     return call
 
 

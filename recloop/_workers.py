@@ -113,8 +113,9 @@ class WorkerPool:
 
     ``users_code(cell)`` lists the users' code a cell runs (its time limit applies only to
     those); ``on_done(cell, rows, seconds, errors, estimates)`` and ``on_failed(cell,
-    CellError)`` are called in this process as cells end; ``on_progress(cell, fraction, label)`` as they
-    report; ``note(line)`` receives a one-line remark (a resource tracker that had died).
+    CellError)`` are called in this process as cells end; ``on_progress(cell, fraction,
+    label)`` as they report; ``note(line)`` receives a one-line remark (a resource tracker
+    that had died).
     """
 
     def __init__(self, data: dict, workers: int, *, paths=(), timeout: float = 600.0,

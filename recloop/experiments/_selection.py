@@ -103,7 +103,7 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     choose knowing the truth, the best any fixed choice can do in this setting.
     """
     import simulator
-    from evaluators import SLOPE_DEFAULTS, select_estimator, wilson_estimate
+    from evaluators import SLOPE_DEFAULTS, fit_reward_model, select_estimator, wilson_estimate
 
     if family not in FAMILIES:
         raise ValueError(f"`family` must be one of {', '.join(map(repr, FAMILIES))}; got "
@@ -138,13 +138,18 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     logs = bar(range(n_logs), desc="logs", show=progress)
     import warnings
 
+    # the DR families' candidates share one reward model per log (every target too), fitted
+    # from the log's own stream
+    model_based = family in ("doubly_robust", "switch_dr", "dr_os")
     for i in logs:
         log, atoms = logged(config, n_rounds, logger, root, i, reward_noise)
+        model = fit_reward_model(log, "ridge", rng=child_rng(root, 7, i)) if model_based \
+            else "ridge"
         for t, tab in tables.items():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 est = select_estimator(log, tab[atoms], estimator=family, values=cands,
-                                       rng=child_rng(root, 3, name_key(t), i))
+                                       model=model)
             for v, th in zip(est.candidates, est.candidate_values, strict=True):
                 theta[t][i, cands.index(float(v))] = th
             picked[t][i] = cands.index(float(est.selected)) if not math.isnan(est.selected) \

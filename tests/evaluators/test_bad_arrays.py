@@ -78,6 +78,7 @@ VALID = {
     E.switch_dr: ((LOG, PI), {"model": Q}),
     E.dr_os: ((LOG, PI), {"model": Q}),
     E.mips: ((LOG, PI), {"action_embeddings": EMB, "pi_b": LOG.pi_b}),
+    E.fit_reward_model: ((LOG,), {"model": Q, "rng": 0}),
     E.select_estimator: ((LOG, PI), {"estimator": "doubly_robust", "model": Q,
                                      "values": [np.inf, 1.0]}),
     E.slate_ips: ((SLOG, ST["cascade"][:, -1]), {}),
@@ -163,7 +164,7 @@ LEGAL = {
     # Open Bandit Pipeline's (n_rounds, n_actions, 1) is the other accepted shape
     **{(f, arg): {"extra_dim"} for f in (E.ips, E.snips, E.subgaussian_ips, E.direct_method,
                                          E.doubly_robust, E.sndr, E.switch_dr, E.dr_os, E.mips,
-                                         E.select_estimator)
+                                         E.select_estimator, E.fit_reward_model)
        for arg in ("action_dist", "model", "pi_b")},
 }
 
@@ -267,6 +268,8 @@ def _numbers(result):
         return list(result.ravel().astype(float))
     if isinstance(result, (tuple, list)):
         return [x for r in result for x in _numbers(r)]
+    if isinstance(result, evaluators.RewardModel):  # its predictions are its numbers
+        return _numbers(result.cross_fitted) + _numbers(result.in_sample)
     if dataclasses.is_dataclass(result):
         return [x for fld in dataclasses.fields(result)
                 if isinstance(getattr(result, fld.name), (np.ndarray, float, np.floating))
