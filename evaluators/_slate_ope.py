@@ -44,8 +44,8 @@ import numpy as np
 
 from evaluators._estimate import _z
 from evaluators._ope import NoSupportWarning, OPEEstimate, _caller_stacklevel, _ess
-from evaluators._reward_models import SLATE_MODELS as _MODELS
-from evaluators._reward_models import SlateRewardModel, _fit_slate_model
+from evaluators._slate_model import SLATE_MODELS as _MODELS
+from evaluators._slate_model import SlateRewardModel, _fit_slate_model
 from evaluators._validation import check_slate_log
 from recloop_base.validation import (
     ArgumentTypeError,

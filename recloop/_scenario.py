@@ -57,9 +57,9 @@ def find_scenario(arg: str) -> Path:
     return path  # loading it reports the problem
 
 
-
 # --- reading ------------------------------------------------------------------------------------
 
+#: Largest scenario file read (a scenario is a few KiB; a sweep of thousands of values is
 #: still far below this): anything larger is refused before it is read.
 MAX_SCENARIO_BYTES = 4 * 2**20
 
