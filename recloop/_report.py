@@ -690,8 +690,8 @@ def _estimates_figures(run_dir: Path, folder: Path, evaluation: str, rows: list)
                     [a for a, _ in spread], [b for _, b in spread], by_row=True)],
                     truths=[s.truth for s in panel],
                     row_styles=[variants.index(c) for c in cats])
-                head = (col if col_key == "agent" else
-                        f"{col_key} = {_value_text(json.loads(col))}" if col_key else "")
+                head = (panel[0].agent if col_key in ("agent", None) else
+                        f"{col_key} = {_value_text(json.loads(col))}")
                 where = f"{x_key} = {_plots.number(x)}" if x_key and x is not None else ""
                 ax.set_title(", ".join(t for t in (head, where) if t), fontsize=9)
                 if r == len(x_shown) - 1:
