@@ -717,6 +717,9 @@ def _estimates_figures(run_dir: Path, folder: Path, evaluation: str, rows: list)
         _plots.save(fig, folder / f"{name}.png", dpi=100)
         out.append((f"{evaluation}: estimates" + (f" ({setting})" if setting else ""),
                     f"figures/{name}.png"))
+    if len(settings) > ESTIMATE_FIGURES:
+        out.append((f"{evaluation}: estimates of {len(settings) - ESTIMATE_FIGURES} more "
+                    "settings not drawn (their numbers are in the summary table)", None))
     return out
 
 
