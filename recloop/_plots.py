@@ -268,6 +268,9 @@ def series_plot(ax, series: Sequence[Series], *, x_label: str, y_label: str,
 
     series = [s for s in series if len(s.x)]
     xs_all = sorted({float(x) for s in series for x in s.x})
+    if not any(math.isfinite(float(v)) for s in series for v in s.y):
+        ax.text(0.5, 0.5, "no finite value to draw", transform=ax.transAxes, ha="center",
+                va="center", color="0.4")
     if len(xs_all) <= 1:
         y = [float(s.y[0]) for s in series]
         err = [float(s.err[0]) if s.err is not None else math.nan for s in series]
