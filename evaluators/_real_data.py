@@ -305,11 +305,12 @@ class BetaPrior:
 
     def __post_init__(self):
         for name in ("alpha", "beta"):
-            try:
-                a = np.array(getattr(self, name), dtype=np.float64)
-            except (TypeError, ValueError):
+            a = np.asarray(getattr(self, name))
+            if a.dtype.kind not in "biuf":  # strings such as "1.0" and complex too
                 raise ArgumentTypeError(name, "an array of numbers",
-                                        type(getattr(self, name)).__name__) from None
+                                        f"{type(getattr(self, name)).__name__} of dtype "
+                                        f"{a.dtype}")
+            a = np.array(a, dtype=np.float64)
             if a.ndim != 1 or a.size == 0:
                 raise ArgumentValueError(name, "a non-empty 1-d array", f"shape {a.shape}")
             bad = np.flatnonzero(~(np.isfinite(a) & (a > 0)))
@@ -588,6 +589,11 @@ def _check_xy(X, y):
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ArgumentValueError("y", f"a 1-d array of {X.shape[0]} labels (one per row of "
                                  "`X`)", f"shape {y.shape}")
+    if y.dtype.kind not in "biufUS":
+        raise ArgumentTypeError("y", "labels (bool, int, float or str)", f"dtype {y.dtype}")
+    if y.dtype.kind == "f" and not np.isfinite(y).all():
+        j = int(np.argmax(~np.isfinite(y)))
+        raise ArgumentValueError("y", "labels without nan or inf", f"{y[j]} at index {j}")
     classes, label = np.unique(y, return_inverse=True)
     if classes.size < 2:
         raise ArgumentValueError("y", "labels of at least 2 classes (one class leaves one "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import sys
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -187,13 +188,16 @@ class Registry:
         return kind
 
     def _load(self, table: str, kind):
+        from recloop._guard import UserCodeError, run_guarded
+
         ep = self._lazy[table, kind.name]
+        what = f"entry point {kind.name!r} ({ep.value}) of group {ep.group!r}"
         try:
-            obj = ep.load()
+            obj = run_guarded(ep.load, what=what)
+        except UserCodeError as exc:  # sys.exit or os._exit at import, or an import that hangs
+            raise PluginError(f"{exc} while loading") from None
         except Exception as exc:
-            raise PluginError(f"entry point {kind.name!r} ({ep.value}) of group "
-                              f"{ep.group!r} failed to load: {type(exc).__name__}: {exc}"
-                              ) from None
+            raise PluginError(f"{what} failed to load: {type(exc).__name__}: {exc}") from None
         loaded = _as_kind(table, kind.name, obj, origin=kind.origin)
         getattr(self, table)[kind.name] = loaded
         return loaded
@@ -230,9 +234,16 @@ def resolve_reference(reference: str):
     if not isinstance(reference, str) or not re.fullmatch(REFERENCE_PATTERN, reference):
         raise PluginError(f"expected an import path \"package.module:attribute\", got "
                           f"{reference!r}")
+    from recloop._guard import UserCodeError, run_guarded
+
     module_name, _, attr = reference.partition(":")
     try:
-        obj = importlib.import_module(module_name)
+        obj = sys.modules.get(module_name) or run_guarded(
+            importlib.import_module, module_name, what=f"module {module_name!r} of "
+            f"{reference!r}")
+    except UserCodeError as exc:  # sys.exit or os._exit at import, or an import that hangs
+        raise PluginError(f"expected an importable module, got {reference!r}: {exc} while "
+                          "being imported") from None
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
         raise PluginError(f"expected an importable module, got {reference!r}: no module "

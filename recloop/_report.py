@@ -331,6 +331,16 @@ def _measurements_section(rows: list[dict]) -> list[str]:
 
 # --- errors of the report -------------------------------------------------------------------
 
+def _disk_error(exc: BaseException) -> bool:
+    """A file that cannot be written (full disk, quota, read-only or failing device): the
+    run's failure, not one odd figure (issue 25, section 3: exit 1, not a report that
+    quietly lacks its figures)."""
+    import errno
+
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS,
+                                                      errno.EIO)
+
+
 def _error(errors: list, what: str, exc: BaseException) -> None:
     """Note a failure of the report's own drawing or writing (for ``errors.log``)."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -404,6 +414,8 @@ def _kind_figures(rows: list[dict], scenario: dict, folder: Path,
                 continue
             paths = kind.figures(mine, folder, world)
         except Exception as exc:  # a figure must not cost the report
+            if _disk_error(exc):
+                raise
             _error(errors, f"figures of {ev['name']}", exc)
             made.append((f"{ev['name']}: figures failed ({type(exc).__name__}, see "
                          "errors.log)", None))
@@ -441,6 +453,8 @@ def _figures(run_dir: Path, rows: list[dict], scenario: dict | None, summary: li
         try:
             made += draw()
         except Exception as exc:  # one odd figure must not cost the report
+            if _disk_error(exc):
+                raise
             _error(errors, f"figure {what}", exc)
             made.append((f"{what}: figure failed ({type(exc).__name__}, see errors.log)",
                          None))

@@ -18,6 +18,15 @@ def test_import_loads_no_heavy_module(package):
     assert out == "", f"import {package} loaded {out}"
 
 
+def test_import_recloop_loads_no_numpy():
+    # `recloop --help`, `recloop validate` of a bad file: instant (the guards of users' code,
+    # the scenario loader and the CLI import numpy only when they need it)
+    code = "import sys, recloop, recloop._cli; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"
+
+
 def test_first_kernel_access_compiles_the_agent_kernels_together():
     code = ("import sys; from agents import _kernels as kn; assert 'numba' not in sys.modules; "
             "f = kn.linucb_act_one; import numba; "
@@ -111,3 +120,20 @@ def test_the_python_api_loads_pandas_only_for_a_dataframe():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "False"
+
+
+def test_the_wheel_lists_every_package_and_ships_the_top_level_scenarios():
+    # pyproject.toml names its packages by hand (the scenarios' package-dir mapping): a new
+    # subpackage missing from the list would be left out of the wheel
+    import tomllib
+
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for package in OURS for p in (ROOT / package).rglob("__init__.py")}
+    assert set(tool["packages"]) == found | {"recloop.scenarios"}
+    assert tool["package-dir"] == {"recloop.scenarios": "scenarios"}
+    assert not (ROOT / "recloop" / "scenarios").exists()  # the files live at the top level
+    from recloop import builtin_scenarios
+
+    assert {p.parent for p in builtin_scenarios().values()} == {ROOT / "scenarios"}
+    assert "quickstart" in builtin_scenarios()

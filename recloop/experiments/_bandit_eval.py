@@ -230,11 +230,9 @@ def _check_ab_users(ab_users, table, config) -> int:
 
 
 def _bar(progress, iterable, desc):
-    if not progress:
-        return iterable
-    from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-    return tqdm(iterable, desc=desc, leave=False)
+    return bar(iterable, desc=desc, show=progress)
 
 
 # -- experiments -----------------------------------------------------------------------------
@@ -569,14 +567,18 @@ def _bandit_world_rules(params, world, *, what: str):
 def bandit_resources(params, world):
     """One log at a time; BRED's (n_bootstrap, K x T) resample index; the truth's
     n_truth_runs curves of length T."""
-    from recloop._limits import F8, bandit_sizes, log_bytes
+    from recloop._limits import ESTIMATE_BYTES, F8, bandit_sizes, log_bytes, traffic_bytes
 
     K, d = bandit_sizes(world)
     T = params["T"]
     B = params.get("n_bootstrap", 1)
+    variants = len(params.get("estimators") or ()) + 4
     return {"T x world.n_arms x world.dim: one log": log_bytes(T, K, d),
             "n_bootstrap x world.n_arms x T: BRED resamples": B * K * T * F8,
-            "n_truth_runs x T: online truth": params.get("n_truth_runs", 1) * T * F8 * 2}
+            "n_truth_runs x T: online truth": params.get("n_truth_runs", 1) * T * F8 * 2,
+            "n_logs x estimators: the estimates of every log (per agent)": (
+                params.get("n_logs", 1) * variants * ESTIMATE_BYTES),
+            **traffic_bytes(params, world)}
 
 
 def _check_bred_vs_replay(params, agents, world):

@@ -179,11 +179,9 @@ def campaign_bias(config, *, recommenders: Mapping, ticks, p_values=(0, 5, 20, N
     variant_names = ["unweighted"] + [_variant(p) for p in ps] + ["twin"]
 
     rows: list[Measurement] = []
-    iterator = ticks
-    if progress:
-        from tqdm.auto import tqdm
-        iterator = tqdm(ticks, desc="campaign_bias", unit="tick")
-    for t in iterator:
+    from recloop_base.progress import bar
+
+    for t in bar(ticks, desc="ticks", show=progress, unit="tick"):
         current, twin_profiles = world.profiles(t), twin.profiles(t)
         fits = {p: fit_item_weights(reference, current, p=p, user_weights=uw) for p in ps}
         kl_before = next(iter(fits.values())).kl_before if fits else math.nan
@@ -424,6 +422,8 @@ def _resources(params, world):
     if c is not None and hasattr(c, "n_users"):
         edges = c.n_users * c.mean_profile_size
         out["k x profile edges: LOO recommendations"] = int(edges * params.get("k", 5) * F8 * 2)
+    # the stochastic score's draws: users, edges, their bounds and qualities (ten arrays)
+    out["n_samples: the sampled edges"] = 10 * (params.get("n_samples") or 0) * F8
     return out
 
 

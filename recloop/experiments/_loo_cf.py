@@ -499,11 +499,9 @@ def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = SIMILARITIES, k=2
     u, i, _ = _check_ratings(ratings)
     params = {"k": k}
     rows = []
-    sims = similarities
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        sims = tqdm(similarities, desc="similarities", leave=False)
+    sims = bar(similarities, desc="similarities", show=progress)
     warmed = False
     for s in sims:
         if naive_users and not warmed:
@@ -622,7 +620,8 @@ def _resources(params, world):
         return {"data: ratings (from the file's size)": size * 8}
     n_users = params["n_users"]
     return {"n_users x n_users: fit-once similarities": 8 * n_users * n_users * 8,
-            "n_ratings: ratings and predictions": params["n_ratings"] * 12 * 8}
+            "n_ratings: ratings and predictions": params["n_ratings"] * 12 * 8,
+            "n_items: the synthetic items' popularity": params["n_items"] * 3 * 8}
 
 
 def _run_kind(cell):

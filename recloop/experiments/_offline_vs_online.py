@@ -262,12 +262,9 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
     K = config.n_alive if config.n_alive is not None else config.n_arms
     t_short = max(1, T // K)
     values = {e: np.full((n_logs, len(names)), np.nan) for e in funcs}
-    logs = range(n_logs)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        logs = tqdm(logs, desc="logs", leave=False)
-    for i in logs:
+    for i in bar(range(n_logs), desc="logs", show=progress):
         log, _ = simulator.collect_log(config, T, rng=child_rng(root, 1, i))
         for e, f in funcs.items():
             for j, name in enumerate(names):
@@ -416,6 +413,8 @@ def _resources(params, world):
     out = bandit_resources(params, world)
     out["n_logs x T: the logs"] = params.get("n_logs", 1) * log_bytes(params["T"],
                                                                      *bandit_sizes(world))
+    out["n_resamples x n_logs: bootstrap of the logs"] = (
+        2 * params.get("n_resamples", 1) * params.get("n_logs", 1) * 8)
     return out
 
 

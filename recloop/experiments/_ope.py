@@ -249,7 +249,9 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
         target, exactly as a live test would meet them). 0: no A/B test. Compare its RMSE
         with the offline estimators' on ``n_rounds`` logged records.
     rng : None, int, SeedSequence or Generator
-        Root of every draw: log ``i``, estimator and target streams keyed by identity.
+        Root of every draw: log ``i``, estimator and target streams keyed by identity;
+        the reward model of log ``i`` (its folds and resamples: one per specification,
+        shared by every model-based estimator and target) from the log's own stream.
     progress : bool
         A progress bar over the logs.
     evaluation : str
@@ -341,17 +343,18 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
 
     variants = list(funcs) + (["ab_test"] if ab_users else [])
     values: dict = {(t, e): [] for t in policies for e in variants}
-    logs = range(n_logs)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        logs = tqdm(logs, desc="logs", leave=False)
+    logs = bar(range(n_logs), desc="logs", show=progress)
     takes_rng = {e: _takes_rng(f) for e, f in funcs.items()}
+    specs = {e: model_spec(f) for e, f in funcs.items()}
     for i in logs:
         log, atoms = logged(config, n_rounds, logger, root, i, reward_noise)
+        models = LogModels(log, root, i)
+        calls = {e: f if specs[e] is None else models.bind(*specs[e]) for e, f in funcs.items()}
         for t, tab in policies.items():
             action_dist = tab[atoms][:, :, None]
-            for e, f in funcs.items():
+            for e, f in calls.items():
                 kw = {"rng": child_rng(root, 3, name_key(e), name_key(t), i)} \
                     if takes_rng[e] else {}
                 values[t, e].append(_safe_call(f, log, action_dist, kw, on_error,
@@ -405,6 +408,61 @@ def logged(config, n_rounds: int, logger, root, i: int, reward_noise: float):
         noise = child_rng(root, 2, i).normal(0.0, reward_noise, log.n_rounds)
         log = dataclasses.replace(log, reward=log.reward + noise)
     return log, _atom_index(config, log.context)
+
+
+# -- one reward model per log ----------------------------------------------------------------
+
+def model_spec(f):
+    """``(function, keywords, specification)`` of an estimator that fits a reward model --
+    one of evaluators' model-based estimators, given as itself, a ``functools.partial`` or
+    the harness's bound call (both carry ``func`` and ``keywords``) -- whose model is a
+    specification to fit ("ridge", "mean", a regressor); ``None`` otherwise (an array of
+    predictions, an estimator of the user's own: called as they are)."""
+    import inspect
+
+    import evaluators
+
+    shared = (evaluators.direct_method, evaluators.doubly_robust, evaluators.sndr,
+              evaluators.switch_dr, evaluators.dr_os, evaluators.select_estimator)
+    fn, kw = getattr(f, "func", f), dict(getattr(f, "keywords", None) or {})
+    if fn not in shared or (fn is evaluators.select_estimator and kw.get("estimator", "ips")
+                            not in ("doubly_robust", "switch_dr", "dr_os")):
+        return None  # (SLOPE over a family without a model: nothing to fit)
+    model = kw.get("model", inspect.signature(fn).parameters["model"].default)
+    if not (isinstance(model, str) or callable(getattr(model, "fit", None))):
+        return None
+    spec = {"model": model}
+    for key in ("per_action", "n_folds"):
+        if kw.get(key) is not None:
+            spec[key] = kw[key]
+    return fn, kw, spec
+
+
+class LogModels:
+    """The reward models of log ``i``: one per specification, fitted when an estimator first
+    asks for it, from the log's own stream (spawn key ``(7, i)`` of the root), so that every
+    estimator and target evaluated on the log shares its folds, fit and resamples."""
+
+    def __init__(self, log, root, i: int):
+        self.log, self.root, self.i = log, root, i
+        self.fitted: dict = {}
+
+    def get(self, spec: dict):
+        from evaluators import fit_reward_model
+
+        model = spec["model"]
+        key = (model if isinstance(model, str) else id(model), repr(spec.get("per_action")),
+               repr(spec.get("n_folds")))
+        if key not in self.fitted:  # a failing fit raises for every estimator that uses it
+            self.fitted[key] = fit_reward_model(self.log, **spec,
+                                                rng=child_rng(self.root, 7, self.i))
+        return self.fitted[key]
+
+    def bind(self, fn, kw: dict, spec: dict):
+        """``call(log, action_dist, **more)``: ``fn`` with its keywords and the shared model."""
+        def call(log, action_dist, **more):
+            return fn(log, action_dist, **{**kw, "model": self.get(spec)}, **more)
+        return call
 
 
 def _takes_rng(fn) -> bool:
@@ -611,6 +669,10 @@ def _check_kind(params, agents, world):
         if not hasattr(config, "n_arms") or not getattr(config, "is_static", False):
             yield "kind", (f"expected a [world] with a static linear bandit preset (e.g. "
                            f"bred_linear) for ope, got preset {world['preset']!r}")
+        elif (params.get("n_actions") or 0) > config.n_arms:
+            yield "n_actions", (f"expected at most the world's n_arms = {config.n_arms} (an "
+                                f"evaluation uses the world's arms or fewer: raise "
+                                f"world.n_arms for more), got {params['n_actions']}")
     names = {a["name"] for a in agents}
     seen = set()
     for j, t in enumerate(params["targets"]):
@@ -649,15 +711,19 @@ def _check_kind(params, agents, world):
 def _resources(params, world):
     """Per log: the contexts and, per target policy, its action distribution
     ``(n_rounds, n_actions)``; the estimators' copies of it."""
-    from recloop._limits import F8, bandit_sizes, log_bytes
+    from recloop._limits import ESTIMATE_BYTES, F8, bandit_sizes, log_bytes, traffic_bytes
 
     K, d = bandit_sizes(world)
     K = params.get("n_actions") or K
     n = params["n_rounds"]
     targets = len(params.get("targets") or ()) + 4
+    estimators = len(params.get("estimators") or ()) + 1
     return {"n_rounds x world.dim: one log": log_bytes(n, K, d),
             "n_rounds x n_actions: the log's availability, pi_b and true CTRs": 3 * n * K * F8,
-            "n_rounds x n_actions x targets: action distributions": 3 * targets * n * K * F8}
+            "n_rounds x n_actions x targets: action distributions": 3 * targets * n * K * F8,
+            "n_logs x targets x estimators: the estimates of every log": (
+                params.get("n_logs", 1) * targets * estimators * ESTIMATE_BYTES),
+            **traffic_bytes(params, world)}
 
 
 def _run_kind(cell):
@@ -703,8 +769,9 @@ KIND = EvaluationKind(
               "logging policy."),
         Param("n_rounds", Int(low=1, high=10**7), 1000, "Records per log."),
         Param("n_logs", Int(low=1, high=100_000), 100, "Independent logs per cell."),
-        Param("n_actions", Int(low=1, high=10_000), None, "Number of arms (default: the "
-              "world's `n_arms`)."),
+        Param("n_actions", Int(low=1, high=10_000), None, "Number of arms, at most the "
+              "world's `n_arms` (the world drawn again with that many; default: the world's "
+              "`n_arms`)."),
         Param("residual", Float(low=0.0, high=1.0), None, "Worlds whose arms carry "
               "embeddings (`large_actions`): the arms' own reward residual beyond their "
               "embedding (0: MIPS's assumption holds; default: the world's)."),

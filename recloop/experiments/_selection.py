@@ -103,7 +103,7 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     choose knowing the truth, the best any fixed choice can do in this setting.
     """
     import simulator
-    from evaluators import SLOPE_DEFAULTS, select_estimator, wilson_estimate
+    from evaluators import SLOPE_DEFAULTS, fit_reward_model, select_estimator, wilson_estimate
 
     if family not in FAMILIES:
         raise ValueError(f"`family` must be one of {', '.join(map(repr, FAMILIES))}; got "
@@ -133,20 +133,23 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     theta = {t: np.full((n_logs, len(cands)), np.nan) for t in tables}
     picked = {t: np.full(n_logs, -1) for t in tables}
     slope = {t: [] for t in tables}
-    logs = range(n_logs)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        logs = tqdm(logs, desc="logs", leave=False)
+    logs = bar(range(n_logs), desc="logs", show=progress)
     import warnings
 
+    # the DR families' candidates share one reward model per log (every target too), fitted
+    # from the log's own stream
+    model_based = family in ("doubly_robust", "switch_dr", "dr_os")
     for i in logs:
         log, atoms = logged(config, n_rounds, logger, root, i, reward_noise)
+        model = fit_reward_model(log, "ridge", rng=child_rng(root, 7, i)) if model_based \
+            else "ridge"
         for t, tab in tables.items():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 est = select_estimator(log, tab[atoms], estimator=family, values=cands,
-                                       rng=child_rng(root, 3, name_key(t), i))
+                                       model=model)
             for v, th in zip(est.candidates, est.candidate_values, strict=True):
                 theta[t][i, cands.index(float(v))] = th
             picked[t][i] = cands.index(float(est.selected)) if not math.isnan(est.selected) \
@@ -289,9 +292,15 @@ def _run_kind(cell):
 
 
 def _resources(params, world):
+    from recloop._limits import F8
     from recloop.experiments._ope import _resources as ope_bytes
 
-    return ope_bytes({**params, "targets": params.get("targets") or ()}, world)
+    values = params.get("values") or range(10)  # the candidates, estimated on every log
+    out = ope_bytes({**params, "targets": params.get("targets") or (),
+                     "estimators": list(values)}, world)
+    out["n_resamples x n_logs: bootstrap of the logs"] = (
+        2 * params.get("n_resamples", 1) * params.get("n_logs", 1) * F8)
+    return out
 
 
 KIND = EvaluationKind(
@@ -319,8 +328,9 @@ KIND = EvaluationKind(
               "logging policy."),
         Param("n_rounds", Int(low=2, high=10**7), 1000, "Records per log."),
         Param("n_logs", Int(low=2, high=100_000), 100, "Independent logs per cell."),
-        Param("n_actions", Int(low=1, high=10_000), None, "Number of arms (default: the "
-              "world's)."),
+        Param("n_actions", Int(low=1, high=10_000), None, "Number of arms, at most the "
+              "world's `n_arms` (the world drawn again with that many; default: the world's "
+              "`n_arms`)."),
         Param("reward_noise", Float(low=0.0), 0.0, "Gaussian noise added to each logged "
               "reward (the truth is unchanged)."),
         Param("n_resamples", Int(low=1, high=10**6), 1000, "Bootstrap resamples of the logs "

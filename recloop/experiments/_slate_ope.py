@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from recloop._results import Measurement
-from recloop.experiments._common import child_rng, emit_per_log, name_key, seed_sequence
+from recloop.experiments._common import child_rng, emit_per_log, seed_sequence
 from recloop_base.validation import check_int
 
 __all__ = ["KIND", "SLATE_OPE_PARAMS", "SLATE_ESTIMATORS", "slate_ope", "plot_slate_ope"]
@@ -223,7 +223,8 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
         Cross-fitting folds of ``cascade_dr``'s built-in reward model (``"mean"``).
     rng : None, int, SeedSequence or Generator
         Root of the logs' draws, keyed by identity: log ``i`` (key (2, i)), the folds of
-        ``cascade_dr`` on log ``i`` (3, i, estimator).
+        ``cascade_dr``'s reward model on log ``i`` (4, i: the log's own stream, see
+        ``evaluators.fit_reward_model``).
     progress : bool
         A progress bar over the logs.
     evaluation : str
@@ -336,12 +337,9 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
 
     est = {n: [] for n in names}
     on_policy = []
-    logs = range(n_logs)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        logs = tqdm(logs, desc="logs", leave=False)
-    for i in logs:
+    for i in bar(range(n_logs), desc="logs", show=progress):
         log, _ = simulator.collect_slate_log(cfg, n_rounds, policy=logging,
                                              rng=child_rng(root, 2, i))
         on_policy.append(float(log.slate_reward.mean()))
@@ -364,8 +362,10 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
                     # the policy itself, evaluated by cascade_dr chunk by chunk
                     dist = (target.conditional_probabilities(obs, log.action)
                             if n_rounds * k * world.n_items <= _WHOLE_DIST else target)
-                    e = evaluators.cascade_dr(log, cascade, dist, n_folds=n_folds,
-                                              rng=child_rng(root, 3, i, name_key(name)))
+                    # the Q model's folds and per-item sums: once per log, its own stream
+                    model = evaluators.fit_reward_model(log, "mean", n_folds=n_folds,
+                                                        rng=child_rng(root, 4, i))
+                    e = evaluators.cascade_dr(log, cascade, dist, reward_model=model)
                 est[name].append(e)
 
     params = {"click_model": click_model, "k": k, "n_rounds": n_rounds, "n_logs": n_logs,
@@ -514,7 +514,7 @@ def _resources(params, world):
     """Per log: the slates and clicks (n_rounds x k), the logging and target policies'
     position marginals (n_rounds x k x items, float64) that IIPS and RIPS read, and
     Cascade-DR's per-record target distribution of one position chunk; the world."""
-    from recloop._limits import world_bytes, world_config_or_none
+    from recloop._limits import ESTIMATE_BYTES, world_bytes, world_config_or_none
 
     c = world_config_or_none(world)
     items = getattr(c, "n_items", 1000)
@@ -523,6 +523,8 @@ def _resources(params, world):
     out["n_rounds x k: slates, clicks, propensities"] = n * k * 8 * 6
     out["n_rounds x k x world.n_items: position marginals (logging, target)"] = (
         2 * n * k * items * 8)
+    out["n_logs x estimators: the estimates of every log"] = (
+        params.get("n_logs", 1) * (len(params.get("estimators") or ()) + 2) * ESTIMATE_BYTES)
     return out
 
 
