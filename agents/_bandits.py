@@ -73,6 +73,51 @@ def _finite_rewards(reward) -> np.ndarray:
     return reward
 
 
+#: The batched twin of each bandit class (``agents._batched``, which imports this module,
+#: declares them here; ``agents`` imports it with this one): :meth:`_Bandit.batch` looks the
+#: twin up here.
+_TWINS: dict[type, type] = {}
+
+
+def make_batch(cls, agents):
+    """Build the batched twin of class ``cls`` from the single ``agents``.
+
+    ``cls`` may be a subclass of a bundled bandit that leaves ``act`` / ``update`` alone (it
+    gets its parent's twin); one that overrides them has no exact twin: TypeError.
+    """
+    why = why_no_fast_path(cls, "batch")
+    if why is not None:
+        raise TypeError(f"{cls.__name__} has no batched twin: {why} Run its copies one by "
+                        f"one (the evaluators do so), or register the class with "
+                        f"agents.register_fast_path.")
+    twin = next((_TWINS[c] for c in cls.__mro__ if c in _TWINS), None)
+    if twin is None:
+        raise TypeError(f"{cls.__name__} has no batched twin in agents._batched.")
+    agents = list(agents)
+    if not agents:
+        raise ValueError("`agents` must hold at least one agent; got an empty sequence.")
+    for i, a in enumerate(agents):
+        if type(a) is not cls:
+            raise TypeError(f"`agents` must all be {cls.__name__}; got "
+                            f"{type(a).__name__} at index {i}.")
+    params = agents[0]._params()
+    for i, a in enumerate(agents):
+        if a._params() != params:
+            raise ValueError(f"`agents` must share hyper-parameters; agent {i} has "
+                             f"{a._params()}, agent 0 has {params}.")
+        a._ensure_reset()
+    shapes = {(a._K, a._d) for a in agents if a._K is not None}
+    if len(shapes) > 1:
+        raise ValueError(f"`agents` must have seen the same numbers of arms and context "
+                         f"dimensions; got (K, d) in {sorted(map(str, shapes))}.")
+    if shapes:  # a fresh agent would start from this state on its first observation
+        K, d = shapes.pop()
+        for a in agents:
+            if a._K is None:
+                a._init_state(K, d)
+    return twin(agents)
+
+
 class _Bandit:
     """Shared plumbing: generator + uniform buffer, observation checks, lazy state."""
 
@@ -179,9 +224,7 @@ class _Bandit:
         Batched twin (see :mod:`agents._batched`), bit-for-bit identical to stepping the B
         agents separately.
         """
-        from agents import _batched
-
-        return _batched.make_batch(cls, agents)
+        return make_batch(cls, agents)
 
     # -- fast replay ----------------------------------------------------------------------
     def replay_arrays(self, context, available, logged_action, reward, *, index=None,

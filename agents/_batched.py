@@ -30,6 +30,7 @@ import numpy as np
 from agents import _kernels as kn
 from agents._bandits import (
     _BLOCK,
+    _TWINS,
     UCB1,
     EpsilonGreedy,
     LinUCB,
@@ -40,49 +41,10 @@ from agents._bandits import (
     _replay_inputs,
     _reveal_inputs,
 )
-from recloop_base.fast_paths import register_fast_path, why_no_fast_path
+from recloop_base.fast_paths import register_fast_path
 
 __all__ = ["BatchedUniformRandom", "BatchedUCB1", "BatchedEpsilonGreedy", "BatchedLinUCB",
-           "BatchedThompsonSampling", "make_batch"]
-
-
-def make_batch(cls, agents):
-    """Build the batched twin of class ``cls`` from the single ``agents``.
-
-    ``cls`` may be a subclass of a bundled bandit that leaves ``act`` / ``update`` alone (it
-    gets its parent's twin); one that overrides them has no exact twin: TypeError.
-    """
-    why = why_no_fast_path(cls, "batch")
-    if why is not None:
-        raise TypeError(f"{cls.__name__} has no batched twin: {why} Run its copies one by "
-                        f"one (the evaluators do so), or register the class with "
-                        f"agents.register_fast_path.")
-    twin = next((_TWINS[c] for c in cls.__mro__ if c in _TWINS), None)
-    if twin is None:
-        raise TypeError(f"{cls.__name__} has no batched twin in agents._batched.")
-    agents = list(agents)
-    if not agents:
-        raise ValueError("`agents` must hold at least one agent; got an empty sequence.")
-    for i, a in enumerate(agents):
-        if type(a) is not cls:
-            raise TypeError(f"`agents` must all be {cls.__name__}; got "
-                            f"{type(a).__name__} at index {i}.")
-    params = agents[0]._params()
-    for i, a in enumerate(agents):
-        if a._params() != params:
-            raise ValueError(f"`agents` must share hyper-parameters; agent {i} has "
-                             f"{a._params()}, agent 0 has {params}.")
-        a._ensure_reset()
-    shapes = {(a._K, a._d) for a in agents if a._K is not None}
-    if len(shapes) > 1:
-        raise ValueError(f"`agents` must have seen the same numbers of arms and context "
-                         f"dimensions; got (K, d) in {sorted(map(str, shapes))}.")
-    if shapes:  # a fresh agent would start from this state on its first observation
-        K, d = shapes.pop()
-        for a in agents:
-            if a._K is None:
-                a._init_state(K, d)
-    return twin(agents)
+           "BatchedThompsonSampling"]
 
 
 class _Batched:
@@ -458,9 +420,12 @@ class BatchedThompsonSampling(_Batched):
     replay_arrays = None
 
 
-_TWINS = {UniformRandom: BatchedUniformRandom, UCB1: BatchedUCB1,
-          EpsilonGreedy: BatchedEpsilonGreedy, LinUCB: BatchedLinUCB,
-          ThompsonSampling: BatchedThompsonSampling}
+# each bandit's twin, declared into the table its ``batch`` reads (agents._bandits imports
+# nothing of this module: the twins are found through the table, filled when ``agents`` is
+# imported)
+_TWINS.update({UniformRandom: BatchedUniformRandom, UCB1: BatchedUCB1,
+               EpsilonGreedy: BatchedEpsilonGreedy, LinUCB: BatchedLinUCB,
+               ThompsonSampling: BatchedThompsonSampling})
 
 # the twins' compiled loop lives on _Batched, their act/update on each twin class
 for _twin in (BatchedUniformRandom, BatchedUCB1, BatchedEpsilonGreedy, BatchedLinUCB):

@@ -41,6 +41,7 @@ import numpy as np
 
 from evaluators import _reward_models as _rm
 from evaluators._estimate import Estimate, UndefinedStderrWarning, _z
+from evaluators._validation import _sum_tol
 from evaluators._validation import check_log as _check_log
 from recloop_base.threads import n_threads, thread_map
 from recloop_base.validation import (
@@ -52,9 +53,6 @@ from recloop_base.validation import (
 
 __all__ = ["ips", "snips", "direct_method", "doubly_robust", "sndr", "switch_dr", "dr_os",
            "subgaussian_ips", "OPEEstimate", "NoSupportWarning", "UndefinedStderrWarning"]
-
-_SUM_TOL = 1e-6  # how far a row of action_dist may sum from 1 (float64)
-
 
 class NoSupportWarning(UserWarning):
     """The log carries no information on the target policy (it gives probability 0 to every
@@ -127,11 +125,6 @@ def _over_row_blocks(fn, n, K) -> list:
     parts = n_threads() if n * K >= (1 << 24) else 1
     edges = np.linspace(0, n, parts + 1).astype(int)
     return thread_map(fn, list(zip(edges[:-1], edges[1:], strict=True)), parts)
-
-
-def _sum_tol(a) -> float:
-    return _SUM_TOL if a.dtype == np.float64 else max(_SUM_TOL,
-                                                      8 * a.shape[1] * np.finfo(a.dtype).eps)
 
 
 def _explain_action_dist(a, sums, tol, name):

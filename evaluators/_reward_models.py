@@ -653,7 +653,7 @@ def fit_reward_model(log, model="ridge", *, per_action=False, n_folds=2,
     ----------
     log : simulator.logs.BanditLog or simulator.logs.SlateLog
         The logged records. A :class:`~simulator.logs.SlateLog` gives Cascade-DR's model
-        (:class:`evaluators._slate_ope.SlateRewardModel`; ``model`` "mean" or a regressor,
+        (:class:`evaluators._slate_model.SlateRewardModel`; ``model`` "mean" or a regressor,
         ``n_folds >= 1``).
     model : "ridge", "mean", regressor or array, default "ridge"
         The specification (see :func:`direct_method`): per-action ridge regression on
@@ -704,7 +704,7 @@ def fit_reward_model(log, model="ridge", *, per_action=False, n_folds=2,
     from simulator.logs import BanditLog, SlateLog
 
     if isinstance(log, SlateLog):
-        from evaluators._slate_ope import _fit_slate_model
+        from evaluators._slate_model import _fit_slate_model
 
         return _fit_slate_model(log, model, n_folds, rng)
     if not isinstance(log, BanditLog):

@@ -12,6 +12,14 @@ from simulator.logs import BanditLog
 __all__ = ["action_dist_at_position", "as_probability_array", "check_actions", "check_agent",
            "check_log", "check_one_action", "check_slate_log", "check_uniform"]
 
+_SUM_TOL = 1e-6  # how far a row of action_dist may sum from 1 (float64)
+
+
+def _sum_tol(a) -> float:
+    """How far a row of ``a`` may sum from 1: the estimators' tolerance, one definition."""
+    return _SUM_TOL if a.dtype == np.float64 else max(_SUM_TOL,
+                                                      8 * a.shape[1] * np.finfo(a.dtype).eps)
+
 
 def check_log(log) -> BanditLog:
     """A non-empty :class:`simulator.logs.BanditLog`."""
@@ -52,8 +60,6 @@ def action_dist_at_position(log: BanditLog, action_dist, name: str = "action_dis
         A wrong shape, or a row that is negative, not finite or does not sum to 1 (within
         1e-6 in float64), naming the record and the position.
     """
-    from evaluators._ope import _sum_tol  # the estimators' tolerance, one definition
-
     a = as_probability_array(action_dist, name)
     n, K, L = log.n_rounds, log.n_actions, log.len_list
     if a.ndim == 2 and L == 1:

@@ -40,7 +40,7 @@ __all__ = [
     "write_report",
 ]
 
-_LAZY = {"run_scenario": "recloop._runner", "CellError": "recloop._runner",
+_LAZY = {"run_scenario": "recloop._runner", "CellError": "recloop._cells",
          "write_report": "recloop._report", "main": "recloop._cli",
          "run": "recloop._api", "Results": "recloop._api", "load_results": "recloop._api",
          "summarize": "recloop._summary", "SummaryRow": "recloop._summary"}

@@ -49,8 +49,8 @@ class Results:
     """
 
     def __init__(self, run_dir, *, _keep=None):
+        from recloop._cells import iter_cells
         from recloop._report import verified_cells
-        from recloop._runner import iter_cells
 
         self.run_dir = Path(run_dir)
         self._keep = _keep  # the TemporaryDirectory of an `out=None` run: lives with us
@@ -172,7 +172,7 @@ def _scenario(scenario, overrides: list[str]) -> Scenario:
 def _overrides(set) -> list[str]:
     """``set`` as ``KEY=VALUE`` strings: a mapping (``{"evaluations.0.n_logs": 20}``) or a
     sequence of strings (as ``--set``)."""
-    from recloop._scenario import _toml_value
+    from recloop._toml import toml_value
 
     if set is None:
         return []
@@ -183,7 +183,7 @@ def _overrides(set) -> list[str]:
                 bad.append(f"set: expected keys that are dotted key paths (strings), got {k!r}")
                 continue
             try:
-                out.append(f"{k}={_toml_value(v)}")
+                out.append(f"{k}={toml_value(v)}")
             except (TypeError, ValueError) as exc:
                 bad.append(f"set {k}: expected a TOML value (number, string, boolean, list, "
                            f"table), got {v!r} ({exc})")

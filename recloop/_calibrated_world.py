@@ -81,10 +81,10 @@ def is_calibrated(world) -> bool:
     return isinstance(world, dict) and ("calibrate_from" in world or "file" in world)
 
 
-def validate(problems, raw: dict, check_table) -> dict:
-    """Validate a fitted or loaded ``[world]`` table; read the log or the file (not fit)."""
-    from recloop._scenario import WORLD_KEYS
-
+def validate(problems, raw: dict, check_table, world_keys) -> dict:
+    """Validate a fitted or loaded ``[world]`` table; read the log or the file (not fit).
+    ``check_table`` and ``world_keys`` (the keys every ``[world]`` table has besides its
+    source: ``campaigns``) are the validator's (:mod:`recloop._validate`)."""
     keys = ("calibrate_from" in raw, "file" in raw, "preset" in raw)
     if sum(keys) > 1:
         problems.add("world", "expected exactly one of `preset`, `calibrate_from`, `file`, got "
@@ -92,7 +92,7 @@ def validate(problems, raw: dict, check_table) -> dict:
                                  in zip(("calibrate_from", "file", "preset"), keys, strict=True)
                                  if there))
         return {}
-    params = (CALIBRATION_KEYS if keys[0] else FILE_KEYS) + WORLD_KEYS[1:]
+    params = (CALIBRATION_KEYS if keys[0] else FILE_KEYS) + tuple(world_keys)
     before = len(problems.items)
     resolved = check_table(problems, "world.", raw, params)
     campaigns = raw.get("campaigns")

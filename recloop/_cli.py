@@ -174,7 +174,7 @@ def _load_all(files: list[str], err, overrides=()) -> list | None:
 
 
 def _cmd_validate(args, out, err) -> int:
-    from recloop._runner import plan_cells
+    from recloop._cells import plan_cells
 
     if not _use_paths(args, err) or _registry_problems(err):
         return 2
@@ -295,6 +295,7 @@ def _memory(sc, workers: int, executor: str, scheduler) -> tuple[list[str], list
     """``(lines for --dry-run, problems)``: each evaluation's largest cell against the
     memory this machine has available (not checked for a remote Dask scheduler: its
     workers run elsewhere)."""
+    from recloop._cells import plan_cells
     from recloop._limits import (
         PROCESS_BYTES,
         available_memory,
@@ -303,7 +304,6 @@ def _memory(sc, workers: int, executor: str, scheduler) -> tuple[list[str], list
         format_bytes,
     )
     from recloop._registry import registry
-    from recloop._runner import plan_cells
 
     avail = None if (executor == "dask" and scheduler) else available_memory()
     lines, problems = [], []
@@ -345,15 +345,9 @@ def _memory(sc, workers: int, executor: str, scheduler) -> tuple[list[str], list
 def _cmd_run(args, out, err, argv) -> int:
     from concurrent.futures.process import BrokenProcessPool
 
+    from recloop._cells import CellError, plan_cells
     from recloop._rundir import RunDirError
-    from recloop._runner import (
-        CellError,
-        ExecutorError,
-        ReportError,
-        _UsageError,
-        plan_cells,
-        run_scenario,
-    )
+    from recloop._runner import ExecutorError, ReportError, _UsageError, run_scenario
 
     problems = []
     if args.workers is not None and args.workers < 1:

@@ -99,7 +99,7 @@ def world_bytes(world: Mapping | None) -> dict[str, int]:
     """
     if not world:
         return {}
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     try:
         c = world_config(dict(world))
@@ -126,7 +126,7 @@ def world_bytes(world: Mapping | None) -> dict[str, int]:
 
 
 def world_config_or_none(world):
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     try:
         return world_config(dict(world)) if world else None
@@ -166,7 +166,7 @@ def _total(parts) -> int:
 def evaluation_bytes(kind, ev: dict, world: Mapping | None) -> tuple[int, dict[str, int]] | None:
     """Peak bytes of the largest cell of evaluation ``ev`` (over its sweep) and that cell's
     breakdown; ``None`` when the kind declares no estimate."""
-    from recloop._scenario import sweep_values
+    from recloop._schema import sweep_values
 
     func = kind.resources
     if func is None:
@@ -195,7 +195,7 @@ def drivers(breakdown: Mapping[str, int], *, top: int = 3) -> str:
 def ab_test_rules(params, agents, world) -> Iterator[tuple[str, str]]:
     """The A/B test's traffic: 0 or at least 2 users, within the world's horizon, and no
     estimator of the same name."""
-    from recloop._plugins import entry_name
+    from recloop._schema import entry_name
 
     ab = params.get("ab_users") or 0
     if ab == 1:

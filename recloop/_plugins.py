@@ -3,11 +3,12 @@
 An agent table names its kind -- a built-in, a plugin's entry point, or ``kind = "python"``
 with ``factory = "package.module:attribute"`` and ``params = {...}`` -- and an estimator
 entry names a kind or an import path, or is a table ``{name, factory, params}``. The scenario
-loader calls :func:`try_agent` and :func:`try_estimator` on every user-supplied one before
-anything is written (so that a broken reference is one line at validation, not a traceback
-an hour into a run); the runner calls :func:`agent_factory` and :func:`bind_estimator` in
-the cells, with the cell's random streams. Users' code runs behind the guards of
-:mod:`recloop._guard` (exits, time limits, read-only inputs, implausible results).
+validator (:mod:`recloop._validate`) calls :func:`try_agent` and :func:`check_estimators` on
+every user-supplied one before anything is written (so that a broken reference is one line
+at validation, not a traceback an hour into a run); the runner calls :func:`agent_factory`
+and :func:`bind_estimator` in the cells, with the cell's random streams. Users' code runs
+behind the guards of :mod:`recloop._guard` (exits, time limits, read-only inputs,
+implausible results).
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ from recloop._registry import (
     kind_from_reference,
     registry,
 )
+from recloop._schema import entry_name
 
 __all__ = ["PYTHON_KIND", "EstimatorEntry", "agent_factory", "agent_kind", "agent_params",
-           "bind_estimator", "estimator_entry", "try_agent", "try_estimator", "users_code"]
+           "bind_estimator", "check_estimators", "estimator_entry", "problem_sizes",
+           "try_agent", "try_estimator", "users_code"]
 
 #: The agent kind whose table names a factory by import path.
 PYTHON_KIND = "python"
@@ -109,6 +112,22 @@ def _signature_problem(fn, args: tuple, kwargs: dict, what: str) -> str | None:
     return None
 
 
+def problem_sizes(world: dict | None) -> dict:
+    """Problem sizes for checking users' bandit agents on a resolved ``[world]``: its arms
+    and features as :func:`try_agent`'s ``n_actions`` and ``context_dim`` (``{}``: none)."""
+    if not world:
+        return {}
+    from recloop._worlds import world_config
+
+    try:
+        config = world_config(world)
+    except Exception:
+        return {}
+    if hasattr(config, "n_arms") and hasattr(config, "dim"):
+        return {"n_actions": config.n_arms, "context_dim": config.dim}
+    return {}
+
+
 def try_agent(table: dict, *, n_actions: int = 5, context_dim: int = 3,
               timeout: float = TRIAL_TIMEOUT) -> tuple[str, str | None]:
     """Build a user's agent from its table and run ``agents.check_agent`` on it.
@@ -174,18 +193,6 @@ class EstimatorEntry:
     builtin_name: str | None  # the entry was a plain built-in name (no params)
 
 
-def entry_name(entry) -> str | None:
-    """The results name of an entry without resolving it (``None``: malformed)."""
-    if isinstance(entry, str):
-        return entry.rpartition(":")[2].rpartition(".")[2] if ":" in entry else entry
-    if isinstance(entry, dict):
-        if isinstance(entry.get("name"), str):
-            return entry["name"]
-        if isinstance(entry.get("factory"), str):
-            return entry_name(entry["factory"])
-    return None
-
-
 def estimator_entry(entry, family: str) -> EstimatorEntry:
     """Resolve an ``estimators`` entry; :class:`PluginError` whose ``key`` is the sub-key
     at fault (``""``, ``"factory"``, ``"params"``, ``"name"``)."""
@@ -240,6 +247,28 @@ def estimator_entry(entry, family: str) -> EstimatorEntry:
                           "one", key=key)
     return EstimatorEntry(name=name, kind=kind, params=dict(params),
                           builtin_name=builtin if kind.origin == "built-in" else None)
+
+
+def check_estimators(problems, path: str, entries: list, family: str) -> None:
+    """Resolve and try every entry of an evaluation's ``estimators`` list (kinds, import
+    paths, tables): each problem goes to ``problems.add(key_path, message)``, a trial call
+    has ``problems.trial_timeout`` seconds; results names must be distinct."""
+    seen: set = set()
+    for i, entry in enumerate(entries):
+        here = f"{path}[{i}]"
+        try:
+            resolved = estimator_entry(entry, family)
+        except PluginError as exc:
+            problems.add(f"{here}.{exc.key}" if exc.key else here, str(exc))
+            continue
+        if resolved.name in seen:
+            problems.add(here, f"expected distinct estimator names, got {resolved.name!r} "
+                         "again (give the table a `name`)")
+        seen.add(resolved.name)
+        if resolved.kind.origin != "built-in" or resolved.params:
+            problem = try_estimator(resolved, family, timeout=problems.trial_timeout)
+            if problem:
+                problems.add(f"{here}.factory" if isinstance(entry, dict) else here, problem)
 
 
 def bind_estimator(entry: EstimatorEntry, *, on_problem: Callable | None = None) -> Callable:

@@ -12,7 +12,8 @@ Three kinds of entries, each a frozen dataclass:
   evaluator ``evaluator(log, make_agent, *, rng)``.
 
 Built-ins and plugins enter the table the same way, through :meth:`Registry.add`: the
-built-in kinds are declared in ``recloop.experiments`` and ``recloop._builtins``; installed
+built-in kinds are declared in the modules of :data:`BUILTIN_MODULES` (``recloop._builtins``,
+``recloop._selfcheck`` and the experiments), which the registry reads by name; installed
 packages add theirs under the entry-point groups ``recloop.agents`` and
 ``recloop.estimators`` (:data:`ENTRY_POINT_GROUPS`), whose object is a class or function (or
 an :class:`AgentKind` / :class:`EstimatorKind` for a declared parameter schema). A plugin
@@ -33,9 +34,9 @@ from typing import Any, Callable
 from recloop._schema import REFERENCE_PATTERN, Param
 
 __all__ = [
-    "AGENT_FAMILIES", "ENTRY_POINT_GROUPS", "ESTIMATOR_FAMILIES", "AgentKind", "EstimatorKind",
-    "EvaluationKind", "PluginError", "Registry", "agent_family_of", "kind_from_reference",
-    "registry", "resolve_reference",
+    "AGENT_FAMILIES", "BUILTIN_MODULES", "ENTRY_POINT_GROUPS", "ESTIMATOR_FAMILIES", "AgentKind",
+    "EstimatorKind", "EvaluationKind", "PluginError", "Registry", "agent_family_of",
+    "kind_from_reference", "registry", "resolve_reference",
 ]
 
 #: Families of agents (an evaluation accepts one family).
@@ -104,7 +105,7 @@ class EstimatorKind:
 class EvaluationKind:
     """An evaluation a scenario can run, declared once beside the function that runs it.
 
-    ``run(cell)`` runs one cell (a :class:`recloop._runner.CellContext`) and returns
+    ``run(cell)`` runs one cell (a :class:`recloop._cells.CellContext`) and returns
     ``Measurement`` rows. ``per_agent``: cells are split by agent (else one cell runs all the
     evaluation's agents on one world, so they meet the same draws). ``agent_family``: the
     family of agents it accepts (``""``: none). ``check(params, agents, world)`` yields
@@ -270,12 +271,27 @@ def kind_from_reference(table: str, reference: str):
                     origin=f"import path {reference}")
 
 
-def _builtin_kinds():
-    from recloop import _builtins, _selfcheck, experiments
+#: The modules that declare the built-in kinds, each in a tuple ``KINDS`` beside the code it
+#: runs, in the order ``scenarios/README.md`` lists them. The registry reads them by name
+#: when it is first built, as it reads installed plugins' entry points: they import the
+#: registry to declare their kinds, the registry imports none of them (a leaf of the import
+#: graph; ``tests/test_imports.py`` checks that every module declaring kinds is listed).
+BUILTIN_MODULES = (
+    "recloop._selfcheck",
+    "recloop.experiments._campaign_bias",
+    "recloop.experiments._bandit_eval",
+    "recloop.experiments._loo_cf",
+    "recloop.experiments._offline_vs_online",
+    "recloop.experiments._ope",
+    "recloop.experiments._selection",
+    "recloop.experiments._slate_ope",
+    "recloop._builtins",
+)
 
-    yield from _selfcheck.KINDS
-    yield from experiments.KINDS
-    yield from _builtins.KINDS
+
+def _builtin_kinds():
+    for name in BUILTIN_MODULES:
+        yield from importlib.import_module(name).KINDS
 
 
 def _entry_points(group: str):

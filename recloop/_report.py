@@ -809,7 +809,7 @@ def _read_results(run_dir: Path) -> list[dict]:
 def _check_cells(run_dir: Path) -> tuple[tuple | None, tuple[str, str] | None]:
     """``((scenario, cells, digest), None)`` when ``scenario.toml`` and every cell file are
     sound, else ``(None, (path, problem))`` naming the first file at fault."""
-    from recloop._runner import plan_cells
+    from recloop._cells import plan_cells
 
     scenario, text, problem = _read_scenario(run_dir)
     if problem is not None:
@@ -860,7 +860,7 @@ def rebuild_report(run_dir, *, on_damage=None) -> Path | None:
     stay as they were -- and ``None`` is returned. Each problem goes to ``on_damage`` as a
     :class:`recloop._rundir.Damage`. Returns the report's path.
     """
-    from recloop._runner import iter_cells
+    from recloop._cells import iter_cells
 
     run_dir = Path(run_dir)
     report = on_damage or (lambda d: None)

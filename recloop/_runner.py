@@ -1,261 +1,31 @@
-"""The runner: expand a scenario into cells, seed them by key, execute them, resume.
+"""The runner: plan a scenario's cells, execute them on an executor, resume.
 
-A *cell* is one (seed, evaluation, agent, sweep values) combination -- or (seed, evaluation,
-sweep values) for evaluation kinds that run all their agents together on one world
-(``per_agent=False`` in the registry). Each cell draws its random streams from
-``SeedSequence(seed, spawn_key=K)`` where ``K`` is derived from the cell's *key* (evaluation
-name and swept values), never from the order in which cells are submitted or finish, so the
-results are the same with 1 or N workers, locally or on Dask. The agent is deliberately not
-part of ``K``: agents evaluated in separate cells of the same replicate meet the same world and
-the same draws (common random numbers), so their comparison is paired.
+The cells themselves -- their identity and seeds (the same results with 1 or N workers,
+locally or on Dask), what an evaluation receives for one, running one -- are
+:mod:`recloop._cells`'; this module runs them in this process, on local worker processes
+(:mod:`recloop._workers`) or on Dask, writes each finished one to the run directory
+(:mod:`recloop._rundir`), then the tables and the report (:mod:`recloop._report`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import platform
 import sys
-import time
 import tomllib
 import traceback
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterator
-
-import numpy as np
+from typing import Callable
 
 from recloop import _rundir
-from recloop._registry import registry
-from recloop._scenario import Scenario, sweep_values
+from recloop._cells import Cell, CellError, execute_cell, iter_cells, plan_cells
+from recloop._validate import Scenario
 
-__all__ = [
-    "Cell", "CellContext", "CellError", "Damage", "ExecutorError", "ReportError",
-    "execute_cell", "iter_cells", "out_problem", "plan_cells", "run_scenario", "workers_problem",
-]
-
-#: Spawn key (under the cell's seed sequence) of the streams :meth:`CellContext.agent_rng`
-#: gives; far from the small keys the experiments use for their own streams.
-_AGENT_STREAM = 0x5EED
-
-
-@dataclass(frozen=True)
-class Cell:
-    """The identity of one unit of work."""
-
-    seed: int
-    evaluation: str
-    agent: str | None
-    swept: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def id(self) -> str:
-        parts = [self.evaluation, self.agent or "*", f"seed={self.seed}"]
-        parts += [f"{k}={json.dumps(v)}" for k, v in self.swept]
-        return "/".join(parts)
-
-    @property
-    def filename(self) -> str:
-        return hashlib.sha256(self.id.encode()).hexdigest()[:24] + ".json"
-
-    def seed_sequence(self) -> np.random.SeedSequence:
-        """``SeedSequence(seed)`` spawned by the cell's key (evaluation and swept values)."""
-        key = json.dumps([self.evaluation, sorted(self.swept)], sort_keys=True)
-        digest = hashlib.sha256(key.encode()).digest()
-        words = tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
-        return np.random.SeedSequence(self.seed, spawn_key=words)
-
-
-def plan_cells(data: dict) -> list[Cell]:
-    """All cells of a resolved scenario, in their canonical order."""
-    cells = []
-    for seed in data["run"]["seeds"]:
-        for ev in data["evaluations"]:
-            kind = registry().evaluations[ev["kind"]]
-            agents = ev["agents"] if kind.per_agent else [None]
-            for combo in sweep_values(ev):
-                for agent in agents:
-                    cells.append(Cell(seed, ev["name"], agent, tuple(combo.items())))
-    return cells
-
-
-@dataclass(frozen=True)
-class CellContext:
-    """What an evaluation callable receives for one cell."""
-
-    scenario: str
-    evaluation: str
-    kind: str
-    seed: int
-    seed_sequence: np.random.SeedSequence
-    params: dict
-    swept: dict
-    agents: tuple[dict, ...]
-    world: dict | None
-    horizon: int
-    progress: bool = False
-    errors: list = field(default_factory=list)
-    #: The per-log estimates the experiment recorded (:meth:`per_log`).
-    estimates: list = field(default_factory=list)
-    #: ``None``, or the run's ``dask.distributed.Client`` when the cell is the only one of a
-    #: Dask run: its large inner work (``loo_knn``, ``bred``, ``online_value``, ...) is then
-    #: partitioned over the cluster (the rule: the cell runs in the driver process, its inner
-    #: partitions are the cluster's tasks -- never tasks inside tasks).
-    executor: Any = None
-
-    @property
-    def agent_names(self) -> list[str]:
-        return [a["name"] for a in self.agents]
-
-    def agent_params(self, name: str) -> dict:
-        from recloop._plugins import agent_params
-
-        return agent_params(self._agent_table(name))
-
-    def _agent_table(self, name: str) -> dict:
-        return next(a for a in self.agents if a["name"] == name)
-
-    def make_agent(self, name: str) -> Callable:
-        """The factory ``factory(rng) -> agent`` of agent ``name`` (built from its kind --
-        built-in, plugin or import path -- then ``reset(rng)``)."""
-        from recloop._plugins import agent_factory
-
-        return agent_factory(self._agent_table(name))
-
-    def agent_rng(self, name: str) -> np.random.Generator:
-        """A stream of the cell for agent ``name`` (keyed by its name), for experiments that
-        build an agent instance once."""
-        from recloop.experiments._common import child_rng, name_key
-
-        return child_rng(self.seed_sequence, _AGENT_STREAM, name_key(name))
-
-    def estimators(self, entries: list, family: str, *, builtins=()) -> list:
-        """An evaluation's ``estimators`` for its experiment function: plain names of the
-        experiment's own ``builtins`` as they are, every other entry as a ``(name,
-        call)`` pair, ``call(log, x, *, rng)`` (see :mod:`recloop._plugins`)."""
-        from recloop._plugins import bind_estimator, estimator_entry
-
-        out = []
-        for entry in entries:
-            if isinstance(entry, str) and entry in builtins:
-                out.append(entry)
-                continue
-            resolved = estimator_entry(entry, family)
-            out.append((resolved.name, bind_estimator(resolved, on_problem=self.report_error)))
-        return out
-
-    def per_log(self, measurement) -> None:
-        """Record one per-log estimate (a :class:`recloop.Measurement` whose ``log`` is the
-        log's index): the cell file keeps it, the run directory's ``estimates.csv.gz``
-        lists it, and every summary of the run is computed from these (evaluation kinds
-        whose ``unit`` is ``"log"`` pass this method to their experiment)."""
-        if measurement.log is None:
-            raise ValueError(f"a per-log estimate must say which log it comes from; got "
-                             f"`log` = None in {measurement!r}")
-        self.estimates.append(measurement)
-
-    def report_error(self, what: str, exc: BaseException) -> None:
-        """Record a user's code failing inside the cell without failing the cell (e.g. one
-        estimator of many): the text and traceback go to the run's ``errors.log``."""
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        self.errors.append(f"{what}: {type(exc).__name__}: {exc}\n{tb}")
-
-    def rng(self) -> np.random.Generator:
-        """A Generator on the cell's seed sequence."""
-        return np.random.default_rng(self.seed_sequence)
-
-    def bar(self, iterable, *, desc: str | None = None, total: int | None = None):
-        """Iterate over a long loop of the cell, reporting its progress to the run's
-        display (:mod:`recloop_base.progress`: whatever process runs the cell)."""
-        from recloop_base.progress import bar
-
-        return bar(iterable, desc=desc, total=total, show=self.progress)
-
-
-class CellError(Exception):
-    """A cell raised; carries the cell id and the formatted traceback."""
-
-    def __init__(self, cell_id: str, message: str, tb: str):
-        self.cell_id, self.message, self.tb = cell_id, message, tb
-        super().__init__(f"cell {cell_id} failed: {message}")
-
-    def __reduce__(self):  # raised in worker processes: must cross back whole
-        return type(self), (self.cell_id, self.message, self.tb)
-
-
-def _context(data: dict, cell: Cell, progress: bool, executor=None) -> CellContext:
-    ev = next(e for e in data["evaluations"] if e["name"] == cell.evaluation)
-    kind = registry().evaluations[ev["kind"]]
-    params = {p.name: ev[p.name] for p in kind.params if p.name in ev}
-    params.update(cell.swept)
-    names = [cell.agent] if cell.agent is not None else ev["agents"]
-    agents = tuple(next(a for a in data["agents"] if a["name"] == n) for n in names)
-    return CellContext(
-        scenario=data["run"]["name"], evaluation=cell.evaluation, kind=ev["kind"],
-        seed=cell.seed, seed_sequence=cell.seed_sequence(), params=params,
-        swept=dict(cell.swept), agents=agents, world=data.get("world"),
-        horizon=data["run"]["horizon"], progress=progress, executor=executor)
-
-
-def _row(m, *, scenario: str, cell: Cell, log: int | None = None) -> dict:
-    """A results row of a measurement; with ``log``, a row of the per-log estimates."""
-    params = {**dict(cell.swept), **dict(m.params)}
-    n = m.n if m.n is None else int(m.n)
-    row = {
-        "scenario": scenario, "cell": cell.id, "seed": cell.seed, "evaluation": cell.evaluation,
-        "agent": m.agent, "tick": m.tick, "variant": m.variant, "metric": m.metric,
-        "estimate": m.estimate, "stderr": m.stderr, "ci_low": m.ci_low, "ci_high": m.ci_high,
-        "truth": m.truth, "error": m.error, "n": n, "params": params,
-    }
-    if log is not None:
-        row["log"] = log
-    return row
-
-
-def use_paths(paths) -> None:
-    """Put ``paths`` (``--path DIR``) first on ``sys.path`` of this process, once each."""
-    for p in reversed([str(p) for p in paths or ()]):
-        if p not in sys.path:
-            sys.path.insert(0, p)
-
-
-def execute_cell(data: dict, cell: Cell, progress: bool = False, paths=(), executor=None
-                 ) -> tuple[list[dict], float, list[str], list[dict]]:
-    """Run one cell (in any process): its rows as plain dicts, the seconds it took, the
-    errors of users' code it survived (see :meth:`CellContext.report_error`) and its
-    per-log estimates (:meth:`CellContext.per_log`; for a kind whose ``unit`` is
-    ``"seed"``, its rows themselves, as log 0: the seed is the log). ``paths`` are put on
-    the import path first (users' plugins); ``executor`` is the client that runs the
-    cell's inner partitions (see :attr:`CellContext.executor`)."""
-    from recloop._guard import UserCodeError, last_section
-
-    start = time.perf_counter()
-    try:
-        use_paths(paths)
-        ctx = _context(data, cell, progress, executor)
-        kind = registry().evaluations[ctx.kind]
-        measurements = kind.run(ctx)
-        rows = [_row(m, scenario=ctx.scenario, cell=cell) for m in measurements]
-        if kind.unit == "seed":
-            per_log = [_row(m, scenario=ctx.scenario, cell=cell, log=0) for m in measurements]
-        else:
-            per_log = [_row(m, scenario=ctx.scenario, cell=cell, log=m.log)
-                       for m in ctx.estimates]
-    except UserCodeError as exc:  # a plugin ended the process or changed shared inputs
-        raise CellError(cell.id, str(exc), traceback.format_exc()) from None
-    except SystemExit as exc:  # a user's sys.exit() fails its cell, not the run's process
-        last = last_section()
-        raise CellError(cell.id, f"SystemExit: {exc.code!r}: users' code called sys.exit("
-                        f"{exc.code!r})" + (f" (the users' code called last: {last})" if last
-                                            else ""), traceback.format_exc()) from None
-    except Exception as exc:  # reported by the parent with the cell's id
-        raise CellError(cell.id, f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
-    return (rows, time.perf_counter() - start, [f"{cell.id}: {e}" for e in ctx.errors],
-            per_log)
+__all__ = ["Damage", "ExecutorError", "ReportError", "out_problem", "run_scenario",
+           "workers_problem"]
 
 
 # --- executors --------------------------------------------------------------------------------
@@ -305,58 +75,6 @@ def _environ(extra: dict):
     finally:
         for k in extra:
             os.environ.pop(k, None)
-
-
-#: Seconds between two looks of a worker's watcher thread at its parent (where the kernel
-#: cannot signal a parent's death, see :func:`_die_with_parent`).
-PARENT_POLL_SECONDS = 1.0
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def _worker_init(parent_pid: int) -> None:
-    """Initializer of the local pool's workers: Ctrl-C is the parent's business (it stops
-    the workers itself), and a worker dies with its parent (:func:`_die_with_parent`)."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent(parent_pid)
-
-
-def _die_with_parent(parent_pid: int) -> str:
-    """Make this process end when ``parent_pid`` (its parent) does; returns the mechanism.
-
-    On Linux the kernel sends SIGKILL the moment the parent dies
-    (``prctl(PR_SET_PDEATHSIG)``): immediate, and it works while the worker is inside a
-    compiled kernel that holds the GIL, where a Python thread could not run. Elsewhere a
-    daemon thread compares ``os.getppid()`` with the parent's id every
-    :data:`PARENT_POLL_SECONDS` and exits the process when it changed. Either way the
-    worker writes no file of its own (only the parent writes cell files), so dying
-    abruptly loses nothing but the cell in flight.
-    """
-    import threading
-
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            import signal
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0:
-                if os.getppid() != parent_pid:  # the parent died before the prctl
-                    os._exit(1)
-                return "pdeathsig"
-        except (OSError, AttributeError):
-            pass
-
-    def watch():
-        while True:
-            time.sleep(PARENT_POLL_SECONDS)
-            if os.getppid() != parent_pid:
-                os._exit(1)
-
-    threading.Thread(target=watch, name="recloop-parent-watch", daemon=True).start()
-    return "poll"
-
 
 def _run_pool(data, todo, workers, on_done, on_failed, *, reporter=None, paths=(),
               timeout=600.0, note=lambda line: None):
@@ -715,21 +433,6 @@ Damage = _rundir.Damage
 def _print_damage(damage: Damage) -> None:
     print(f"recloop: {damage}", file=sys.stderr)
 
-
-def iter_cells(run_dir: Path, cells: list[Cell], timing: dict | None = None,
-               errors: list | None = None, *, scenario: str) -> Iterator[dict]:
-    """The finished cells' files in cell order, one at a time (bounded memory), each
-    verified against its cell and the scenario hash ``scenario``
-    (:class:`recloop._rundir.RunDirError` otherwise); adds each evaluation's cell seconds
-    to ``timing`` and the errors of users' code the cells survived to ``errors``."""
-    for cell in cells:
-        stored = _rundir.read_cell(run_dir, cell.filename, cell_id=cell.id, seed=cell.seed,
-                                   scenario=scenario)
-        if timing is not None:
-            timing[cell.evaluation] = timing.get(cell.evaluation, 0.0) + stored["seconds"]
-        if errors is not None:
-            errors.extend(str(e) for e in stored.get("errors", ()))
-        yield stored
 
 
 def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "local",

@@ -8,6 +8,7 @@ loader validates against them and ``scenarios/README.md`` is generated from them
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 __all__ = [
     "REQUIRED", "Bool", "EstimatorList", "FilePath", "Float", "Int", "ListOf", "OneOf", "Param",
     "Reference",
-    "Str", "Table", "fmt",
+    "Str", "Table", "entry_name", "fmt", "sweep_values",
 ]
 
 
@@ -248,3 +249,25 @@ class EstimatorList:
             if not isinstance(v, dict):
                 return f"[{j}]: expected a name, an import path or a table, got {fmt(v)}"
         return None
+
+
+def entry_name(entry) -> str | None:
+    """The results name of an ``estimators`` entry without resolving it (``None``:
+    malformed): a kind's name, an import path's attribute, a table's ``name`` (else its
+    factory's)."""
+    if isinstance(entry, str):
+        return entry.rpartition(":")[2].rpartition(".")[2] if ":" in entry else entry
+    if isinstance(entry, dict):
+        if isinstance(entry.get("name"), str):
+            return entry["name"]
+        if isinstance(entry.get("factory"), str):
+            return entry_name(entry["factory"])
+    return None
+
+
+def sweep_values(ev: dict) -> list[dict]:
+    """The cartesian product of an evaluation's sweep, as a list of ``{param: value}``."""
+    sweep = ev.get("sweep") or {}
+    keys = list(sweep)
+    return [dict(zip(keys, combo, strict=True))
+            for combo in itertools.product(*(sweep[k] for k in keys))]

@@ -19,7 +19,7 @@ middle of a cell (``os._exit`` in users' code, a segfault, the OOM killer's SIGK
 that cell with the signal's name, the cell and the users' code it was in; a cell that runs
 users' code and shows no sign of progress for ``plugin_timeout`` seconds is stopped the same
 way. The worker is replaced and the other cells go on. A worker dies with its parent
-(:func:`recloop._runner._die_with_parent`) and ignores Ctrl-C (the parent stops it).
+(:func:`_die_with_parent`) and ignores Ctrl-C (the parent stops it).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import collections
 import contextlib
 import os
 import signal
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -63,7 +64,7 @@ def _worker_main(conn, data: dict, paths, parent_pid: int) -> None:
     import threading
 
     from recloop import _guard
-    from recloop._runner import CellError, _worker_init, execute_cell
+    from recloop._cells import CellError, execute_cell
     from recloop_base.progress import reporting_to
 
     _worker_init(parent_pid)
@@ -92,6 +93,57 @@ def _worker_main(conn, data: dict, paths, parent_pid: int) -> None:
                 send("failed", exc)
                 continue
         send("done", rows, seconds, errors, estimates)
+
+
+#: Seconds between two looks of a worker's watcher thread at its parent (where the kernel
+#: cannot signal a parent's death, see :func:`_die_with_parent`).
+PARENT_POLL_SECONDS = 1.0
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _worker_init(parent_pid: int) -> None:
+    """Initializer of the local pool's workers: Ctrl-C is the parent's business (it stops
+    the workers itself), and a worker dies with its parent (:func:`_die_with_parent`)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent_pid)
+
+
+def _die_with_parent(parent_pid: int) -> str:
+    """Make this process end when ``parent_pid`` (its parent) does; returns the mechanism.
+
+    On Linux the kernel sends SIGKILL the moment the parent dies
+    (``prctl(PR_SET_PDEATHSIG)``): immediate, and it works while the worker is inside a
+    compiled kernel that holds the GIL, where a Python thread could not run. Elsewhere a
+    daemon thread compares ``os.getppid()`` with the parent's id every
+    :data:`PARENT_POLL_SECONDS` and exits the process when it changed. Either way the
+    worker writes no file of its own (only the parent writes cell files), so dying
+    abruptly loses nothing but the cell in flight.
+    """
+    import threading
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0:
+                if os.getppid() != parent_pid:  # the parent died before the prctl
+                    os._exit(1)
+                return "pdeathsig"
+        except (OSError, AttributeError):
+            pass
+
+    def watch():
+        while True:
+            time.sleep(PARENT_POLL_SECONDS)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="recloop-parent-watch", daemon=True).start()
+    return "poll"
 
 
 # --- the parent's side ----------------------------------------------------------------------------
@@ -231,7 +283,7 @@ class WorkerPool:
                 + "; raise run.plugin_timeout if it needs longer")
 
     def _fail(self, w: _Worker, on_failed, message: str, stop: bool = False) -> None:
-        from recloop._runner import CellError
+        from recloop._cells import CellError
 
         cell = w.cell
         self.busy.remove(w)

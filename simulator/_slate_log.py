@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from simulator.logs import (
+from simulator._log_io import (
     _FORMAT_VERSION,
     LogFormatError,
     _atomic_savez,

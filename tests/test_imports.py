@@ -137,3 +137,137 @@ def test_the_wheel_lists_every_package_and_ships_the_top_level_scenarios():
 
     assert {p.parent for p in builtin_scenarios().values()} == {ROOT / "scenarios"}
     assert "quickstart" in builtin_scenarios()
+
+
+# -- a house without circles: the import graph of our packages, read from the source, has no
+#    cycle. Every import statement counts, at module level or inside a function (a deferred
+#    import hides a circle from the interpreter, not from the design). Not counted: the
+#    implicit import of a module's parent package (a package's ``__init__`` re-exporting its
+#    own private modules is the layout, not a circle) and modules named by strings
+#    (``importlib.import_module``), which is how the registry reads the modules that declare
+#    built-in kinds (``recloop._registry.BUILTIN_MODULES``), as it reads plugins' entry points.
+
+def _module_files(root: Path) -> dict[str, Path]:
+    mods = {}
+    for package in OURS:
+        for path in (root / package).rglob("*.py"):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            mods[".".join(parts)] = path
+    return mods
+
+
+def import_graph(root: Path) -> dict[str, dict[str, int]]:
+    """``{module: {imported module: line}}`` of the packages under ``root``, every import
+    statement (relative ones resolved; ``from pkg import name`` is ``pkg.name`` when that is
+    a module, else ``pkg``)."""
+    mods = _module_files(root)
+
+    def ours(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, dict[str, int]] = {}
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        edges = graph.setdefault(mod, {})
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
+                         for a in node.names]
+            else:
+                continue
+            for name in names:
+                target = ours(name)
+                if target is not None and target != mod:
+                    edges.setdefault(target, node.lineno)
+    return graph
+
+
+def import_circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+
+    def visit(v: str) -> None:  # the graph is a few hundred modules deep at most
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return circles
+
+
+def _explain(graph, circle) -> str:
+    return "\n".join(f"  {a} -> {b} (line {graph[a][b]})"
+                     for a in circle for b in sorted(graph[a]) if b in circle)
+
+
+def test_no_import_circle():
+    graph = import_graph(ROOT)
+    assert len(graph) > 100  # the walk found the packages
+    circles = import_circles(graph)
+    assert not circles, "import circles (each strongly connected set, its edges):\n" + \
+        "\n\n".join(_explain(graph, c) for c in circles)
+
+
+def test_the_circle_finder_sees_a_circle_through_a_function_level_import(tmp_path):
+    # the finder itself, on a planted tree: a relative module-level import one way, a
+    # function-level absolute import back, and a third module that only looks on
+    for package in OURS:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "agents" / "_a.py").write_text("from . import _b\n")
+    (tmp_path / "agents" / "_b.py").write_text("def f():\n    from agents._a import g\n")
+    (tmp_path / "agents" / "_c.py").write_text("import agents._a\nfrom agents import _b\n")
+    graph = import_graph(tmp_path)
+    assert graph["agents._a"] == {"agents._b": 1}
+    assert graph["agents._b"] == {"agents._a": 2}
+    assert import_circles(graph) == [["agents._a", "agents._b"]]
+    (tmp_path / "agents" / "_b.py").write_text("def f():\n    import numpy\n")
+    assert import_circles(import_graph(tmp_path)) == []
+
+
+def test_every_module_declaring_builtin_kinds_is_read_by_the_registry():
+    # the registry imports none of the modules that declare kinds (a leaf): it reads the
+    # modules of BUILTIN_MODULES by name, so a module declaring `KINDS` must be listed there
+    from recloop._registry import BUILTIN_MODULES
+
+    declaring = set()
+    for mod, path in _module_files(ROOT).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(node, ast.Assign)
+               and any(isinstance(t, ast.Name) and t.id == "KINDS" for t in node.targets)
+               for node in tree.body):
+            declaring.add(mod)
+    assert declaring == set(BUILTIN_MODULES)
+    assert len(BUILTIN_MODULES) == len(set(BUILTIN_MODULES))

@@ -1,18 +1,10 @@
 """Experiments: functions that run one cell of a scenario and return ``Measurement`` rows.
 
-Each experiment module declares its scenario kind (:class:`recloop._registry.EvaluationKind`)
-next to the function it runs; :data:`KINDS` collects them for the registry.
+Each experiment module declares its scenario kinds (:class:`recloop._registry.EvaluationKind`)
+in a tuple ``KINDS`` next to the function it runs; the registry reads them by module name
+(:data:`recloop._registry.BUILTIN_MODULES`).
 """
 
-from recloop.experiments import (
-                                 _bandit_eval,
-                                 _campaign_bias,
-                                 _loo_cf,
-                                 _offline_vs_online,
-                                 _ope,
-                                 _selection,
-                                 _slate_ope,
-)
 from recloop.experiments._bandit_eval import (
                                  TruthComparison,
                                  bred_vs_replay,
@@ -23,12 +15,7 @@ from recloop.experiments._bandit_eval import (
 from recloop.experiments._campaign_bias import RECOMMENDER_KINDS, campaign_bias, plot_campaign_bias
 from recloop.experiments._slate_ope import SLATE_OPE_PARAMS, plot_slate_ope, slate_ope
 
-#: Every built-in evaluation kind, in the order ``scenarios/README.md`` lists them.
-KINDS = (_campaign_bias.KIND, *_bandit_eval.KINDS, _loo_cf.KIND, _offline_vs_online.KIND,
-         _ope.KIND, _selection.KIND, _slate_ope.KIND)
-
 __all__: list[str] = [
-    "KINDS",
     "RECOMMENDER_KINDS",
     "campaign_bias",
     "plot_campaign_bias",

@@ -551,7 +551,7 @@ def plot_bred_vs_replay(rows, out_dir, *, prefix: str = "bred_vs_replay") -> lis
 
 def _bandit_world_rules(params, world, *, what: str):
     """Shared rules of the bandit kinds: a LinearBandit world, T within its horizon."""
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     if not world:
         return
@@ -606,7 +606,7 @@ _BANDIT_COMMON = (
 
 
 def _run_bred_vs_replay(cell):
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     p = dict(cell.params)
     p["estimators"] = cell.estimators(p["estimators"], "learning", builtins=VARIANTS)
@@ -683,7 +683,7 @@ def _check_dynamic_news(params, agents, world):
 
 
 def _run_dynamic_news(cell):
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     return dynamic_news(world_config(cell.world), _makers(cell), **cell.params,
                         rng=cell.seed_sequence, progress=cell.progress, per_log=cell.per_log)

@@ -373,7 +373,7 @@ def _python_kwargs(params: dict) -> dict:
 def _check_kind(params, agents, world):
     """Cross-key rules: a recommendation world, ticks inside it, constant items in range,
     lists no longer than the items, and the campaigns g1 is built from."""
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     if not world:
         return
@@ -429,7 +429,7 @@ def _resources(params, world):
 
 def _run_kind(cell):
     """One cell: all the evaluation's recommenders on one world."""
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     recommenders = {}
     for table in cell.agents:
@@ -449,7 +449,7 @@ def _campaign_starts(world) -> list[int]:
     campaigns = (world or {}).get("campaigns", [])
     if all("start" in c and c["start"] is not None for c in campaigns):
         return [c["start"] for c in campaigns]
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     return [c.start for c in world_config(world).campaigns]
 
@@ -494,3 +494,6 @@ KIND = EvaluationKind(
     function=campaign_bias,
     python_kwargs=_python_kwargs,
 )
+
+#: The kinds this module declares (the registry reads them: recloop._registry.BUILTIN_MODULES).
+KINDS = (KIND,)

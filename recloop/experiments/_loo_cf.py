@@ -678,3 +678,6 @@ KIND = EvaluationKind(
     function=fast_loo_cf,
     python_kwargs=_python_kwargs,
 )
+
+#: The kinds this module declares (the registry reads them: recloop._registry.BUILTIN_MODULES).
+KINDS = (KIND,)

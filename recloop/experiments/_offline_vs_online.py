@@ -388,7 +388,7 @@ def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
 # -- the scenario kind ------------------------------------------------------------------------
 
 def _check_kind(params, agents, world):
-    from recloop._plugins import entry_name
+    from recloop._schema import entry_name
     from recloop.experiments._bandit_eval import _bandit_world_rules
 
     yield from _bandit_world_rules(params, world, what="offline_vs_online")
@@ -419,7 +419,7 @@ def _resources(params, world):
 
 
 def _run_kind(cell):
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     p = dict(cell.params)
     p["estimators"] = cell.estimators(p["estimators"], "learning", builtins=ESTIMATORS)
@@ -482,3 +482,6 @@ KIND = EvaluationKind(
     unit="log",
     function=offline_vs_online,
 )
+
+#: The kinds this module declares (the registry reads them: recloop._registry.BUILTIN_MODULES).
+KINDS = (KIND,)

@@ -662,7 +662,7 @@ _POLICY_KEYS = {"uniform": (), "epsilon_greedy": ("epsilon",), "softmax": ("beta
 def _check_kind(params, agents, world):
     """Cross-key rules: a static linear bandit world; well-formed target tables; names
     distinct from the agents'."""
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     if world:
         config = world_config(world)
@@ -727,7 +727,7 @@ def _resources(params, world):
 
 
 def _run_kind(cell):
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     p = dict(cell.params)
     p["estimators"] = cell.estimators(p["estimators"], "static")
@@ -798,3 +798,6 @@ KIND = EvaluationKind(
         "intervals.", ""] + leaderboard(summary),
     function=ope,
 )
+
+#: The kinds this module declares (the registry reads them: recloop._registry.BUILTIN_MODULES).
+KINDS = (KIND,)

@@ -283,7 +283,7 @@ def _check_kind(params, agents, world):
 
 
 def _run_kind(cell):
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     p = dict(cell.params)
     return estimator_selection(world_config(cell.world), p.pop("targets"), **p,
@@ -351,3 +351,6 @@ KIND = EvaluationKind(
         "seeds:", ""] + summary_table(rows, summary) + [""],
     function=estimator_selection,
 )
+
+#: The kinds this module declares (the registry reads them: recloop._registry.BUILTIN_MODULES).
+KINDS = (KIND,)

@@ -491,7 +491,7 @@ def plot_slate_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
 def _check_kind(params, agents, world):
     """Cross-key rules: a recommendation world; ``k`` at most the items alive at ``tick``;
     ``tick`` inside the world."""
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     if not world:
         return
@@ -529,7 +529,7 @@ def _resources(params, world):
 
 
 def _run_kind(cell):
-    from recloop._scenario import world_config
+    from recloop._worlds import world_config
 
     return slate_ope(world_config(cell.world), **cell.params, rng=cell.seed_sequence,
                      progress=cell.progress, evaluation=cell.evaluation,
@@ -588,3 +588,6 @@ def _kind():
 
 
 KIND = _kind()
+
+#: The kinds this module declares (the registry reads them: recloop._registry.BUILTIN_MODULES).
+KINDS = (KIND,)

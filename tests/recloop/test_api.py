@@ -76,7 +76,7 @@ def test_out_none_is_a_temporary_directory_that_lives_with_the_results():
 def test_a_builtin_by_name_gives_the_bytes_of_the_cli(tmp_path, capsys):
     res = recloop.run("ope_static", out=tmp_path / "api", workers=1, progress=False,
                       set=SMALL_OPE, seed=5)
-    sets = [f"--set={k}={recloop._scenario._toml_value(v)}" for k, v in SMALL_OPE.items()]
+    sets = [f"--set={k}={recloop._toml.toml_value(v)}" for k, v in SMALL_OPE.items()]
     assert main(["run", "ope_static", "--out", str(tmp_path / "cli"), "--workers", "1",
                  "-q", "--seed", "5", *sets]) == 0
     capsys.readouterr()

@@ -68,7 +68,8 @@ def test_a_scenario_runs_on_a_fitted_world_and_resumes_on_the_same_one(tmp_path,
     import numpy as np
 
     counts = np.bincount(saved.observed.item, minlength=saved.n_items)
-    from recloop._scenario import load_scenario, world_config
+    from recloop._scenario import load_scenario
+    from recloop._worlds import world_config
 
     config = world_config(load_scenario(path).data["world"])
     (camp,) = config.campaigns

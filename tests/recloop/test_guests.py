@@ -225,7 +225,7 @@ def test_estimators_cannot_change_what_the_others_see_nor_record_impossible_valu
 
 @pytest.mark.slow
 def test_writing_through_a_views_base_fails_the_cell_naming_the_estimator(tmp_path):
-    from recloop._runner import CellError
+    from recloop._cells import CellError
 
     with pytest.raises(CellError) as info:
         _run(tmp_path, "base", ["ips", "hostile:writes_through_base_in_cell", "snips"])

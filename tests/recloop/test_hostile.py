@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from recloop._cells import CellError
 from recloop._cli import main
-from recloop._runner import CellError
 
 SELFCHECK = """
 [run]

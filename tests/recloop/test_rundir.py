@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from recloop._cells import plan_cells
 from recloop._cli import main
 from recloop._rundir import (
     RunDirError,
@@ -19,7 +20,6 @@ from recloop._rundir import (
     scenario_hash,
     verify_cells,
 )
-from recloop._runner import plan_cells
 from recloop._scenario import load_scenario
 
 TINY = """

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from recloop._cells import Cell, CellError, plan_cells
 from recloop._rundir import COLUMNS, RunDirError, atomic_write, new_run_dir
-from recloop._runner import Cell, CellError, plan_cells, run_scenario
+from recloop._runner import run_scenario
 from recloop._scenario import loads_scenario
 
 TINY = """

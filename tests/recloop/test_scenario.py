@@ -17,8 +17,8 @@ from recloop._scenario import (
     load_scenario,
     loads_scenario,
     scenario_keys,
-    sweep_values,
 )
+from recloop._schema import sweep_values
 
 TINY = """
 [run]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from recloop._runner import _die_with_parent, _worker_init
+from recloop._workers import _die_with_parent, _worker_init
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(),
                                 reason="finds the workers through /proc (Linux)")
@@ -138,7 +138,7 @@ def test_worker_initializer_ignores_ctrl_c_and_watches_its_parent(monkeypatch):
 
     calls = []
     monkeypatch.setattr(signal, "signal", lambda s, h: calls.append((s, h)))
-    monkeypatch.setattr("recloop._runner._die_with_parent", lambda pid: calls.append(pid))
+    monkeypatch.setattr("recloop._workers._die_with_parent", lambda pid: calls.append(pid))
     _worker_init(12345)
     assert calls == [(signal.SIGINT, signal.SIG_IGN), 12345]
     # the portable fallback: a daemon thread polling the parent's id

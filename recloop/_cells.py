@@ -1,0 +1,273 @@
+"""Cells: the units of work of a run -- their identity, seeds and plan, what an evaluation
+receives for one (:class:`CellContext`), running one in any process (:func:`execute_cell`)
+and reading the finished ones back (:func:`iter_cells`).
+
+A *cell* is one (seed, evaluation, agent, sweep values) combination -- or (seed, evaluation,
+sweep values) for evaluation kinds that run all their agents together on one world
+(``per_agent=False`` in the registry). Each cell draws its random streams from
+``SeedSequence(seed, spawn_key=K)`` where ``K`` is derived from the cell's *key* (evaluation
+name and swept values), never from the order in which cells are submitted or finish, so the
+results are the same with 1 or N workers, locally or on Dask. The agent is deliberately not
+part of ``K``: agents evaluated in separate cells of the same replicate meet the same world and
+the same draws (common random numbers), so their comparison is paired.
+
+The runner (:mod:`recloop._runner`) schedules cells on executors; the worker processes
+(:mod:`recloop._workers`) and Dask tasks run them with :func:`execute_cell`; the report
+(:mod:`recloop._report`) reads them with :func:`iter_cells`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from recloop import _rundir
+from recloop._registry import registry
+from recloop._schema import sweep_values
+
+__all__ = ["Cell", "CellContext", "CellError", "execute_cell", "iter_cells", "plan_cells",
+           "use_paths"]
+
+#: Spawn key (under the cell's seed sequence) of the streams :meth:`CellContext.agent_rng`
+#: gives; far from the small keys the experiments use for their own streams.
+_AGENT_STREAM = 0x5EED
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The identity of one unit of work."""
+
+    seed: int
+    evaluation: str
+    agent: str | None
+    swept: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def id(self) -> str:
+        parts = [self.evaluation, self.agent or "*", f"seed={self.seed}"]
+        parts += [f"{k}={json.dumps(v)}" for k, v in self.swept]
+        return "/".join(parts)
+
+    @property
+    def filename(self) -> str:
+        return hashlib.sha256(self.id.encode()).hexdigest()[:24] + ".json"
+
+    def seed_sequence(self) -> np.random.SeedSequence:
+        """``SeedSequence(seed)`` spawned by the cell's key (evaluation and swept values)."""
+        key = json.dumps([self.evaluation, sorted(self.swept)], sort_keys=True)
+        digest = hashlib.sha256(key.encode()).digest()
+        words = tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
+        return np.random.SeedSequence(self.seed, spawn_key=words)
+
+
+def plan_cells(data: dict) -> list[Cell]:
+    """All cells of a resolved scenario, in their canonical order."""
+    cells = []
+    for seed in data["run"]["seeds"]:
+        for ev in data["evaluations"]:
+            kind = registry().evaluations[ev["kind"]]
+            agents = ev["agents"] if kind.per_agent else [None]
+            for combo in sweep_values(ev):
+                for agent in agents:
+                    cells.append(Cell(seed, ev["name"], agent, tuple(combo.items())))
+    return cells
+
+
+@dataclass(frozen=True)
+class CellContext:
+    """What an evaluation callable receives for one cell."""
+
+    scenario: str
+    evaluation: str
+    kind: str
+    seed: int
+    seed_sequence: np.random.SeedSequence
+    params: dict
+    swept: dict
+    agents: tuple[dict, ...]
+    world: dict | None
+    horizon: int
+    progress: bool = False
+    errors: list = field(default_factory=list)
+    #: The per-log estimates the experiment recorded (:meth:`per_log`).
+    estimates: list = field(default_factory=list)
+    #: ``None``, or the run's ``dask.distributed.Client`` when the cell is the only one of a
+    #: Dask run: its large inner work (``loo_knn``, ``bred``, ``online_value``, ...) is then
+    #: partitioned over the cluster (the rule: the cell runs in the driver process, its inner
+    #: partitions are the cluster's tasks -- never tasks inside tasks).
+    executor: Any = None
+
+    @property
+    def agent_names(self) -> list[str]:
+        return [a["name"] for a in self.agents]
+
+    def agent_params(self, name: str) -> dict:
+        from recloop._plugins import agent_params
+
+        return agent_params(self._agent_table(name))
+
+    def _agent_table(self, name: str) -> dict:
+        return next(a for a in self.agents if a["name"] == name)
+
+    def make_agent(self, name: str) -> Callable:
+        """The factory ``factory(rng) -> agent`` of agent ``name`` (built from its kind --
+        built-in, plugin or import path -- then ``reset(rng)``)."""
+        from recloop._plugins import agent_factory
+
+        return agent_factory(self._agent_table(name))
+
+    def agent_rng(self, name: str) -> np.random.Generator:
+        """A stream of the cell for agent ``name`` (keyed by its name), for experiments that
+        build an agent instance once."""
+        from recloop.experiments._common import child_rng, name_key
+
+        return child_rng(self.seed_sequence, _AGENT_STREAM, name_key(name))
+
+    def estimators(self, entries: list, family: str, *, builtins=()) -> list:
+        """An evaluation's ``estimators`` for its experiment function: plain names of the
+        experiment's own ``builtins`` as they are, every other entry as a ``(name,
+        call)`` pair, ``call(log, x, *, rng)`` (see :mod:`recloop._plugins`)."""
+        from recloop._plugins import bind_estimator, estimator_entry
+
+        out = []
+        for entry in entries:
+            if isinstance(entry, str) and entry in builtins:
+                out.append(entry)
+                continue
+            resolved = estimator_entry(entry, family)
+            out.append((resolved.name, bind_estimator(resolved, on_problem=self.report_error)))
+        return out
+
+    def per_log(self, measurement) -> None:
+        """Record one per-log estimate (a :class:`recloop.Measurement` whose ``log`` is the
+        log's index): the cell file keeps it, the run directory's ``estimates.csv.gz``
+        lists it, and every summary of the run is computed from these (evaluation kinds
+        whose ``unit`` is ``"log"`` pass this method to their experiment)."""
+        if measurement.log is None:
+            raise ValueError(f"a per-log estimate must say which log it comes from; got "
+                             f"`log` = None in {measurement!r}")
+        self.estimates.append(measurement)
+
+    def report_error(self, what: str, exc: BaseException) -> None:
+        """Record a user's code failing inside the cell without failing the cell (e.g. one
+        estimator of many): the text and traceback go to the run's ``errors.log``."""
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.errors.append(f"{what}: {type(exc).__name__}: {exc}\n{tb}")
+
+    def rng(self) -> np.random.Generator:
+        """A Generator on the cell's seed sequence."""
+        return np.random.default_rng(self.seed_sequence)
+
+    def bar(self, iterable, *, desc: str | None = None, total: int | None = None):
+        """Iterate over a long loop of the cell, reporting its progress to the run's
+        display (:mod:`recloop_base.progress`: whatever process runs the cell)."""
+        from recloop_base.progress import bar
+
+        return bar(iterable, desc=desc, total=total, show=self.progress)
+
+
+class CellError(Exception):
+    """A cell raised; carries the cell id and the formatted traceback."""
+
+    def __init__(self, cell_id: str, message: str, tb: str):
+        self.cell_id, self.message, self.tb = cell_id, message, tb
+        super().__init__(f"cell {cell_id} failed: {message}")
+
+    def __reduce__(self):  # raised in worker processes: must cross back whole
+        return type(self), (self.cell_id, self.message, self.tb)
+
+
+def _context(data: dict, cell: Cell, progress: bool, executor=None) -> CellContext:
+    ev = next(e for e in data["evaluations"] if e["name"] == cell.evaluation)
+    kind = registry().evaluations[ev["kind"]]
+    params = {p.name: ev[p.name] for p in kind.params if p.name in ev}
+    params.update(cell.swept)
+    names = [cell.agent] if cell.agent is not None else ev["agents"]
+    agents = tuple(next(a for a in data["agents"] if a["name"] == n) for n in names)
+    return CellContext(
+        scenario=data["run"]["name"], evaluation=cell.evaluation, kind=ev["kind"],
+        seed=cell.seed, seed_sequence=cell.seed_sequence(), params=params,
+        swept=dict(cell.swept), agents=agents, world=data.get("world"),
+        horizon=data["run"]["horizon"], progress=progress, executor=executor)
+
+
+def _row(m, *, scenario: str, cell: Cell, log: int | None = None) -> dict:
+    """A results row of a measurement; with ``log``, a row of the per-log estimates."""
+    params = {**dict(cell.swept), **dict(m.params)}
+    n = m.n if m.n is None else int(m.n)
+    row = {
+        "scenario": scenario, "cell": cell.id, "seed": cell.seed, "evaluation": cell.evaluation,
+        "agent": m.agent, "tick": m.tick, "variant": m.variant, "metric": m.metric,
+        "estimate": m.estimate, "stderr": m.stderr, "ci_low": m.ci_low, "ci_high": m.ci_high,
+        "truth": m.truth, "error": m.error, "n": n, "params": params,
+    }
+    if log is not None:
+        row["log"] = log
+    return row
+
+
+def use_paths(paths) -> None:
+    """Put ``paths`` (``--path DIR``) first on ``sys.path`` of this process, once each."""
+    for p in reversed([str(p) for p in paths or ()]):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+
+
+def execute_cell(data: dict, cell: Cell, progress: bool = False, paths=(), executor=None
+                 ) -> tuple[list[dict], float, list[str], list[dict]]:
+    """Run one cell (in any process): its rows as plain dicts, the seconds it took, the
+    errors of users' code it survived (see :meth:`CellContext.report_error`) and its
+    per-log estimates (:meth:`CellContext.per_log`; for a kind whose ``unit`` is
+    ``"seed"``, its rows themselves, as log 0: the seed is the log). ``paths`` are put on
+    the import path first (users' plugins); ``executor`` is the client that runs the
+    cell's inner partitions (see :attr:`CellContext.executor`)."""
+    from recloop._guard import UserCodeError, last_section
+
+    start = time.perf_counter()
+    try:
+        use_paths(paths)
+        ctx = _context(data, cell, progress, executor)
+        kind = registry().evaluations[ctx.kind]
+        measurements = kind.run(ctx)
+        rows = [_row(m, scenario=ctx.scenario, cell=cell) for m in measurements]
+        if kind.unit == "seed":
+            per_log = [_row(m, scenario=ctx.scenario, cell=cell, log=0) for m in measurements]
+        else:
+            per_log = [_row(m, scenario=ctx.scenario, cell=cell, log=m.log)
+                       for m in ctx.estimates]
+    except UserCodeError as exc:  # a plugin ended the process or changed shared inputs
+        raise CellError(cell.id, str(exc), traceback.format_exc()) from None
+    except SystemExit as exc:  # a user's sys.exit() fails its cell, not the run's process
+        last = last_section()
+        raise CellError(cell.id, f"SystemExit: {exc.code!r}: users' code called sys.exit("
+                        f"{exc.code!r})" + (f" (the users' code called last: {last})" if last
+                                            else ""), traceback.format_exc()) from None
+    except Exception as exc:  # reported by the parent with the cell's id
+        raise CellError(cell.id, f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
+    return (rows, time.perf_counter() - start, [f"{cell.id}: {e}" for e in ctx.errors],
+            per_log)
+
+
+def iter_cells(run_dir: Path, cells: list[Cell], timing: dict | None = None,
+               errors: list | None = None, *, scenario: str) -> Iterator[dict]:
+    """The finished cells' files in cell order, one at a time (bounded memory), each
+    verified against its cell and the scenario hash ``scenario``
+    (:class:`recloop._rundir.RunDirError` otherwise); adds each evaluation's cell seconds
+    to ``timing`` and the errors of users' code the cells survived to ``errors``."""
+    for cell in cells:
+        stored = _rundir.read_cell(run_dir, cell.filename, cell_id=cell.id, seed=cell.seed,
+                                   scenario=scenario)
+        if timing is not None:
+            timing[cell.evaluation] = timing.get(cell.evaluation, 0.0) + stored["seconds"]
+        if errors is not None:
+            errors.extend(str(e) for e in stored.get("errors", ()))
+        yield stored
+
