@@ -59,7 +59,9 @@ TESTS = {
     "simulator/_truth.py": ["tests/simulator/test_truth.py",
                             "tests/simulator/test_truth_numbers.py",
                             "tests/simulator/test_bandit_env.py"],
-    "recloop/_summary.py": ["tests/recloop"],
+    "recloop/_summary.py": ["tests/recloop/test_summary.py",
+                            "tests/recloop/test_summary_mutants.py",
+                            "tests/recloop/test_report.py"],
     "simulator/_fidelity.py": ["tests/simulator/test_fidelity.py",
                                "tests/recloop/test_calibration.py"],
 }
