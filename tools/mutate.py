@@ -48,6 +48,7 @@ TESTS = {
                                  "tests/evaluators/test_bad_arrays.py"],
     "evaluators/_mips.py": ["tests/evaluators/test_ope_catalogue.py",
                             "tests/evaluators/test_mips_available.py",
+                            "tests/evaluators/test_mips_mutants.py",
                             "tests/evaluators/test_stderr.py",
                             "tests/evaluators/test_bad_arrays.py"],
     "evaluators/_ope.py": ["tests/evaluators/test_ope.py", "tests/evaluators/test_ope_catalogue.py",
