@@ -133,6 +133,12 @@ def test_relative_rmse_by_hand():
     assert not u.has_truth and math.isnan(u.relative_rmse)
 
 
+def test_intervals_without_a_truth_are_not_counted():
+    """Nothing to cover: n_ci = 0 and coverage nan, however many intervals there are."""
+    (s,) = summarize([est(0.1, lo=0.0, hi=0.2), est(0.3, lo=0.1, hi=0.5)])
+    assert (s.n, s.n_ci) == (2, 0) and math.isnan(s.coverage) and math.isnan(s.truth)
+
+
 def test_is_truth_itself_only_when_every_estimate_is_its_truth():
     assert summarize([est(0.25, truth=0.25)])[0].is_truth_itself  # one unit is enough
     assert summarize([est(0.25, truth=0.25), est(1.5, truth=1.5)])[0].is_truth_itself
