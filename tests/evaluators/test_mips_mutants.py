@@ -160,19 +160,19 @@ def test_no_weight_is_nan_with_the_reason():
 
 # -- the chunked gather ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("logged", ["big only", "mixed"])
+@pytest.mark.parametrize("logged", ["big only", "mixed", "small only"])
 def test_group_sums_over_several_chunks_equal_a_loop(logged):
     """1,200 actions in groups of 1,100, 60 and 40 (the padded table is 1,100 wide, a chunk
     59 rows): 150 rows cross three chunks; rows logged in the big group only (every gathered
-    entry valid) or in all three (padding masked)."""
+    entry valid), in all three or in the two small ones only (padding masked)."""
     g = np.random.default_rng(11)
     K, n = 1200, 150
     groups = np.r_[np.zeros(1100, dtype=np.int64), np.ones(60, dtype=np.int64),
                    np.full(40, 2, dtype=np.int64)]
     g.shuffle(groups)
     dist = g.random((n, K))
-    logged_group = (np.zeros(n, dtype=np.int64) if logged == "big only"
-                    else g.integers(0, 3, n))
+    logged_group = {"big only": np.zeros(n, dtype=np.int64), "mixed": g.integers(0, 3, n),
+                    "small only": g.integers(1, 3, n)}[logged]
     got = _group_sums(dist, groups, 3, logged_group)
     want = [sum(dist[j, a] for a in range(K) if groups[a] == logged_group[j]) for j in range(n)]
     np.testing.assert_allclose(got, want, rtol=1e-12)
