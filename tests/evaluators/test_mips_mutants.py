@@ -201,3 +201,17 @@ def test_float32_probabilities_are_summed_in_float64():
     E = groups
     assert mips(log, pi, action_embeddings=E).value == pytest.approx(
         by_loop(log, pi.astype(np.float64), np.full((n, K), 1.0 / K), E), rel=1e-12)
+
+
+def test_large_embedding_ids_stay_distinct():
+    """Embeddings are ids compared as integers: 2**53 and 2**53 + 1 (the same double) are two
+    groups. Actions 0, 1 have ids 2**53, 2**53 + 1; a target on action 0 only weighs the
+    records of action 0 by 1 / (1/4) and those of action 1 by 0."""
+    log = uniform_log(n=8, K=4, seed=14)
+    E = np.array([2**53, 2**53 + 1, 3, 4], dtype=np.int64)
+    pi = np.zeros((8, 4))
+    pi[:, 0] = 1.0
+    want = sum(4.0 * log.reward[j] for j in range(8) if log.action[j] == 0) / 8
+    assert mips(log, pi, action_embeddings=E).value == pytest.approx(want, rel=1e-14)
+    assert mips(log, pi, action_embeddings=E).value == pytest.approx(
+        by_loop(log, pi, np.full((8, 4), 0.25), E), rel=1e-14)
