@@ -95,8 +95,32 @@ def test_a_log_logged_otherwise_needs_pi_b():
                     pscore=np.r_[0.25 + 1e-8, log.pscore[1:]], n_actions=4)
     with message(ValueError, "`pi_b` must be the logging policy's action probabilities "
                              "(n_rounds, n_actions): the log has no `pi_b` and was not logged "
-                             "uniformly; got None."):
+                             "uniformly; got None.") as err:
         mips(bad, target(6, 4), action_embeddings=np.array([0, 0, 1, 1]))
+    assert (err.value.name, err.value.got) == ("pi_b", "None")
+
+
+def test_a_pi_b_of_the_wrong_shape_is_named():
+    log = uniform_log()
+    with pytest.raises(ValueError, match=r"^`pi_b` must have shape \(n_rounds, n_actions\) = "
+                                         r"\(6, 4\)"):
+        mips(log, target(6, 4), action_embeddings=np.array([0, 0, 1, 1]),
+             pi_b=np.full((6, 3), 1 / 3))
+
+
+def test_pi_b_exactly_1e_6_from_pscore_is_accepted():
+    """The rule is |pi_b - pscore| <= 1e-6 (for pscore <= 1): pscore 1e-6 against pi_b 2e-6
+    differ by exactly the double 1e-6, and are accepted."""
+    n, K = 2, 3
+    pb = np.array([[2e-6, 0.5, 0.5 - 2e-6], [0.2, 0.3, 0.5]])
+    log = BanditLog(context=np.zeros((n, 1)), action=np.array([0, 1]), reward=np.array([1.0, 0.5]),
+                    pscore=np.array([1e-6, 0.3]), n_actions=K)
+    assert 2e-6 - 1e-6 == 1e-6
+    pi = np.array([[0.1, 0.2, 0.7], [0.3, 0.3, 0.4]])
+    E = np.array([0, 1, 2])
+    # the given pi_b is used as it is: w_0 = 0.1 / 2e-6
+    assert mips(log, pi, action_embeddings=E, pi_b=pb).value == pytest.approx(
+        (0.1 / 2e-6 * 1.0 + 0.3 / 0.3 * 0.5) / 2, rel=1e-14)
 
 
 # -- the uniform logging marginal ---------------------------------------------------------------
