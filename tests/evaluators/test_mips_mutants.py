@@ -179,9 +179,13 @@ def test_no_weight_is_nan_with_the_reason():
     E = np.arange(4)
     pi = np.zeros((4, 4))
     pi[np.arange(4), (log.action + 1) % 4] = 1.0  # never the logged action's embedding
-    with pytest.warns(NoSupportWarning):
-        est = mips(log, pi, action_embeddings=E)
+    with pytest.warns(NoSupportWarning) as caught:
+        est = mips(log, pi, action_embeddings=E, ci=0.9)
+    assert [str(w.message) for w in caught] == [
+        "mips: every importance weight is 0 (the target policy never takes a logged action); "
+        "returning nan."]
     assert np.isnan(est.value) and np.isnan(est.stderr)
+    assert (est.n, est.level, est.estimator, est.ess) == (4, 0.9, "mips", 0.0)
 
 
 # -- the chunked gather ------------------------------------------------------------------------
