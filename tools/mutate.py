@@ -48,6 +48,7 @@ TESTS = {
                                  "tests/evaluators/test_bad_arrays.py"],
     "evaluators/_mips.py": ["tests/evaluators/test_ope_catalogue.py",
                             "tests/evaluators/test_mips_available.py",
+                            "tests/evaluators/test_mips_mutants.py",
                             "tests/evaluators/test_stderr.py",
                             "tests/evaluators/test_bad_arrays.py"],
     "evaluators/_ope.py": ["tests/evaluators/test_ope.py", "tests/evaluators/test_ope_catalogue.py",
@@ -59,7 +60,9 @@ TESTS = {
     "simulator/_truth.py": ["tests/simulator/test_truth.py",
                             "tests/simulator/test_truth_numbers.py",
                             "tests/simulator/test_bandit_env.py"],
-    "recloop/_summary.py": ["tests/recloop"],
+    "recloop/_summary.py": ["tests/recloop/test_summary.py",
+                            "tests/recloop/test_summary_mutants.py",
+                            "tests/recloop/test_report.py"],
     "simulator/_fidelity.py": ["tests/simulator/test_fidelity.py",
                                "tests/recloop/test_calibration.py"],
 }
