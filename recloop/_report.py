@@ -26,11 +26,16 @@ How the summary shows rows:
 * rows of agent ``world`` compare the world with its counterfactual twin: their error is
   the campaigns' effect, labelled so.
 
-matplotlib (Agg backend) is imported only here, when figures are drawn.
+Figures (``figures/*.png``): each evaluation kind's own, an estimates-with-intervals chart
+per evaluation that estimates per log (each estimator's mean estimate over the logs with
+its interval and the spread of the single logs, beside the truth), and one generic figure
+per (evaluation, metric) for kinds without figures of their own -- all drawn with the
+helpers of :mod:`recloop._plots` (matplotlib's Agg canvas, imported when figures are drawn).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -51,7 +56,7 @@ ERROR_METRICS = ("bias", "rmse", "relative_rmse", "coverage", "width", "nan_rate
 
 MAX_TABLE_ROWS = 200
 MAX_FIGURES = 24
-MAX_LINES = 12
+MAX_LINES = 16
 #: Rows of the summary the terminal shows at most.
 SCREEN_ROWS = 30
 #: The line of ``errors.log`` after which the report writes its own errors (everything
@@ -378,6 +383,16 @@ def _measurements(rows: list[dict], evaluation: str, seed: int | None = None) ->
                                                                  or r["seed"] == seed)]
 
 
+def _world_table(run_dir: Path, world: dict | None) -> dict | None:
+    """The ``[world]`` the kinds' figures see: a world fitted to a log is read from the
+    run's ``world.npz`` (what the cells ran on), not fitted again."""
+    from recloop._calibrated_world import is_calibrated
+
+    if world and is_calibrated(world) and (run_dir / "world.npz").is_file():
+        return {"file": str(run_dir / "world.npz"), "campaigns": world.get("campaigns", [])}
+    return world
+
+
 def _kind_figures(rows: list[dict], scenario: dict, folder: Path,
                   errors: list) -> tuple[list, set, bool]:
     """Figures drawn by the evaluation kinds themselves (rows of the first seed; the title
@@ -385,6 +400,7 @@ def _kind_figures(rows: list[dict], scenario: dict, folder: Path,
     from recloop._registry import registry
 
     made, covered, failed = [], set(), False
+    world = _world_table(folder.parent, scenario.get("world"))
     seeds = scenario["run"]["seeds"]
     first_seed = seeds[0]
     which = f" (seed {first_seed})" if len(seeds) > 1 else ""
@@ -396,7 +412,7 @@ def _kind_figures(rows: list[dict], scenario: dict, folder: Path,
             mine = _measurements(rows, ev["name"], first_seed)
             if not mine:
                 continue
-            paths = kind.figures(mine, folder, scenario.get("world"))
+            paths = kind.figures(mine, folder, world)
         except Exception as exc:  # a figure must not cost the report
             if _disk_error(exc):
                 raise
@@ -412,35 +428,36 @@ def _kind_figures(rows: list[dict], scenario: dict, folder: Path,
     return made, covered, failed
 
 
-def _figures(run_dir: Path, rows: list[dict], scenario: dict | None,
+def _figures(run_dir: Path, rows: list[dict], scenario: dict | None, summary: list,
              errors: list) -> list[tuple[str, str | None]]:
-    """Draw the kinds' own figures, then one per (evaluation, metric) for the others, from
-    the measurements' mean over seeds. Figures of an earlier report are removed once every
+    """Draw the kinds' own figures, the estimates-with-intervals charts of the evaluations
+    that estimate per log, then one figure per (evaluation, metric) for the others, from the
+    measurements' mean over seeds. Figures of an earlier report are removed once every
     figure of this one is drawn (never when one failed: what cannot be redrawn stays)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
     folder = run_dir / "figures"
     folder.mkdir(exist_ok=True)
     before = {p.name for p in folder.glob("*.png")}
     made, covered, failed = (_kind_figures(rows, scenario, folder, errors) if scenario
                              else ([], set(), False))
+    drawings = [(f"{evaluation}: estimates", functools.partial(
+                    _estimates_figures, run_dir, folder, evaluation, chosen))
+                for evaluation, chosen in _estimate_rows(summary, scenario).items()]
     by_plot: dict[tuple, list] = {}
     for g in summarize(rows):
         if g.evaluation not in covered:
             by_plot.setdefault((g.evaluation, g.metric), []).append(g)
-    for (evaluation, metric), items in list(by_plot.items())[:MAX_FIGURES]:
+    drawings += [(f"{evaluation}: {metric}", functools.partial(
+                     _generic_figure, folder, evaluation, metric, items))
+                 for (evaluation, metric), items in list(by_plot.items())[:MAX_FIGURES]]
+    for what, draw in drawings:
         try:
-            made.append(_generic_figure(plt, folder, evaluation, metric, items))
+            made += draw()
         except Exception as exc:  # one odd figure must not cost the report
-            plt.close("all")
             if _disk_error(exc):
                 raise
-            _error(errors, f"figure {evaluation}: {metric}", exc)
-            made.append((f"{evaluation}: {metric}: figure failed ({type(exc).__name__}, see "
-                         "errors.log)", None))
+            _error(errors, f"figure {what}", exc)
+            made.append((f"{what}: figure failed ({type(exc).__name__}, see errors.log)",
+                         None))
             failed = True
     if not failed:
         drawn = {Path(p).name for _, p in made if p}
@@ -449,76 +466,275 @@ def _figures(run_dir: Path, rows: list[dict], scenario: dict | None,
     return made
 
 
-def _generic_figure(plt, folder: Path, evaluation: str, metric: str, items: list):
-    """One (evaluation, metric): mean over seeds with 95% bars against the tick or a
-    swept parameter (dashed: the truth), or a dot per row."""
-    ticks = [g.tick for g in items if g.tick is not None]
-    params = [dict(g.params) for g in items]
-    # x axis: a numeric parameter that varies (a swept one, typically)
+# --- the generic figure: one (evaluation, metric) ---------------------------------------------
+
+def _differing(items: list, keys=None) -> list[str]:
+    """Parameters whose values differ between ``items`` (rows with ``params``)."""
     values: dict[str, set] = {}
-    for d in params:
-        for p, v in d.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                values.setdefault(p, set()).add(v)
-    numeric = sorted((p for p, vs in values.items() if len(vs) > 1),
-                     key=lambda p: (-len(values[p]), p))
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    lines: dict[str, list] = {}
-    if ticks:
-        xlabel = "tick"
-        several = len({g.key[5] for g in items}) > 1
-        for g in items:
-            label = " / ".join(x for x in (g.agent, g.variant) if x)
-            if several:
-                label += f" {g.key[5]}"
-            lines.setdefault(label, []).append((g.tick if g.tick is not None else 0, g))
-    elif numeric:
-        xlabel = numeric[0]
-        for g, p in zip(items, params, strict=True):
-            rest = {a: b for a, b in p.items() if a != xlabel}
-            label = " / ".join(x for x in (g.agent, g.variant) if x) + (f" {rest}" if rest
-                                                                        else "")
-            lines.setdefault(label, []).append((p.get(xlabel, math.nan), g))
-    else:
-        xlabel = ""
-    if lines:
-        for j, (label, pts) in enumerate(list(lines.items())[:MAX_LINES]):
-            pts.sort(key=lambda t: t[0])
-            xs = [x for x, _ in pts]
-            color = f"C{j % 10}"
-            ys = [g.estimate for _, g in pts]
-            yerr = [1.96 * g.se if not math.isnan(g.se) else 0.0 for _, g in pts]
-            ax.errorbar(xs, ys, yerr=yerr, color=color, marker="o", ms=3, capsize=2,
-                        label=label)
-            truths = [g.truth for _, g in pts]
-            if any(not math.isnan(t) for t in truths):
-                ax.plot(xs, truths, color=color, ls="--", lw=1)
-        ax.set_xlabel(xlabel)
-        xs_all = [x for pts in lines.values() for x, _ in pts if not math.isnan(x)]
-        if xs_all and min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 20:
-            ax.set_xscale("log")
-    else:
-        labels = [" / ".join(x for x in (g.agent, g.variant) if x) or g.metric for g in items]
-        xs = list(range(len(items)))
-        ax.errorbar(xs, [g.estimate for g in items],
-                    yerr=[1.96 * g.se if not math.isnan(g.se) else 0.0 for g in items],
-                    fmt="o", capsize=3, label="estimate (95% interval)")
-        truths = [g.truth for g in items]
-        if any(not math.isnan(t) for t in truths):
-            ax.plot(xs, truths, "k_", ms=18, mew=2, label="truth")
-        ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel(metric)
-    ax.set_title(f"{evaluation}: {metric} ({'dashed' if lines else 'bars'}: truth)")
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    for g in items:
+        for k, v in g.params.items():
+            values.setdefault(k, set()).add(json.dumps(v, sort_keys=True))
+    return [k for k, vs in values.items() if len(vs) > 1 and (keys is None or k in keys)]
+
+
+def _x_key(items: list, varying: list[str]) -> str | None:
+    """The x axis: the tick when it varies, else the numeric varying parameter with the
+    most values (``None``: nothing to put on an x axis)."""
+    if len({g.tick for g in items if g.tick is not None}) > 1:
+        return "tick"
+    numeric = [k for k in varying if all(
+        isinstance(g.params.get(k), (int, float)) and not isinstance(g.params.get(k), bool)
+        for g in items if k in g.params)]
+    if not numeric:
+        return None
+    return max(numeric, key=lambda k: (len({g.params.get(k) for g in items}), k))
+
+
+def _x_of(g, x_key: str | None):
+    return g.tick if x_key == "tick" else g.params.get(x_key) if x_key else None
+
+
+def _bars_note(items: list) -> str:
+    """What the error bars of the measurements' mean over seeds are."""
+    if all(math.isnan(g.se) for g in items):
+        return "no interval (no standard error)"
+    seeds = max(g.n for g in items)
+    if seeds > 1:
+        return (f"bars: 95% intervals of the mean over {seeds} seeds (±1.96 standard errors "
+                "over seeds)")
+    return "bars: 95% intervals (±1.96 x each measurement's own standard error; one seed)"
+
+
+def _generic_figure(folder: Path, evaluation: str, metric: str, items: list) -> list:
+    """One (evaluation, metric), mean over seeds: lines against the tick or the swept
+    parameter with the most values, one series per variant (and value of the other swept
+    parameters), one panel per agent when there are several (a shared legend); the truth
+    black and dashed; a dot plot with intervals when there is a single x."""
+    from recloop import _plots
+
+    varying = _differing(items)
+    x_key = _x_key(items, varying)
+    xs_all = sorted({_x_of(g, x_key) for g in items if _x_of(g, x_key) is not None})
+    panel_key = _panel_key(items, varying, x_key)
+    panels = list(dict.fromkeys(_panel_of(g, panel_key) for g in items))
+    several_agents = len({g.agent for g in items}) > 1
+    others = [k for k in varying if k not in (x_key, panel_key)]
+
+    def label(g) -> str:
+        parts = ([g.agent] if several_agents and panel_key != "agent" else []) + (
+            [g.variant] if g.variant else []) + [
+            f"{k}={_value_text(g.params[k])}" for k in others if k in g.params]
+        return " / ".join(parts) or g.agent or metric
+
+    labels = list(dict.fromkeys(label(g) for g in items))
+    in_panel = {p: list(dict.fromkeys(label(g) for g in items if _panel_of(g, panel_key) == p))
+                for p in panels}
+    cut = {p: labs[MAX_LINES:] for p, labs in in_panel.items() if len(labs) > MAX_LINES}
+    note = _bars_note(items) + ("" if not cut else
+                                f"; at most {MAX_LINES} series per panel, "
+                                f"{sum(map(len, cut.values()))} not drawn")
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    dots = len(xs_all) <= 1
+    height = (0.32 * max(min(len(v), MAX_LINES) for v in in_panel.values()) + 1.4) \
+        if dots else 3.4
+    fig, axes = _plots.figure(nrows, ncols, width=4.6 * ncols + 1.0,
+                              height=height * nrows + 0.9)
+    flat = list(axes.flat)
+    for ax, panel in zip(flat, panels, strict=False):
+        series = []
+        for lab in in_panel[panel][:MAX_LINES]:
+            pts = [g for g in items if _panel_of(g, panel_key) == panel and label(g) == lab]
+            if not dots:
+                pts = [g for g in pts if _x_of(g, x_key) is not None]
+            series.append(_plots.Series(
+                lab, [_x_of(g, x_key) if not dots else 0 for g in pts],
+                [g.estimate for g in pts], [1.96 * g.se for g in pts],
+                [g.truth for g in pts], j=labels.index(lab)))
+        _plots.series_plot(ax, series, x_label=x_key or "", y_label=metric,
+                           log_x=None if x_key != "tick" else False,
+                           dot_label="mean (95% interval)")
+        if panel_key is not None:
+            ax.set_title(panel, fontsize=9)
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    _plots.legend(fig)
+    _plots.caption(fig, f"{evaluation}: {metric}" + (f" against {x_key}" if not dots else ""),
+                   note)
     name = f"{_slug(evaluation)}__{_slug(metric)}.png"
-    _rundir.atomic_savefig(fig, folder / name, dpi=100)
-    plt.close(fig)
-    return f"{evaluation}: {metric}", f"figures/{name}"
+    _plots.save(fig, folder / name, dpi=100)
+    return [(f"{evaluation}: {metric}", f"figures/{name}")]
+
+
+def _panel_key(items: list, varying: list[str], x_key: str | None) -> str | None:
+    """What splits a figure into panels: the agent when there are several (2 to 6) and
+    variants within them, else the varying parameter off the x axis with the fewest
+    values (2 to 6) that is not numeric (``family``, ``click_model``); ``None``: one
+    panel."""
+    agents = {g.agent for g in items}
+    if 1 < len(agents) <= 6 and any(g.variant for g in items):
+        return "agent"
+    cats = []
+    for k in varying:
+        vals = {json.dumps(g.params.get(k), sort_keys=True) for g in items}
+        if k != x_key and 1 < len(vals) <= 6 and not all(
+                isinstance(g.params.get(k), (int, float)) for g in items if k in g.params):
+            cats.append((len(vals), k))
+    return min(cats)[1] if cats else None
+
+
+def _panel_of(g, panel_key: str | None) -> str:
+    if panel_key is None:
+        return ""
+    if panel_key == "agent":
+        return g.agent
+    return f"{panel_key} = {_value_text(g.params.get(panel_key))}"
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:80] or "figure"
+
+
+# --- the estimates-with-intervals charts --------------------------------------------------------
+
+#: Swept values shown as rows of an estimates chart, and panels across, at most.
+ESTIMATE_ROWS, ESTIMATE_COLUMNS, ESTIMATE_FIGURES = 3, 4, 8
+
+
+def _estimate_rows(summary: list, scenario: dict | None) -> dict[str, list]:
+    """Per evaluation whose kind estimates per log (``unit = "log"``: ``ope``,
+    ``slate_ope``, the bandit kinds, ...), its summary rows of a headline metric with a
+    truth -- an estimator against the truth -- in the order of the summary."""
+    from recloop._registry import registry
+
+    if scenario is None:
+        return {}
+    heads = _headlines(scenario)
+    out: dict[str, list] = {}
+    for ev in scenario["evaluations"]:
+        kind = registry().evaluations.get(ev["kind"])
+        if kind is None or kind.unit != "log":
+            continue
+        chosen = [s for s in summary if s.evaluation == ev["name"] and s.has_truth
+                  and s.n > 0 and _is_headline(s.metric, heads.get(ev["name"], ()))
+                  and not _is_error_row(s)]
+        if chosen:
+            out[ev["name"]] = chosen
+    return out
+
+
+def _log_spreads(run_dir: Path, keys: set) -> dict[tuple, tuple[float, float]]:
+    """Per summary key, the 2.5th and 97.5th percentiles of the single logs' estimates."""
+    import numpy as np
+
+    from recloop._summary import _key as group_key
+
+    values: dict[tuple, list] = {}
+    for r in _rundir.read_estimates(run_dir):
+        key = group_key(r)
+        if key in keys and not math.isnan(r["estimate"]):
+            values.setdefault(key, []).append(r["estimate"])
+    return {k: tuple(float(q) for q in np.percentile(v, [2.5, 97.5]))
+            for k, v in values.items()}
+
+
+def _spaced(values: list, at_most: int) -> list:
+    """``at_most`` of the sorted ``values``, evenly spaced, the first and the last kept."""
+    if len(values) <= at_most:
+        return values
+    idx = sorted({round(j * (len(values) - 1) / (at_most - 1)) for j in range(at_most)})
+    return [values[j] for j in idx]
+
+
+def _estimates_figures(run_dir: Path, folder: Path, evaluation: str, rows: list) -> list:
+    """Each estimator's mean estimate over the logs with the 95% interval of that mean and
+    the spread of the single logs' estimates, beside the truth (OBP's
+    ``visualize_off_policy_estimates`` over many logs): a panel per target (or per value of
+    a second swept parameter) across, rows of panels for up to three values of the swept
+    parameter with the most values, one figure per setting of the others."""
+    from matplotlib.lines import Line2D
+
+    from recloop import _plots
+
+    spreads = _log_spreads(run_dir, {s.key for s in rows})
+    varying = _differing(rows)
+    x_key = _x_key(rows, varying)
+    agents = list(dict.fromkeys(s.agent for s in rows))
+    rest = [k for k in varying if k != x_key]
+    col_key = "agent" if len(agents) > 1 else (
+        max(rest, key=lambda k: (len({json.dumps(s.params.get(k)) for s in rows}), k))
+        if rest else None)
+    fig_keys = [k for k in rest if k != col_key]
+    variants = list(dict.fromkeys(s.variant or s.agent for s in rows))
+
+    def col_of(s):
+        return s.agent if col_key == "agent" else json.dumps(s.params.get(col_key))
+
+    def setting_of(s):
+        return ", ".join(f"{k}={_value_text(s.params[k])}" for k in fig_keys
+                         if k in s.params)
+
+    settings = list(dict.fromkeys(setting_of(s) for s in rows))
+    out = []
+    for setting in settings[:ESTIMATE_FIGURES]:
+        mine = [s for s in rows if setting_of(s) == setting]
+        xs = sorted({_x_of(s, x_key) for s in mine if _x_of(s, x_key) is not None})
+        x_shown = _spaced(xs, ESTIMATE_ROWS) or [None]
+        cols = list(dict.fromkeys(col_of(s) for s in mine))
+        cols_shown = cols[:ESTIMATE_COLUMNS]
+        n_cat = max(len({s.variant for s in mine if col_of(s) == c}) for c in cols_shown)
+        fig, axes = _plots.figure(len(x_shown), len(cols_shown),
+                                  width=3.9 * len(cols_shown) + 1.4,
+                                  height=(0.3 * n_cat + 1.0) * len(x_shown) + 1.2,
+                                  sharex="col")
+        for r, x in enumerate(x_shown):
+            for c, col in enumerate(cols_shown):
+                ax = axes[r, c]
+                panel = [s for s in mine if col_of(s) == col and _x_of(s, x_key) == x]
+                if not panel:
+                    ax.set_visible(False)
+                    continue
+                cats = [s.variant or s.agent for s in panel]
+                est = [s.estimate for s in panel]
+                half = [1.96 * s.se if not math.isnan(s.se) else math.nan for s in panel]
+                spread = [spreads.get(s.key, (math.nan, math.nan)) for s in panel]
+                _plots.dot_plot(ax, cats, [_plots.Dots(
+                    "mean", est, [e - h for e, h in zip(est, half, strict=True)],
+                    [e + h for e, h in zip(est, half, strict=True)],
+                    [a for a, _ in spread], [b for _, b in spread], by_row=True)],
+                    truths=[s.truth for s in panel],
+                    row_styles=[variants.index(c) for c in cats])
+                head = (panel[0].agent if col_key in ("agent", None) else
+                        f"{col_key} = {_value_text(json.loads(col))}")
+                where = f"{x_key} = {_plots.number(x)}" if x_key and x is not None else ""
+                ax.set_title(", ".join(t for t in (head, where) if t), fontsize=9)
+                if r == len(x_shown) - 1:
+                    ax.set_xlabel(panel[0].metric)
+        n_logs = sorted({s.n for s in mine})
+        logs = (f"{n_logs[0]:,}" if len(n_logs) == 1 else f"{n_logs[0]:,}-{n_logs[-1]:,}")
+        note = (f"Dot: mean estimate over {logs} logs; thick bar: its 95% interval (±1.96 "
+                "standard errors over the logs); thin line: 2.5th-97.5th percentile of the "
+                "single logs' estimates; black: the truth.")
+        if len(xs) > len(x_shown):
+            note += (f" {x_key} = {', '.join(_plots.number(v) for v in x_shown)} of "
+                     f"{len(xs)} swept values.")
+        if len(cols) > len(cols_shown):
+            note += f" The first {len(cols_shown)} of {len(cols)} panels across."
+        gray = "0.35"
+        _plots.legend(fig, handles=[
+            Line2D([], [], color=gray, marker="o", markerfacecolor="none", lw=2.4),
+            Line2D([], [], color=gray, lw=1.0), _plots.truth_handle()], labels=[
+            "mean estimate, 95% interval", "single logs (2.5-97.5%)", "truth"])
+        _plots.caption(fig, f"{evaluation}: estimates beside the truth"
+                       + (f" ({setting})" if setting else ""), note)
+        name = f"{_slug(evaluation)}__estimates" + (f"_{_slug(setting)}" if setting else "")
+        _plots.save(fig, folder / f"{name}.png", dpi=100)
+        out.append((f"{evaluation}: estimates" + (f" ({setting})" if setting else ""),
+                    f"figures/{name}.png"))
+    if len(settings) > ESTIMATE_FIGURES:
+        out.append((f"{evaluation}: estimates of {len(settings) - ESTIMATE_FIGURES} more "
+                    "settings not drawn (their numbers are in the summary table)", None))
+    return out
 
 
 # --- the kinds' own sections -----------------------------------------------------------------
@@ -697,7 +913,7 @@ def write_report(run_dir) -> Path:
     rows = _read_results(run_dir)
     summary = _read_summary(run_dir)
     errors: list[str] = []
-    figures = _figures(run_dir, rows, scenario, errors)
+    figures = _figures(run_dir, rows, scenario, summary, errors)
     run = scenario["run"] if scenario else {"name": run_dir.name}
     out = [f"# {run['name']}", ""]
     if run.get("description"):

@@ -23,7 +23,6 @@ import evaluators
 import simulator
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
-from recloop._rundir import atomic_savefig
 from recloop._schema import REQUIRED, EstimatorList, Float, Int, OneOf, Param, Str
 from recloop.experiments._common import (
     ab_evaluator,
@@ -499,8 +498,10 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
 def plot_bred_vs_replay(rows, out_dir, *, prefix: str = "bred_vs_replay") -> list:
     """Figures like Mary et al.'s Figure 2 from :func:`bred_vs_replay` rows (all T).
 
-    One figure per agent: RMSE (solid, with standard errors) and bias (dashed) of each
-    variant against the log size T, log-scaled T. Returns the PNG paths.
+    One figure per agent, two panels: the bias and the RMSE of each variant against the
+    online value V(T), against the log size T (log scale; a dot plot per variant when there
+    is a single T), with 95% intervals from the cell's standard errors over its logs.
+    Returns the PNG paths.
 
     Parameters
     ----------
@@ -513,41 +514,36 @@ def plot_bred_vs_replay(rows, out_dir, *, prefix: str = "bred_vs_replay") -> lis
     """
     from pathlib import Path
 
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from recloop import _plots
 
     rows = [r for r in rows if "T" in r.params]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    variants = list(dict.fromkeys(r.variant for r in rows if r.metric == "rmse"))
     paths = []
     for agent in dict.fromkeys(r.agent for r in rows):
-        fig, ax = plt.subplots(figsize=(6, 4))
-        variants = [v for v in dict.fromkeys(r.variant for r in rows if r.agent == agent
-                                              and r.metric == "rmse")]
-        for j, variant in enumerate(variants):
-            color = f"C{j}"
-            for metric, style in (("rmse", "-"), ("bias", "--")):
-                sel = sorted((r for r in rows if r.agent == agent and r.variant == variant
-                              and r.metric == metric), key=lambda r: r.params["T"])
-                if not sel:
-                    continue
-                T = [r.params["T"] for r in sel]
-                ax.errorbar(T, [r.estimate for r in sel], yerr=[1.96 * r.stderr for r in sel],
-                            fmt=style + "o", color=color, ms=3, capsize=2,
-                            label=f"{variant} {metric}")
-        ax.axhline(0.0, color="grey", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel("log size T")
-        ax.set_ylabel("error against the online value V(T)")
-        ax.set_title(f"{agent}: replay vs BRED")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = out / f"{prefix}_{agent}.png"
-        atomic_savefig(fig, path, dpi=120)
-        plt.close(fig)
-        paths.append(path)
+        mine = [r for r in rows if r.agent == agent]
+        n_logs = sorted({r.n for r in mine if r.metric == "rmse" and r.n})
+        fig, axes = _plots.figure(1, 2, width=10.0, height=4.2)
+        for ax, metric, name in zip(axes[0], ("bias", "rmse"), ("bias", "RMSE"), strict=True):
+            series = []
+            for j, variant in enumerate(variants):
+                sel = [r for r in mine if r.variant == variant and r.metric == metric]
+                series.append(_plots.Series(
+                    variant, [r.params["T"] for r in sel], [r.estimate for r in sel],
+                    [1.96 * r.stderr for r in sel], j=j))
+            mode = _plots.series_plot(ax, series, x_label="log size T",
+                                      y_label=f"{name} against V(T)")
+            (ax.axvline if mode == "dots" else ax.axhline)(0.0, color="grey", lw=0.8)
+            ax.set_title(name + (f", T = {_plots.number(mine[0].params['T'])}"
+                                 if mode == "dots" else ""), fontsize=9)
+        _plots.legend(fig)
+        logs = "-".join(f"{n:,}" for n in (n_logs[0], n_logs[-1])[:len(set(n_logs))]) \
+            if n_logs else "?"
+        _plots.caption(fig, f"{agent}: replay and BRED, errors against the online value V(T)",
+                       f"Over {logs} logs per T; bars: 95% intervals (±1.96 standard errors "
+                       "over the logs).")
+        paths.append(_plots.save(fig, out / f"{prefix}_{agent}.png", dpi=120))
     return paths
 
 

@@ -27,7 +27,6 @@ import scipy.sparse as sp
 
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
-from recloop._rundir import atomic_savefig
 from recloop._schema import FilePath, Float, Int, ListOf, Param, Str
 from recloop_base.validation import check_int
 
@@ -531,7 +530,8 @@ def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = SIMILARITIES, k=2
 
 
 def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION) -> list:
-    """MAE and RMSE per similarity: exact LOO beside the two leaky protocols (95% bars).
+    """MAE and RMSE per similarity: the two leaky protocols beside the exact LOO error (the
+    truth), a dot plot with 95% bars per protocol, a panel per metric, one legend.
 
     Parameters
     ----------
@@ -549,39 +549,39 @@ def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     """
     from pathlib import Path
 
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from recloop import _plots
 
     rows = [r for r in rows if r.metric in ("mae", "rmse")]
     if not rows:
         return []
     sims = list(dict.fromkeys(r.agent for r in rows))
-    variants = ("exact_loo", "fit_once", "fit_once_self")
+    leaky = ("fit_once", "fit_once_self")
     got = {(r.agent, r.variant, r.metric): r for r in rows}
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4), sharey=False)
-    width = 0.8 / len(variants)
-    for ax, metric in zip(axes, ("mae", "rmse"), strict=True):
-        for j, variant in enumerate(variants):
-            sel = [got.get((s, variant, metric)) for s in sims]
-            xs = [x + (j - 1) * width
-                  for x, m in zip(range(len(sims)), sel, strict=True) if m is not None]
-            ms = [m for m in sel if m is not None]
-            ax.bar(xs, [m.estimate for m in ms], width,
-                   yerr=[1.96 * m.stderr if math.isfinite(m.stderr) else 0.0 for m in ms],
-                   capsize=2, color=f"C{j}", label=variant)
-        ax.set_xticks(range(len(sims)), sims, rotation=20, fontsize=8)
-        ax.set_ylabel(metric.upper())
-        ax.set_title(f"{metric.upper()}: exact LOO (truth) vs fit once")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
+    fig, axes = _plots.figure(1, 2, width=9.0, height=0.5 * len(sims) + 2.4)
+    for ax, metric in zip(axes[0], ("mae", "rmse"), strict=True):
+        series = []
+        for j, variant in enumerate(leaky):
+            ms = [got.get((s, variant, metric)) for s in sims]
+            est = [m.estimate if m else math.nan for m in ms]
+            half = [1.96 * m.stderr if m and math.isfinite(m.stderr) else math.nan
+                    for m in ms]
+            series.append(_plots.Dots(variant, est,
+                                      [e - h for e, h in zip(est, half, strict=True)],
+                                      [e + h for e, h in zip(est, half, strict=True)],
+                                      j=j + 1))
+        exact = [got.get((s, "exact_loo", metric)) for s in sims]
+        _plots.dot_plot(ax, sims, series, truths=[m.estimate if m else math.nan
+                                                  for m in exact],
+                        truth_label="exact LOO (the truth)")
+        ax.set_xlabel(metric.upper())
+        ax.set_title(metric.upper(), fontsize=9)
+    _plots.legend(fig)
+    _plots.caption(fig, "Prediction error of user kNN: exact leave-one-out against the "
+                   "protocols that fit the similarities once", "Bars: 95% intervals (±1.96 "
+                   "standard errors over the held-out ratings); black: the exact LOO error.")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{prefix}_errors.png"
-    atomic_savefig(fig, path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [_plots.save(fig, out / f"{prefix}_errors.png", dpi=120)]
 
 
 # -- the scenario kind ------------------------------------------------------------------------

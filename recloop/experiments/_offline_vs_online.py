@@ -23,7 +23,6 @@ import numpy as np
 
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
-from recloop._rundir import atomic_savefig
 from recloop._schema import EstimatorList, Int, Param
 from recloop.experiments._common import (
     ab_evaluator,
@@ -311,7 +310,8 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
 
 
 def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
-    """Kendall tau per evaluator (95% bootstrap bars) and estimated value against the truth.
+    """Kendall tau per evaluator (95% bootstrap bars) and each agent's estimates against
+    its online value: two dot plots with one legend, one figure per ``T``.
 
     Parameters
     ----------
@@ -328,10 +328,7 @@ def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     """
     from pathlib import Path
 
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from recloop import _plots
 
     rows = list(rows)
     out = Path(out_dir)
@@ -339,49 +336,52 @@ def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     paths = []
     for T in dict.fromkeys(r.params.get("T") for r in rows):
         sel = [r for r in rows if r.params.get("T") == T]
-        taus = [r for r in sel if r.metric == "kendall_tau" and r.agent != "online_T_over_K"]
+        taus = [r for r in sel if r.metric == "kendall_tau" and r.agent != _TRUTH_ROW]
         values = [r for r in sel if r.metric == "value"]
         if not taus and not values:
             continue
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
         names = list(dict.fromkeys(r.agent for r in taus))
-        for j, variant in enumerate(("T", "T_over_K")):
+        agents = list(dict.fromkeys(r.agent for r in values))
+        evaluators = list(dict.fromkeys(r.variant for r in values))
+        rows_shown = max(len(names), len(agents), 1)
+        fig, axes = _plots.figure(1, 2, width=10.5, height=0.55 * rows_shown + 2.4)
+        ax1, ax2 = axes[0]
+        series = []
+        for j, (variant, text) in enumerate((("T", "tau against the truth at T"),
+                                             ("T_over_K", "tau against the truth at T/K"))):
             ms = {r.agent: r for r in taus if r.variant == variant}
-            xs = [x + (j - 0.5) * 0.35 for x, n in enumerate(names) if n in ms]
-            ys = [ms[n].estimate for n in names if n in ms]
-            lo = [max(0.0, ms[n].estimate - ms[n].ci_low) if math.isfinite(ms[n].ci_low)
-                  else 0.0 for n in names if n in ms]
-            hi = [max(0.0, ms[n].ci_high - ms[n].estimate) if math.isfinite(ms[n].ci_high)
-                  else 0.0 for n in names if n in ms]
-            ax1.bar(xs, ys, 0.35, yerr=[lo, hi], capsize=3, color=f"C{j}",
-                    label=f"vs truth at {'T' if variant == 'T' else 'T/K'}")
-        ax1.set_xticks(range(len(names)), names)
-        ax1.set_ylim(-1.05, 1.05)
-        ax1.axhline(0.0, color="grey", lw=0.8)
-        ax1.set_ylabel("Kendall tau (mean over logs)")
-        ax1.set_title(f"ranking agreement, T = {T}")
-        ax1.legend(fontsize=8)
-        for j, e in enumerate(dict.fromkeys(r.variant for r in values)):
-            ms = [r for r in values if r.variant == e]
-            ax2.errorbar([r.truth for r in ms], [r.estimate for r in ms],
-                         yerr=[1.96 * r.stderr if math.isfinite(r.stderr) else 0.0 for r in ms],
-                         fmt="o", color=f"C{j + 2}", capsize=2, label=e)
-            for r in ms:
-                ax2.annotate(r.agent, (r.truth, r.estimate), fontsize=6,
-                             textcoords="offset points", xytext=(3, 3))
-        finite = [v for r in values for v in (r.truth, r.estimate) if math.isfinite(v)]
-        if finite:
-            lim = (min(finite) - 0.02, max(finite) + 0.02)
-            ax2.plot(lim, lim, color="grey", lw=0.8, ls="--")
-        ax2.set_xlabel("online value V(T) (truth)")
-        ax2.set_ylabel("offline estimate (mean over logs)")
-        ax2.set_title("estimates against the truth")
-        ax2.legend(fontsize=8)
-        fig.tight_layout()
-        path = out / f"{prefix}_T{T}.png"
-        atomic_savefig(fig, path, dpi=120)
-        plt.close(fig)
-        paths.append(path)
+            series.append(_plots.Dots(
+                text, [ms[n].estimate if n in ms else math.nan for n in names],
+                [ms[n].ci_low if n in ms else math.nan for n in names],
+                [ms[n].ci_high if n in ms else math.nan for n in names], j=j))
+        _plots.dot_plot(ax1, names, series)
+        ax1.axvline(0.0, color="grey", lw=0.8)
+        ax1.set_xlim(-1.05, 1.05)
+        ax1.set_xlabel("Kendall tau (mean over logs)")
+        ax1.set_title(f"ranking agreement, T = {_plots.number(T)}", fontsize=9)
+        got = {(r.agent, r.variant): r for r in values}
+        series = []
+        for j, e in enumerate(evaluators):
+            ms = [got.get((a, e)) for a in agents]
+            est = [m.estimate if m else math.nan for m in ms]
+            half = [1.96 * m.stderr if m and math.isfinite(m.stderr) else math.nan
+                    for m in ms]
+            series.append(_plots.Dots(e, est, [v - h for v, h in zip(est, half, strict=True)],
+                                      [v + h for v, h in zip(est, half, strict=True)],
+                                      j=j + 2))
+        truth = {}
+        for r in values:
+            truth.setdefault(r.agent, r.truth)
+        _plots.dot_plot(ax2, agents, series, truths=[truth[a] for a in agents],
+                        truth_label="online value V(T): the truth")
+        ax2.set_xlabel("estimated value (mean over logs)")
+        ax2.set_title("each agent's estimates beside the truth", fontsize=9)
+        _plots.legend(fig)
+        _plots.caption(fig, f"Offline evaluators against the online truth, T = "
+                       f"{_plots.number(T)}", "Left: bars are 95% bootstrap intervals of the "
+                       "mean tau over logs; right: 95% intervals (±1.96 standard errors over "
+                       "the logs), black: the agent's online value.")
+        paths.append(_plots.save(fig, out / f"{prefix}_T{T}.png", dpi=120))
     return paths
 
 

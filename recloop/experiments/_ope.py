@@ -26,7 +26,6 @@ import numpy as np
 
 from recloop._registry import EvaluationKind, registry
 from recloop._results import Measurement
-from recloop._rundir import atomic_savefig
 from recloop._schema import EstimatorList, Float, Int, ListOf, Param, Str, Table
 from recloop.experiments._common import (
     as_estimate,
@@ -584,16 +583,15 @@ _X_AXES = ("n_rounds", "n_actions", "ab_users", "reward_noise", "residual")
 
 def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     """RMSE per estimator against the swept parameter (``n_rounds``, else ``n_actions``, ...:
-    the first of :data:`_X_AXES` that takes several values), one panel per target, one
-    figure per combination of the other settings; log-log axes where the values are
-    positive."""
+    the first of :data:`_X_AXES` that takes several values), one panel per target and a
+    shared legend, one figure per combination of the other settings; log axes with the
+    swept values ticked where they span a factor of 8 or more; a dot plot per estimator
+    where a single value was swept. Bars: 95% intervals of the RMSE (its delta-method
+    standard error over the logs)."""
     import json
     from pathlib import Path
 
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    from recloop import _plots
 
     rmse = [r for r in rows if r.metric == "rmse" and math.isfinite(r.estimate)]
     seen: dict = {}
@@ -612,38 +610,47 @@ def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
             continue
         fig_key = json.dumps(params, sort_keys=True)
         series.setdefault(fig_key, {}).setdefault(r.agent, {}).setdefault(
-            r.variant, []).append((x, r.estimate))
+            r.variant, []).append(r)
+    estimators = list(dict.fromkeys(r.variant for r in rmse))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for j, (fig_key, by_target) in enumerate(series.items()):
         targets = list(by_target)
-        fig, axes = plt.subplots(1, len(targets), figsize=(max(6.0, 4.2 * len(targets)), 3.8),
-                                 squeeze=False)
-        for ax, t in zip(axes[0], targets, strict=True):
-            xs_all: set = set()
-            for e, pts in sorted(by_target[t].items()):
-                xs = sorted({p[0] for p in pts})
-                xs_all.update(xs)
-                mean = [np.mean([p[1] for p in pts if p[0] == x]) for x in xs]
-                ax.plot(xs, mean, marker="o", label=e)
-            if min(xs_all) > 0:
-                ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xticks(sorted(xs_all), [f"{x:,}" if isinstance(x, int) else f"{x:g}"
-                                           for x in sorted(xs_all)], fontsize=7)
-            ax.minorticks_off()
-            ax.set_xlabel(x_key)
-            ax.set_ylabel("RMSE against the exact value")
-            ax.set_title(f"target {t}", fontsize=9)
-            ax.grid(alpha=0.3, which="both")
-        axes[0][0].legend(fontsize=7)
-        fig.suptitle(_setting(json.loads(fig_key)), fontsize=9)
-        fig.tight_layout()
-        path = out_dir / f"{prefix}_rmse_{j}.png"
-        atomic_savefig(fig, path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        ncols = min(3, len(targets))
+        nrows = math.ceil(len(targets) / ncols)
+        n_est = max(len(v) for v in by_target.values())
+        single = len({r.params[x_key] for t in targets for rs in by_target[t].values()
+                      for r in rs}) == 1
+        fig, axes = _plots.figure(nrows, ncols, width=4.4 * ncols + 0.8,
+                                  height=nrows * ((0.3 * n_est + 1.3) if single else 3.6)
+                                  + 1.0)
+        for ax, t in zip(axes.flat, targets, strict=False):
+            lines = []
+            for e in estimators:
+                rs = sorted(by_target[t].get(e, ()), key=lambda r: r.params[x_key])
+                if rs:
+                    lines.append(_plots.Series(e, [r.params[x_key] for r in rs],
+                                               [r.estimate for r in rs],
+                                               [1.96 * r.stderr for r in rs],
+                                               j=estimators.index(e)))
+            mode = _plots.series_plot(ax, lines, x_label=x_key,
+                                      y_label="RMSE against the exact value", log_y=True,
+                                      dot_label="RMSE (95% interval)")
+            where = (f", {x_key} = {_plots.number(lines[0].x[0])}"
+                     if mode == "dots" and lines else "")
+            ax.set_title(f"target {t}{where}", fontsize=9)
+        for ax in list(axes.flat)[len(targets):]:
+            ax.set_visible(False)
+        _plots.legend(fig)
+        n_logs = sorted({r.n for rs in by_target.values() for v in rs.values() for r in v
+                         if r.n})
+        logs = f"{n_logs[-1]:,}" if len(n_logs) == 1 else (
+            f"{n_logs[0]:,}-{n_logs[-1]:,}" if n_logs else "?")
+        _plots.caption(fig, _setting(json.loads(fig_key)),
+                       f"RMSE over {logs} logs per point; bars: 95% intervals (±1.96 "
+                       "standard errors of the RMSE over the logs).")
+        paths.append(_plots.save(fig, out_dir / f"{prefix}_rmse_{j}.png", dpi=110))
     return paths
 
 

@@ -412,14 +412,13 @@ def plot_slate_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     Returns
     -------
     list of Path
-        One panel column per slate length ``k``; rows: bias, RMSE (log scale), coverage.
+        One panel column per slate length ``k``; rows: bias, RMSE (log scale), coverage;
+        one legend for the grid; a dot plot per estimator when a single ``n_rounds`` was
+        run.
     """
     from pathlib import Path
 
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from recloop import _plots
 
     rows = [r for r in rows if r.variant in SLATE_ESTIMATORS]
     out = Path(out_dir)
@@ -436,49 +435,54 @@ def plot_slate_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
             if not sel:
                 continue
             ks = sorted({r.params.get("k") for r in sel})
-            fig, axes = plt.subplots(3, len(ks), figsize=(4.2 * len(ks), 8.5), squeeze=False,
-                                     sharex=True)
+            single = len({r.params.get("n_rounds") for r in sel}) == 1
+            names = [e for e in SLATE_ESTIMATORS if any(r.variant == e for r in sel)]
+            fig, axes = _plots.figure(3, len(ks), width=4.3 * len(ks) + 0.6,
+                                      height=(3 * (0.32 * len(names) + 1.0) if single
+                                              else 8.5) + 1.0,
+                                      sharex=not single)
             for c, k in enumerate(ks):
-                for e_idx, name in enumerate(SLATE_ESTIMATORS):
-                    pts = {r.metric: {} for r in sel}
-                    for r in sel:
-                        if r.params.get("k") == k and r.variant == name:
-                            pts[r.metric][r.params.get("n_rounds")] = r
-                    bias = pts.get("bias", {})
-                    if not bias:
-                        continue
-                    xs = sorted(bias)
-                    kw = dict(color=f"C{e_idx}", marker="o", ms=3, label=name)
-                    y = [bias[x].estimate for x in xs]
-                    err = [_Z * bias[x].stderr if math.isfinite(bias[x].stderr) else 0.0
-                           for x in xs]
-                    axes[0, c].errorbar(xs, y, yerr=err, capsize=2, **kw)
-                    rm = pts.get("rmse", {})
-                    axes[1, c].plot(xs, [rm[x].estimate if x in rm else math.nan for x in xs],
-                                    **kw)
-                    cv = pts.get("coverage", {})
-                    axes[2, c].plot(xs, [cv[x].estimate if x in cv else math.nan for x in xs],
-                                    **kw)
-                axes[0, c].axhline(0.0, color="grey", lw=0.8)
-                axes[0, c].set_title(f"{model}, k = {k}")
-                axes[1, c].set_yscale("log")
-                axes[2, c].axhline(0.95, color="grey", lw=0.8, ls="--")
-                axes[2, c].set_ylim(-0.02, 1.02)
-                axes[2, c].set_xlabel("n_rounds (slates per log)")
-                for ax in axes[:, c]:
-                    ax.set_xscale("log")
-            axes[0, 0].set_ylabel("bias (95% interval)")
-            axes[1, 0].set_ylabel("RMSE")
-            axes[2, 0].set_ylabel("coverage of 95% intervals")
-            axes[0, 0].legend(fontsize=7)
+                for r_idx, (metric, label) in enumerate((
+                        ("bias", "bias (95% interval)"), ("rmse", "RMSE"),
+                        ("coverage", "coverage of 95% intervals"))):
+                    ax = axes[r_idx, c]
+                    series = []
+                    for e in names:
+                        pts = sorted((r for r in sel if r.params.get("k") == k
+                                      and r.variant == e and r.metric == metric),
+                                     key=lambda r: r.params.get("n_rounds"))
+                        series.append(_plots.Series(
+                            e, [r.params.get("n_rounds") for r in pts],
+                            [r.estimate for r in pts],
+                            [_Z * r.stderr for r in pts] if metric == "bias" else None,
+                            j=SLATE_ESTIMATORS.index(e)))
+                    mode = _plots.series_plot(ax, series,
+                                              x_label="n_rounds (slates per log)",
+                                              y_label=label, log_y=metric == "rmse",
+                                              dot_label="estimate")
+                    ref = (ax.axvline if mode == "dots" else ax.axhline)
+                    if metric == "bias":
+                        ref(0.0, color="grey", lw=0.8)
+                    if metric == "coverage":
+                        ref(0.95, color="grey", lw=0.8, ls="--", gid=_plots.REFERENCE,
+                            label="nominal 0.95")
+                        (ax.set_xlim if mode == "dots" else ax.set_ylim)(-0.02, 1.02)
+                    if mode == "lines" and r_idx < 2:
+                        ax.set_xlabel("")
+                    if r_idx == 0:
+                        n = sel[0].params.get("n_rounds")
+                        ax.set_title(f"{model}, k = {k}" + (
+                            f", n_rounds = {_plots.number(n)}" if single else ""),
+                            fontsize=9)
+            _plots.legend(fig)
+            n_logs = sorted({r.n for r in sel if r.metric == "rmse" and r.n})
             tag = "" if len(temps) == 1 else f"_T{lt:g}-{tt:g}"
-            fig.suptitle(f"slate OPE under the {model} click model: logging "
-                         f"{_policy_name(lt)}, target {_policy_name(tt)}", fontsize=10)
-            fig.tight_layout()
-            path = out / f"{prefix}_{model}{tag}.png"
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            paths.append(path)
+            _plots.caption(fig, f"Slate OPE under the {model} click model: logging "
+                           f"{_policy_name(lt)}, target {_policy_name(tt)}",
+                           "Over " + (f"{n_logs[-1]:,}" if n_logs else "?") + " logs per "
+                           "point; bias bars: 95% intervals (±1.96 standard errors over the "
+                           "logs).")
+            paths.append(_plots.save(fig, out / f"{prefix}_{model}{tag}.png", dpi=110))
     return paths
 
 
