@@ -10,6 +10,7 @@ from recloop.experiments import (
                                  _loo_cf,
                                  _offline_vs_online,
                                  _ope,
+                                 _ope_real,
                                  _selection,
                                  _slate_ope,
 )
@@ -25,7 +26,7 @@ from recloop.experiments._slate_ope import SLATE_OPE_PARAMS, plot_slate_ope, sla
 
 #: Every built-in evaluation kind, in the order ``scenarios/README.md`` lists them.
 KINDS = (_campaign_bias.KIND, *_bandit_eval.KINDS, _loo_cf.KIND, _offline_vs_online.KIND,
-         _ope.KIND, _selection.KIND, _slate_ope.KIND)
+         _ope.KIND, _ope_real.KIND, _selection.KIND, _slate_ope.KIND)
 
 __all__: list[str] = [
     "KINDS",
