@@ -943,9 +943,10 @@ def _features(log, kind) -> np.ndarray:
 def _refit(log, kind, W, Z) -> np.ndarray:
     """Per-action coefficients (B, K, p) of the mean (``Z`` = 1) or ridge model refitted on
     every resample at once (record weights ``W`` (B, n)); actions a resample never shows get
-    its mean reward (per (action, position) cell for "mean" on a multi-slot log). The products run on one BLAS thread: several BLAS threads thrash on a
-    busy machine (10x slower measured on 2 shared cores) and would make the last bits depend
-    on the thread count."""
+    its mean reward (per (action, position) cell for "mean" on a multi-slot log). The
+    products run on one BLAS thread: several BLAS threads thrash on a busy machine (10x
+    slower measured on 2 shared cores) and would make the last bits depend on the thread
+    count."""
     n = log.n_rounds
     cells, K = _cells(log, kind)
     B, p = W.shape[0], Z.shape[1]

@@ -184,8 +184,7 @@ def ope_real(source: str = "digits", *, data=None, campaign: str = "all",
             idx = child_rng(root, 1, i).integers(0, n, n)
             return base.take(idx), {"bts": a}, {"bts": truth_ci.value}
     else:
-        from evaluators.datasets import ClassifierPolicy, load_classification, \
-            multiclass_to_bandit
+        from evaluators.datasets import ClassifierPolicy, load_classification, multiclass_to_bandit
 
         specs = [_check_target(t, f"targets[{j}]") for j, t in enumerate(targets)]
         if not specs:

@@ -317,8 +317,8 @@ def summary_table(rows, summary) -> list[str]:
         best = (int(np.nanargmin(rmses)) if np.isfinite(rmses).any() else None)
         oracle = cands[best][1].rmse if best is not None else math.nan
         choice = cands[best][0].partition("=")[2] if best is not None else ""
-        def w_mean(chooser):
-            w = within.get((setting, target, chooser), [])
+        def w_mean(chooser, key=(setting, target)):
+            w = within.get((*key, chooser), [])
             return float(np.nanmean(w)) if np.isfinite(w).any() else math.nan
 
         p = json.loads(setting)

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import evaluators
+from evaluators import _reward_models as rm
 from evaluators import (
     direct_method,
     doubly_robust,
@@ -26,7 +27,6 @@ from evaluators import (
     subgaussian_ips,
     switch_dr,
 )
-from evaluators import _reward_models as rm
 from simulator.logs import BanditLog
 
 
