@@ -37,7 +37,7 @@ from recloop.experiments._ope import (
 )
 from recloop_base.validation import check_int
 
-__all__ = ["FAMILIES", "KIND", "estimator_selection"]
+__all__ = ["FAMILIES", "KIND", "estimator_selection", "plot_selection"]
 
 EVALUATION = "estimator_selection"
 #: Estimator families SLOPE tunes (see ``evaluators.SLOPE_DEFAULTS``).
@@ -335,6 +335,70 @@ def summary_table(rows, summary) -> list[str]:
     return out
 
 
+def plot_selection(rows, out_dir, *, prefix: str = EVALUATION) -> list:
+    """One dot plot per evaluation: per setting and target, the RMSE of SLOPE's pick, the
+    twin's (with ``n_twins``) and the untuned estimator's divided by the oracle's (1: as
+    good as the best fixed candidate in hindsight; the bars: the bootstrap interval of
+    the regret over logs, divided likewise), the mean over seeds."""
+    import json
+    from pathlib import Path
+
+    from recloop import _plots
+
+    acc: dict = {}
+    for m in rows:
+        if m.metric not in ("rmse", "regret") or m.variant not in (
+                "oracle", "untuned", "slope", "twin"):
+            continue
+        p = dict(m.params or {})
+        key = (json.dumps(p, sort_keys=True), m.agent)
+        acc.setdefault(key, {}).setdefault((m.variant, m.metric), []).append(m)
+    if not acc:
+        return []
+    shown = ("family", "logging", "beta", "n_rounds", "n_actions", "reward_noise")
+    cats, series = [], {"untuned": [], "slope": [], "twin": []}
+    lows = {k: [] for k in series}
+    highs = {k: [] for k in series}
+    for (setting, target), got in acc.items():
+        p = json.loads(setting)
+        cats.append(", ".join(f"{p[k]}" for k in shown if k in p) + f" | {target}")
+        oracle = float(np.mean([m.estimate for m in got.get(("oracle", "rmse"), [])]
+                               or [math.nan]))
+        for v in series:
+            r = [m.estimate for m in got.get((v, "rmse"), [])]
+            series[v].append(float(np.mean(r)) / oracle if r and oracle > 0 else math.nan)
+            g = got.get((v, "regret"), [])
+            lo = [m.ci_low for m in g if m.ci_low is not None]
+            hi = [m.ci_high for m in g if m.ci_high is not None]
+            lows[v].append((oracle + float(np.mean(lo))) / oracle if lo and oracle > 0
+                           else math.nan)
+            highs[v].append((oracle + float(np.mean(hi))) / oracle if hi and oracle > 0
+                            else math.nan)
+    labels = {"untuned": "untuned (no clip/shrinkage)", "slope": "SLOPE's pick",
+              "twin": "the twin's pick"}
+    dots = [_plots.Dots(labels[v], series[v], lows[v], highs[v], j=j)
+            for j, v in enumerate(series) if np.isfinite(series[v]).any()]
+    fig, axes = _plots.figure(1, 1, width=9.0, height=3.2 + 0.42 * len(cats))
+    ax = axes[0, 0]
+    _plots.dot_plot(ax, cats, dots)
+    ax.axvline(1.0, label="oracle (best fixed candidate)", **_plots.TRUTH)
+    ax.axvline(1.2, color="0.5", linestyle=":", linewidth=1.0, label="1.2 x oracle")
+    ax.set_xscale("log")
+    _plots.log_axis(ax, "x")
+    ax.set_xlabel("RMSE / the oracle's RMSE (log scale)")
+    _plots.caption(fig, f"{prefix}: how close each chooser gets to the oracle",
+                   "dots: RMSE over the logs / the oracle candidate's; bars: 95% bootstrap "
+                   "interval of the regret over logs, divided likewise. Rows: " +
+                   ", ".join(k for k in shown) + " | target")
+    _plots.legend(fig)
+    return [_plots.save(fig, Path(out_dir) / f"{prefix}_vs_oracle.png")]
+
+
+def _figures_kind(measurements, out_dir, world):
+    prefix = measurements[0].evaluation if measurements else EVALUATION
+    return plot_selection(measurements, out_dir, prefix=prefix)
+
+
 # -- the scenario kind ------------------------------------------------------------------------
 
 def _check_kind(params, agents, world):
@@ -411,6 +475,8 @@ KIND = EvaluationKind(
     needs_world=True,
     min_agents=0,
     check=_check_kind,
+    figures=_figures_kind,
+    figures_only=False,
     resources=_resources,
     headline=("value",),
     unit="log",
