@@ -19,9 +19,18 @@ Prints progress, then ONE JSON object on its last line:
   largest absolute difference of the values; MIPS with a dense ``pi_b`` against OBP's
   ``MarginalizedInverseProbabilityWeighting`` given the one-hot ``p_e_a``, SLOPE against
   ``InverseProbabilityWeightingTuning(tuning_method="slope")`` over 10 clips.
+* ``positions``: the position-aware case of the Open Bandit Dataset's shape (issue 24 §5):
+  ``--pos-n`` records (default 1,000,000), 80 items, 3 positions, ``action_dist`` a dense
+  float32 ``(n, 80, 3)`` array (a contextual target; 0.96 GB) and the model-based
+  estimators' ``q`` another: ``seconds`` of every static estimator (target <= 1 s each),
+  ``ips_numpy_s`` the plain-numpy reference ``mean(pi(a_j|x_j, k_j) / p_j r_j)`` and the
+  ratio of IPS to it; ``select_by_twin_s``: 20 twins, the 10 default candidates, on
+  ``--twin-n`` records (default 100,000) of the same shape with a context-free target
+  broadcast over the records, as the dataset's BTS policy is (target <= 60 s on 2 cores).
+  ``--positions-only`` runs this part alone.
 * ``load``: the 1-minute load average before and after (the machine is shared).
 
-Usage: ``.venv/bin/python benchmarks/ope.py [--n N] [--k K] [--obp-n N]``.
+Usage: ``.venv/bin/python benchmarks/ope.py [--n N] [--k K] [--obp-n N] [--positions-only]``.
 """
 
 from __future__ import annotations
@@ -69,11 +78,19 @@ def main():
     ap.add_argument("--k", type=int, default=1_000)
     ap.add_argument("--obp-n", type=int, default=100_000)
     ap.add_argument("--skip-mips", action="store_true")
+    ap.add_argument("--pos-n", type=int, default=1_000_000)
+    ap.add_argument("--twin-n", type=int, default=100_000)
+    ap.add_argument("--positions-only", action="store_true")
     args = ap.parse_args()
     import simulator
 
     load0 = os.getloadavg()[0]
     out = {"n_rounds": args.n, "n_actions": args.k, "threads": os.cpu_count(), "seconds": {}}
+    out["positions"] = time_positions(args.pos_n, args.twin_n)
+    if args.positions_only:
+        out["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
+        print(json.dumps(out))
+        return
     time_catalogue(args, out)  # its (n, K) arrays are freed on return
 
     config = simulator.preset("large_actions", n_arms=10_000)
@@ -135,6 +152,70 @@ def time_catalogue(args, out):
     s, est = best_of(lambda: ev.select_estimator(log, ad, values=values), 2)
     out["slope_s"] = round(s, 3)
     print(f"  select_estimator (10 clips) {s:.3f} s, chose clip = {est.selected}", flush=True)
+
+
+def positioned_inputs(n, K, L, seed=0, *, dense=True):
+    """A uniform log of ``n`` records over ``K`` items and ``L`` positions, and a target:
+    dense float32 ``(n, K, L)`` (each position a distribution over the items), or one
+    ``(K, L)`` column set broadcast over the records (a context-free policy)."""
+    from simulator.logs import BanditLog
+
+    g = np.random.default_rng(seed)
+    log = BanditLog(context=g.normal(size=(n, 5)), action=g.integers(0, K, n),
+                    reward=(g.random(n) < 0.005).astype(np.float64),
+                    pscore=np.full(n, 1.0 / K), n_actions=K, position=g.integers(0, L, n),
+                    len_list=L, action_embeddings=(np.arange(K) % 8)[:, None])
+    if dense:
+        ad = g.random((n, K, L), dtype=np.float32)
+        ad /= ad.sum(axis=1, keepdims=True, dtype=np.float64).astype(np.float32)
+        ad[:, 0, :] += 1 - ad.sum(axis=1, dtype=np.float64).astype(np.float32)
+    else:
+        col = g.dirichlet(np.ones(K), size=L).T  # (K, L)
+        ad = np.broadcast_to(col, (n, K, L))
+    return log, ad
+
+
+def time_positions(n, twin_n, K=80, L=3):
+    import evaluators as ev
+
+    res: dict = {"n_rounds": n, "n_actions": K, "len_list": L, "seconds": {}}
+    print(f"position-aware inputs: n = {n:,}, K = {K}, L = {L} (float32)", flush=True)
+    log, ad = positioned_inputs(n, K, L)
+    q = np.random.default_rng(1).random((n, K, L), dtype=np.float32) * 0.01
+    cases = {
+        "ips": lambda: ev.ips(log, ad),
+        "snips": lambda: ev.snips(log, ad),
+        "subgaussian_ips": lambda: ev.subgaussian_ips(log, ad),
+        "direct_method": lambda: ev.direct_method(log, ad, model=q),
+        "doubly_robust": lambda: ev.doubly_robust(log, ad, model=q),
+        "sndr": lambda: ev.sndr(log, ad, model=q),
+        "switch_dr": lambda: ev.switch_dr(log, ad, model=q),
+        "dr_os": lambda: ev.dr_os(log, ad, model=q),
+        "mips": lambda: ev.mips(log, ad),
+    }
+    for name, fn in cases.items():
+        s, est = best_of(fn, 2)
+        res["seconds"][name] = round(s, 3)
+        print(f"  {name:16s} {s:7.3f} s  value {est.value:.6f}", flush=True)
+    rows = np.arange(n)
+
+    def reference():  # the formula in plain numpy, no validation
+        return float(np.mean(ad[rows, log.action, log.position] / log.pscore * log.reward))
+
+    s_ref, v_ref = best_of(reference, 2)
+    res["ips_numpy_s"] = round(s_ref, 3)
+    res["ips_over_numpy"] = round(res["seconds"]["ips"] / s_ref, 2)
+    res["ips_abs_diff"] = abs(ev.ips(log, ad).value - v_ref)
+    s, est = best_of(lambda: ev.select_estimator(log, ad), 1)
+    res["seconds"]["select_estimator"] = round(s, 3)
+    ad = q = cases = None  # free the dense arrays
+    log, ad = positioned_inputs(twin_n, K, L, seed=3, dense=False)
+    s, est = best_of(lambda: ev.select_by_twin(log, ad, n_twins=20, rng=0), 1)
+    res["select_by_twin_s"] = round(s, 2)
+    res["select_by_twin_n"] = twin_n
+    print(f"  select_by_twin (20 twins, 10 candidates, n = {twin_n:,}) {s:.2f} s, chose "
+          f"{est.selected}", flush=True)
+    return res
 
 
 def against_obp(n, K):

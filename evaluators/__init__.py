@@ -36,6 +36,7 @@ from evaluators._slate_ope import (
                              slate_ips,
 )
 from evaluators._slope import SLOPE_DEFAULTS, SelectionEstimate, select_estimator
+from evaluators._twin import TWIN_CANDIDATES, TwinScore, TwinSelection, select_by_twin
 from evaluators._weights import (
                              ItemWeights,
                              UnmatchedItemsWarning,
@@ -71,6 +72,10 @@ __all__ = [
     "select_estimator",
     "SelectionEstimate",
     "SLOPE_DEFAULTS",
+    "select_by_twin",
+    "TwinSelection",
+    "TwinScore",
+    "TWIN_CANDIDATES",
     "OPEEstimate",
     "NoSupportWarning",
     "SLATE_ESTIMATORS",

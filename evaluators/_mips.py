@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluators._ope import _NO_WEIGHT, OPEEstimate, _check_action_dist, _ess, _mean_estimate, _nan
+from evaluators._ope import (
+    _NO_WEIGHT,
+    OPEEstimate,
+    _check_action_dist,
+    _ess,
+    _mean_estimate,
+    _nan,
+    _rows,
+)
 from evaluators._validation import check_log as _check_log
 from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check_level
 
@@ -87,14 +95,16 @@ def mips(log, action_dist, *, action_embeddings=None, pi_b=None, ci=0.95) -> OPE
     ----------
     log : simulator.logs.BanditLog
         The logged records.
-    action_dist : array (n_rounds, n_actions) or (n_rounds, n_actions, 1)
-        The target policy's action probabilities on each record's context.
+    action_dist : array (n_rounds, n_actions) or (n_rounds, n_actions, len_list)
+        The target policy's action probabilities on each record's context (OBP's shape; read
+        at each record's position on a log with several).
     action_embeddings : int array (n_actions, n_embedding_features), optional
         Discrete embedding of every action (deterministic: action ``a`` has embedding
         ``action_embeddings[a]``). Default: the log's ``action_embeddings`` (OBP's
         ``action_context``).
-    pi_b : array (n_rounds, n_actions) or (n_rounds, n_actions, 1), optional
-        The logging policy's action probabilities on each record (OBP's ``pi_b``). Default:
+    pi_b : array (n_rounds, n_actions) or (n_rounds, n_actions, len_list), optional
+        The logging policy's action probabilities on each record (OBP's ``pi_b``, read at
+        each record's position on a log with several). Default:
         the log's ``pi_b``; when the log has none and was logged uniformly (``pscore`` is
         ``1 / #available`` on every record), the uniform distribution over the available
         actions; otherwise a ``ValueError``.
@@ -140,19 +150,21 @@ def mips(log, action_dist, *, action_embeddings=None, pi_b=None, ci=0.95) -> OPE
     0.5
     """
     log = _check_log(log)
-    a = _check_action_dist(log, action_dist)
+    a = _rows(log, _check_action_dist(log, action_dist))
     E = _check_embeddings(log, action_embeddings)
     level = check_level(ci)
-    pb = log.pi_b if pi_b is None else pi_b
     uniform = False
-    if pb is None:
-        uniform = _uniform_logging(log)
-        if not uniform:
-            raise ArgumentValueError(
-                "pi_b", "the logging policy's action probabilities (n_rounds, n_actions): the "
-                "log has no `pi_b` and was not logged uniformly", "None")
-    else:
-        pb = _check_action_dist(log, pb, "pi_b")
+    if pi_b is not None:
+        pb = _rows(log, _check_action_dist(log, pi_b, "pi_b"))
+    else:  # the log's own (checked when the log was made; at each record's position)
+        pb = log.pi_b
+        if pb is None:
+            uniform = _uniform_logging(log)
+            if not uniform:
+                raise ArgumentValueError(
+                    "pi_b", "the logging policy's action probabilities (n_rounds, n_actions): "
+                    "the log has no `pi_b` and was not logged uniformly", "None")
+    if pb is not None:
         got = pb[np.arange(log.n_rounds), log.action]
         bad = np.flatnonzero(np.abs(got - log.pscore) > 1e-6 * np.maximum(1.0, log.pscore))
         if bad.size:

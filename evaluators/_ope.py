@@ -2,9 +2,16 @@
 doubly robust family (DR, SNDR, Switch-DR, DR with optimistic shrinkage), subgaussian IPS.
 
 The target policy is given by its action probabilities per record, ``action_dist`` of shape
-``(n_rounds, n_actions)`` or Open Bandit Pipeline's ``(n_rounds, n_actions, 1)``, float64 or
-float32 (float32 is read as it is, never copied: at 1,000,000 records and 1,000 actions a
-float64 copy is 8 GB). Every estimator has the signature ``name(log, action_dist, *,
+``(n_rounds, n_actions)`` or Open Bandit Pipeline's ``(n_rounds, n_actions, len_list)``,
+float64 or float32 (float32 is read as it is, never copied: at 1,000,000 records and 1,000 actions a
+float64 copy is 8 GB). On a log with several positions (``log.len_list > 1``, e.g. the Open
+Bandit Dataset's three slots) ``action_dist`` must have OBP's shape with the log's
+``len_list``: every position's rows are checked, and each record is read at its own
+position, as OBP does -- the weight ``pi(a_j | x_j, pos_j) / pscore_j`` and, for the
+model-based estimators, ``sum_a pi(a | x_j, pos_j) q(x_j, a, pos_j)`` with the reward model
+at the record's position (``evaluators._reward_models``). A context-free policy can be given
+as ``np.broadcast_to(dist, (n_rounds, n_actions, len_list))``: it is checked once and never
+copied whole. Every estimator has the signature ``name(log, action_dist, *,
 <hyper-parameters>, ci=0.95)``, plus ``rng=None`` for those that draw (the cross-fitting
 folds and bootstraps of the model-based ones), and returns an :class:`OPEEstimate` labelled
 with its function's name (``estimator``).
@@ -26,8 +33,10 @@ its OBP namesake (``InverseProbabilityWeighting``, ``SelfNormalizedInverseProbab
     from obp.ope import InverseProbabilityWeighting
     InverseProbabilityWeighting().estimate_policy_value(
         reward=fb["reward"], action=fb["action"], pscore=fb["pscore"],
-        position=fb["position"], action_dist=action_dist[:, :, None])
+        position=fb["position"], action_dist=action_dist)  # (n_rounds, n_actions, len_list)
     # == evaluators.ips(log, action_dist).value
+
+(on the Open Bandit Dataset's three positions too: docs/real_data.md has the check.)
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from evaluators import _reward_models as _rm
 from evaluators._estimate import Estimate, UndefinedStderrWarning, _z
 from evaluators._validation import _sum_tol
 from evaluators._validation import check_log as _check_log
+from evaluators._validation import check_positioned, rows_at_position
 from recloop_base.threads import n_threads, thread_map
 from recloop_base.validation import (
     ArgumentTypeError,
@@ -72,13 +82,18 @@ class OPEEstimate(Estimate):
 # -- input validation (cheap: two passes over action_dist, no copies) ------------------------
 def _check_action_dist(log, action_dist, name="action_dist", *,
                        values: bool = True) -> np.ndarray:
-    """``action_dist`` as an (n_rounds, n_actions) float array (a view where possible).
+    """``action_dist`` as an (n_rounds, n_actions) float array (a view where possible); on a
+    log with several positions the validated ``(n_rounds, n_actions, len_list)`` array
+    (every position's rows checked, whatever ``values``), which :func:`_rows` reads at the
+    records' positions and :func:`_target_at_logged` at the logged (action, position).
 
     The checks of the values cost one global ``min`` (negative, nan) and one matrix-vector
     product (row sums; an inf or nan makes its row sum fail too); the slow search for the
     first bad record runs only to word the error. ``values=False`` checks type and shape
     only: the caller checks the values in the same pass as its own (``_dm_terms``).
     """
+    if log.len_list > 1:  # every position's rows checked; read at the records' positions
+        return check_positioned(log, action_dist, name)
     a = np.asarray(action_dist)
     if a.dtype.kind not in "fiu":
         raise ArgumentTypeError(name, "a float array of action probabilities",
@@ -147,8 +162,17 @@ def _check_clip(clip):
 
 
 def _target_at_logged(log, a) -> np.ndarray:
-    """pi(a_j | x_j), float64 (n_rounds,)."""
+    """pi(a_j | x_j) (at the record's position), float64 (n_rounds,)."""
+    if a.ndim == 3:
+        return a[np.arange(log.n_rounds), log.action, log.positions()].astype(np.float64,
+                                                                             copy=False)
     return a[np.arange(log.n_rounds), log.action].astype(np.float64, copy=False)
+
+
+def _rows(log, a) -> np.ndarray:
+    """The (n_rounds, n_actions) rows of a checked ``action_dist`` at the records'
+    positions (``a`` itself on a one-slot log)."""
+    return rows_at_position(a, log.positions()) if a.ndim == 3 else a
 
 
 def _weights(log, a) -> np.ndarray:
@@ -292,8 +316,10 @@ def ips(log, action_dist, *, clip=None, ci=0.95) -> OPEEstimate:
     ----------
     log : simulator.logs.BanditLog
         ``n_rounds`` records (context, action, reward, pscore).
-    action_dist : array (n_rounds, n_actions) or (n_rounds, n_actions, 1)
-        The target policy's action probabilities on each record's context (rows sum to 1).
+    action_dist : array (n_rounds, n_actions) or (n_rounds, n_actions, len_list)
+        The target policy's action probabilities on each record's context (rows sum to 1),
+        at every position of a log with several (``len_list`` the log's; read at each
+        record's position).
     clip : float > 0, optional
         Weights are clipped at ``clip`` (biased, lower variance).
     ci : float in (0, 1)
@@ -520,6 +546,7 @@ def direct_method(log, action_dist, *, model="ridge", per_action=None,
     nan = _no_support(log, a, level, "direct_method")
     if nan is not None:
         return nan
+    a = _rows(log, a)
     terms = _dm_terms(a, m.in_sample, "action_dist")
     value = float(terms.mean())
     if not m.fitted:
@@ -543,8 +570,10 @@ def _dr_parts(log, a, m):
     """(w, dm_j, q(x_j, a_j)) with the cross-fitted model ``m`` (``a``'s values checked
     here)."""
     q = m.cross_fitted
+    w = _weights(log, a)
+    a = _rows(log, a)
     dm = _dm_terms(a, q, "action_dist")
-    return _weights(log, a), dm, _factual(q, log)
+    return w, dm, _factual(q, log)
 
 
 def _no_support(log, a, level, name):
@@ -705,6 +734,7 @@ def switch_dr(log, action_dist, *, tau=10.0, model="ridge", per_action=None, n_f
     nan = _no_support(log, a, level, "switch_dr")
     if nan is not None:
         return nan
+    a = _rows(log, a)  # the model's variance reads the rows too: gathered once
     w, dm, qa = _dr_parts(log, a, m)
     est = _family_estimate("switch_dr", log, w, dm, qa, tau, level)
     return _add_model_variance(est, a, w, "switch_dr", tau, m, method, n_bootstrap)
@@ -756,6 +786,7 @@ def dr_os(log, action_dist, *, lambda_=100.0, model="ridge", per_action=None, n_
     nan = _no_support(log, a, level, "dr_os")
     if nan is not None:
         return nan
+    a = _rows(log, a)  # the model's variance reads the rows too: gathered once
     w, dm, qa = _dr_parts(log, a, m)
     est = _family_estimate("dr_os", log, w, dm, qa, lam, level)
     return _add_model_variance(est, a, w, "dr_os", lam, m, method, n_bootstrap)

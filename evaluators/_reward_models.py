@@ -6,7 +6,7 @@ A reward model is given to an estimator as ``model=``:
   1, intercept unpenalised);
 * ``"mean"`` -- the mean reward of each action;
 * an array of predicted rewards, ``(n_rounds, n_actions)`` or Open Bandit Pipeline's
-  ``estimated_rewards_by_reg_model`` shape ``(n_rounds, n_actions, 1)``: used as it is;
+  ``estimated_rewards_by_reg_model`` shape ``(n_rounds, n_actions, len_list)``: used as it is;
 * any regressor with scikit-learn's ``fit(X, y)`` / ``predict(X)`` (duck-typed; scikit-learn
   is not a dependency). It is copied (``copy.deepcopy``) before every fit, so the object
   passed in is never fitted or changed. Feature encoding: ``X = [context, one_hot(action)]``,
@@ -17,6 +17,19 @@ A reward model is given to an estimator as ``model=``:
   reward (0 when there is no training record at all);
 * a :class:`RewardModel` from :func:`fit_reward_model`: one of the above fitted once on the
   log, shared by every estimator and every target policy evaluated on that log.
+
+Logs with several positions (``log.len_list > 1``, e.g. the Open Bandit Dataset's three
+slots): every prediction ``q[j, a]`` is the reward of action ``a`` *at record j's position*
+(an array may be given as OBP's ``(n_rounds, n_actions, len_list)``: it is read at each
+record's position). The fitted models take the position as a feature: "ridge" appends the
+one-hot position (the first slot the baseline, ``len_list - 1`` columns, penalised like the
+context) to ``[1, context]``; "mean" is the mean reward of each (action, position) pair
+(a pair without records gets the overall mean, as an action without records does); a
+regressor gets ``one_hot(position)`` after its other features (joint: ``[context,
+one_hot(action), one_hot(position)]``; per action: ``[context, one_hot(position)]``). The
+analytic variance stays exact: it is the same sandwich over the larger design (ridge) or
+over the (action, position) cells (mean). A one-slot log gets exactly the model it got
+before positions existed.
 
 Fitted models are *cross-fitted* for the doubly robust family: the records are split into
 ``n_folds`` folds (drawn from ``rng``), and the predictions for a fold come from a model fitted
@@ -40,6 +53,7 @@ import numbers
 import numpy as np
 
 from evaluators._validation import check_log as _check_log
+from evaluators._validation import rows_at_position
 from recloop_base.threads import blas_threads
 from recloop_base.validation import (
     ArgumentTypeError,
@@ -95,7 +109,13 @@ def resolve_model(log, model, *, per_action=False, name="model") -> _Model:
                                     f"dtype {q.dtype}")
         if q.dtype.kind != "f":
             q = q.astype(np.float64)
-        n, k = log.n_rounds, log.n_actions
+        n, k, L = log.n_rounds, log.n_actions, log.len_list
+        if L > 1:
+            if q.shape != (n, k, L):
+                raise ArgumentValueError(
+                    name, f"an array of shape (n_rounds, n_actions, len_list) = ({n}, {k}, "
+                    f"{L}) (the log has {L} positions)", f"shape {np.shape(model)}")
+            return _Model("array", array=rows_at_position(q, log.positions()))
         if q.ndim == 3 and q.shape[2] == 1:
             q = q.reshape(q.shape[0], q.shape[1])
         if q.shape != (n, k):
@@ -112,7 +132,8 @@ def resolve_model(log, model, *, per_action=False, name="model") -> _Model:
 
 # -- fold split ---------------------------------------------------------------------------
 def _record_hash(log) -> np.ndarray:
-    """A uint64 hash of each record's content (context, action, reward, pscore)."""
+    """A uint64 hash of each record's content (context, action, reward, pscore, and the
+    position on a log with several)."""
     def mix(x):
         x = x ^ (x >> np.uint64(30))
         x *= np.uint64(0xBF58476D1CE4E5B9)
@@ -122,6 +143,8 @@ def _record_hash(log) -> np.ndarray:
 
     h = mix(log.action.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15))
     cols = [log.reward, log.pscore] + [log.context[:, i] for i in range(log.dim_context)]
+    if log.len_list > 1:
+        cols.append(log.positions().astype(np.float64))
     for col in cols:
         h = mix(h ^ np.ascontiguousarray(col, dtype=np.float64).view(np.uint64))
     return h
@@ -137,8 +160,31 @@ def fold_ids(log, n_folds: int, rng: np.random.Generator) -> np.ndarray:
 
 
 # -- fitting ------------------------------------------------------------------------------
-def _design(context) -> np.ndarray:
-    return np.hstack([np.ones((context.shape[0], 1)), context])
+def _design(log, rows=None) -> np.ndarray:
+    """Ridge's features of the records ``rows`` (all by default): ``[1, context]``, and on a
+    log with several positions the one-hot position without its first column."""
+    c = log.context if rows is None else log.context[rows]
+    if log.len_list == 1:
+        return np.hstack([np.ones((c.shape[0], 1)), c])
+    pos = log.positions() if rows is None else log.positions()[rows]
+    return np.hstack([np.ones((c.shape[0], 1)), c, np.eye(log.len_list)[pos][:, 1:]])
+
+
+def _cells(log, kind: str, rows=None) -> tuple[np.ndarray, int]:
+    """The coefficient block of each record, and how many blocks: its action, or for "mean"
+    on a log with several positions its (action, position) pair ``a * len_list + pos``."""
+    a = log.action if rows is None else log.action[rows]
+    if kind != "mean" or log.len_list == 1:
+        return a, log.n_actions
+    pos = log.positions() if rows is None else log.positions()[rows]
+    return a * log.len_list + pos, log.n_actions * log.len_list
+
+
+def _cell_predictions(log, coef, rows=None) -> np.ndarray:
+    """q (rows, K) of the per-(action, position) means ``coef`` (K * len_list,): each record's
+    own position's row."""
+    pos = log.positions() if rows is None else log.positions()[rows]
+    return coef.reshape(log.n_actions, log.len_list).T[pos]
 
 
 def _fit_ridge(Z, action, reward, K):
@@ -246,7 +292,7 @@ def _predict_ridge(log, B, predict_rows, out) -> None:
     """``out[rows] = [1, context] @ B.T`` for ``predict_rows``, chunk by chunk."""
     K = B.shape[0]
     for rows in _rows_chunks(predict_rows, K):
-        Zr = _design(log.context[rows])
+        Zr = _design(log, rows)
         # BLAS for large products; einsum for small ones, where BLAS threads thrash
         out[rows] = Zr @ B.T if Zr.size * K >= (1 << 22) else np.einsum("np,kp->nk", Zr, B)
 
@@ -271,13 +317,17 @@ def fit_predict(log, model: _Model, train, predict_rows, out) -> None:
     K = log.n_actions
     a, r = log.action[train], log.reward[train]
     if model.kind == "mean":
-        out[predict_rows] = _fit_mean(a, r, K)
+        if log.len_list == 1:
+            out[predict_rows] = _fit_mean(a, r, K)
+        else:
+            cells, n_cells = _cells(log, "mean", train)
+            out[predict_rows] = _cell_predictions(log, _fit_mean(cells, r, n_cells),
+                                                  predict_rows)
     elif model.kind == "ridge":
-        _predict_ridge(log, _fit_ridge(_design(log.context[train]), a, r, K), predict_rows,
-                       out)
+        _predict_ridge(log, _fit_ridge(_design(log, train), a, r, K), predict_rows, out)
     elif model.per_action:
         overall = float(r.mean()) if r.size else 0.0
-        ctx, ctx_train = log.context[predict_rows], log.context[train]
+        ctx, ctx_train = _regressor_context(log, predict_rows), _regressor_context(log, train)
         for k in range(K):
             mine = a == k
             if not mine.any():
@@ -289,14 +339,29 @@ def fit_predict(log, model: _Model, train, predict_rows, out) -> None:
     elif r.size == 0:
         out[predict_rows] = 0.0
     else:
-        eye = np.eye(K)
-        X = np.hstack([log.context[train], eye[a]])
+        eye, L = np.eye(K), log.len_list
+        X = np.hstack([log.context[train], eye[a]] + _position_columns(log, train))
         m = _fit_regressor(model.regressor, X, r)
-        for rows in _rows_chunks(predict_rows, K * (log.dim_context + K)):
+        for rows in _rows_chunks(predict_rows, K * (log.dim_context + K + (L if L > 1 else 0))):
             c = log.context[rows]
-            Xp = np.hstack([np.repeat(c, K, axis=0), np.tile(eye, (c.shape[0], 1))])
+            Xp = np.hstack([np.repeat(c, K, axis=0), np.tile(eye, (c.shape[0], 1))] + [
+                np.repeat(p, K, axis=0) for p in _position_columns(log, rows)])
             out[rows] = _check_prediction(m.predict(Xp), c.shape[0] * K,
                                           "the joint model").reshape(c.shape[0], K)
+
+
+def _position_columns(log, rows) -> list:
+    """``[one_hot(position)]`` of the records ``rows`` on a log with several positions (a
+    regressor's extra features), ``[]`` on a one-slot log."""
+    if log.len_list == 1:
+        return []
+    return [np.eye(log.len_list)[log.positions()[rows]]]
+
+
+def _regressor_context(log, rows) -> np.ndarray:
+    """A per-action regressor's features: the context, and the one-hot position."""
+    return np.hstack([log.context[rows]] + _position_columns(log, rows)) if log.len_list > 1 \
+        else log.context[rows]
 
 
 def cross_fit(log, model: _Model, folds: np.ndarray, n_folds: int) -> np.ndarray:
@@ -368,12 +433,15 @@ class RewardModel:
     folds : array (n_rounds,) of int, or None
         The cross-fitting fold of each record (``None`` for an array).
     cross_fitted : array (n_rounds, n_actions)
-        ``q(x_j, a)`` for every record from the model fitted on the other folds.
+        ``q(x_j, a)`` for every record from the model fitted on the other folds (at the
+        record's position on a log with several).
     in_sample : array (n_rounds, n_actions)
         ``q(x_j, a)`` from the model fitted on the whole log.
     coef : array (n_actions, p), linear models only
-        The whole-log coefficients per action on ``[1, context]`` ("ridge") or ``[1]``
-        ("mean").
+        The whole-log coefficients per action on ``[1, context]`` ("ridge"; then the one-hot
+        position without its first column on a log with several positions) or ``[1]``
+        ("mean"; per (action, position) cell ``a * len_list + pos``, ``(n_actions *
+        len_list, 1)``, on a log with several positions).
     """
 
     __slots__ = ("_log", "_spec", "n_folds", "_seeds", "_cache")
@@ -419,6 +487,11 @@ class RewardModel:
     def linear(self) -> bool:
         """Whether its model variance has the analytic form ("ridge", "mean")."""
         return self._spec.kind in MODELS
+
+    @property
+    def _by_cell(self) -> bool:
+        """Its coefficients are per (action, position) cell ("mean" on a multi-slot log)."""
+        return self._spec.kind == "mean" and self._log.len_list > 1
 
     def _get(self, key, make):
         if key not in self._cache:
@@ -477,7 +550,12 @@ class RewardModel:
                 name, f"a reward model fitted on this log ({log.n_rounds} records, "
                 f"{log.n_actions} actions)", f"one fitted on a log of {mine.n_rounds} records "
                 f"and {mine.n_actions} actions")
-        for field in ("action", "reward", "context"):
+        if log.len_list != mine.len_list:
+            raise ArgumentValueError(
+                name, f"a reward model fitted on this log (len_list {log.len_list})",
+                f"one fitted on a log with len_list {mine.len_list}")
+        for field in ("action", "reward", "context") + (("position",) if log.len_list > 1
+                                                        else ()):
             x, y = getattr(log, field), getattr(mine, field)
             if x is not y and not np.array_equal(x, y):
                 raise ArgumentValueError(
@@ -510,12 +588,14 @@ class RewardModel:
         The records are sorted by action (``order``; action k's rows ``starts[k]`` to
         ``starts[k + 1]`` of ``Zs``, the sorted design); for "ridge" by (action, fold)
         within, whose Grams also give the cross-fit (one pass over the records for both
-        fits).
+        fits). For "mean" on a log with several positions, "action" reads "(action,
+        position) cell" throughout (``K * len_list`` blocks, :func:`_cells`).
         """
         def make():
             log, kind = self._log, self._spec.kind
-            n, K = log.n_rounds, log.n_actions
-            a, r = log.action, log.reward
+            n = log.n_rounds
+            a, K = _cells(log, kind)  # blocks of coefficients: actions, or (action, position)
+            r = log.reward
             Z = _features(log, kind)
             p = Z.shape[1]
             rbar = float(r.mean())
@@ -525,8 +605,11 @@ class RewardModel:
                 order = _stable_order(a, K)
                 coef = _fit_mean(a, r, K)[:, None]
                 Zs = Z[order]
-                q = np.empty((n, K))
-                q[:] = coef[:, 0]
+                if log.len_list == 1:
+                    q = np.empty((n, K))
+                    q[:] = coef[:, 0]
+                else:
+                    q = _cell_predictions(log, coef[:, 0])
                 Hsum = counts[:, None, None].astype(np.float64)
             else:
                 F = self.n_folds
@@ -540,7 +623,7 @@ class RewardModel:
                 out.update(G=G, b=b, group_counts=group_counts)
             starts = np.concatenate([[0], np.cumsum(counts)])
             seen = np.flatnonzero(counts)
-            es = (r - q[np.arange(n), a])[order]
+            es = (r - q[np.arange(n), log.action])[order]
             unseen = counts == 0
             rc = (r - rbar) / n if unseen.any() else None
             Hinv, S = np.zeros((K, p, p)), np.zeros((K, p, p))
@@ -573,7 +656,7 @@ class RewardModel:
         design (one BLAS product per action, one thread)."""
         L = self._linear()
         ws, Zs, starts = w[L["order"]], L["Zs"], L["starts"]
-        out = np.zeros((self.n_actions, Zs.shape[1]))
+        out = np.zeros((starts.shape[0] - 1, Zs.shape[1]))
         with blas_threads(1):
             for k in L["seen"]:
                 out[k] = ws[starts[k]:starts[k + 1]] @ Zs[starts[k]:starts[k + 1]]
@@ -604,6 +687,15 @@ class RewardModel:
         fixed row blocks, never whole."""
         Z = self._linear()["Z"]
         n, K = pi.shape
+        if self._by_cell:  # "mean" with positions: sum_{j at position l} pi[j, a] per cell
+            pos, L = self._log.positions(), self._log.len_list
+            out = np.zeros((L, K))
+            step = max(1, (1 << 20) // max(1, K))
+            for s in range(0, n, step):
+                c, p = np.asarray(pi[s:s + step], dtype=np.float64), pos[s:s + step]
+                for pos_ in range(L):
+                    out[pos_] += c[p == pos_].sum(axis=0)
+            return out.T.reshape(K * L, 1)
         with blas_threads(1):
             if pi.dtype == np.float64:
                 return pi.T @ Z
@@ -782,6 +874,15 @@ def bootstrap_dm_values(m: RewardModel, pi, n_bootstrap: int) -> np.ndarray:
     n = log.n_rounds
     W = m._resamples(n_bootstrap)  # (B, n)
     pi = np.asarray(pi, dtype=np.float64)
+    if m._by_cell:  # per-(action, position) means: sum_j W_bj pi[j, a] over each position
+        coef = m._refits(n_bootstrap)[:, :, 0]    # (B, K * L)
+        pos, L = log.positions(), log.len_list
+        values = np.zeros(n_bootstrap)
+        with blas_threads(1):
+            for pos_ in range(L):
+                rows = pos == pos_
+                values += np.einsum("bk,bk->b", W[:, rows] @ pi[rows], coef[:, pos_::L])
+        return values / n
     if m.linear:
         Z = m._linear()["Z"]
         coef = m._refits(n_bootstrap)             # (B, K, p)
@@ -813,6 +914,9 @@ def bootstrap_model_part(m: RewardModel, pi, ws, n_bootstrap: int) -> np.ndarray
     (n_bootstrap,): its spread is the model's contribution to the estimator's variance."""
     log = m._log
     n, K = log.n_rounds, log.n_actions
+    if m._by_cell:  # per-(action, position) means: the cells' pi-sums minus the logged weights
+        coef = m._refits(n_bootstrap)             # (B, K * L, 1)
+        return np.einsum("kp,bkp->b", m._pi_design(pi) - m._block_sums(ws), coef) / n
     if m.linear:
         Z = m._linear()["Z"]
         coef = m._refits(n_bootstrap)             # (B, K, p)
@@ -833,16 +937,18 @@ def bootstrap_model_part(m: RewardModel, pi, ws, n_bootstrap: int) -> np.ndarray
 
 
 def _features(log, kind) -> np.ndarray:
-    return _design(log.context) if kind == "ridge" else np.ones((log.n_rounds, 1))
+    return _design(log) if kind == "ridge" else np.ones((log.n_rounds, 1))
 
 
 def _refit(log, kind, W, Z) -> np.ndarray:
     """Per-action coefficients (B, K, p) of the mean (``Z`` = 1) or ridge model refitted on
     every resample at once (record weights ``W`` (B, n)); actions a resample never shows get
-    its mean reward. The products run on one BLAS thread: several BLAS threads thrash on a
-    busy machine (10x slower measured on 2 shared cores) and would make the last bits depend
-    on the thread count."""
-    n, K = log.n_rounds, log.n_actions
+    its mean reward (per (action, position) cell for "mean" on a multi-slot log). The
+    products run on one BLAS thread: several BLAS threads thrash on a busy machine (10x
+    slower measured on 2 shared cores) and would make the last bits depend on the thread
+    count."""
+    n = log.n_rounds
+    cells, K = _cells(log, kind)
     B, p = W.shape[0], Z.shape[1]
     r = log.reward
     overall = (W @ r) / W.sum(axis=1)              # (B,)
@@ -852,8 +958,8 @@ def _refit(log, kind, W, Z) -> np.ndarray:
     pen[0] = 0.0  # intercept (or the mean) unpenalised
     outer = (Z[:, :, None] * Z[:, None, :]).reshape(n, p * p)
     with blas_threads(1):  # products of (B, n_k) by (n_k, p^2): one thread, machine-free bits
-        for k in np.unique(log.action):
-            rows = np.flatnonzero(log.action == k)
+        for k in np.unique(cells):
+            rows = np.flatnonzero(cells == k)
             Wk = W[:, rows]
             seen = Wk.sum(axis=1) > 0
             if not seen.any():

@@ -65,7 +65,7 @@ def select_estimator(log, action_dist, *, estimator="ips", values=None, delta=0.
     ----------
     log : simulator.logs.BanditLog
         The logged records.
-    action_dist : array (n_rounds, n_actions) or (n_rounds, n_actions, 1)
+    action_dist : array (n_rounds, n_actions) or (n_rounds, n_actions, len_list)
         The target policy's action probabilities on each record's context.
     estimator : {"ips", "doubly_robust", "switch_dr", "dr_os", "subgaussian_ips"}
         The family; its hyper-parameter is ``clip``, ``clip``, ``tau``, ``lambda_``,

@@ -13,6 +13,7 @@ bandit with as many arms and records, logged the same way (uniformly or not), on
 are not yours: it measures the estimators at your size and logging, not your click rates).
 """
 
+import dataclasses
 import sys
 import tempfile
 from pathlib import Path
@@ -31,6 +32,7 @@ if args and Path(args[0]).is_dir():  # the Open Bandit Dataset
 
     log = load_open_bandit(args[0], behavior_policy="random", campaign="all")
     log = log.take(np.flatnonzero(log.positions() == 0))
+    log = dataclasses.replace(log, position=None, len_list=1)  # one slot: an (n, K, 1) target
 elif args:
     log = BanditLog.load(args[0])
 else:

@@ -118,6 +118,6 @@ def _static(name, fn):
 
 _STATIC = tuple(_static(name, getattr(evaluators, name)) for name in (
     "ips", "snips", "direct_method", "doubly_robust", "sndr", "switch_dr", "dr_os",
-    "subgaussian_ips", "mips", "select_estimator"))
+    "subgaussian_ips", "mips", "select_estimator", "select_by_twin"))
 
 KINDS = _BANDITS + _RECOMMENDERS + _LEARNING + _STATIC

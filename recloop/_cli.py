@@ -206,8 +206,8 @@ def _cmd_list(args, out, err) -> int:
             except (OSError, ValueError):
                 continue
             first = exc.problems[0] if exc.problems else ""
-            needs = (f"needs your data: --set world.{first.split('--set world.')[1].split(')')[0]}"
-                     if "--set world." in first
+            needs = (f"needs your data: --set {first.split('--set ')[1].split(')')[0]}"
+                     if "--set " in first
                      else f"cannot run here: recloop validate {name} says why")
             print(f"  {name:<24} {run.get('description', '')} [{needs}]", file=out)
             continue

@@ -283,6 +283,7 @@ BUILTIN_MODULES = (
     "recloop.experiments._loo_cf",
     "recloop.experiments._offline_vs_online",
     "recloop.experiments._ope",
+    "recloop.experiments._ope_real",
     "recloop.experiments._selection",
     "recloop.experiments._slate_ope",
     "recloop._builtins",

@@ -29,11 +29,57 @@ def small_movielens() -> Path:
     return path
 
 
+def write_small_obd(folder: Path, *, n: int = 300, n_items: int = 6, seed: int = 0) -> Path:
+    """An Open-Bandit-Dataset-format folder (``random/`` and ``bts/`` logs of the three
+    campaigns, ``item_context.csv``, ``prior_bts.yaml``) of ``n`` rows per log: uniform
+    random and Bernoulli TS logging of ``n_items`` items over 3 positions, clicks of known
+    rates."""
+    import csv
+    from datetime import datetime, timedelta, timezone
+
+    g = np.random.default_rng(seed)
+    t0 = datetime(2019, 11, 24, tzinfo=timezone.utc)
+    rate = np.linspace(0.02, 0.2, n_items)
+    alpha, beta = 1.0 + 100 * rate, 1.0 + 100 * (1 - rate)
+    (folder).mkdir(parents=True, exist_ok=True)
+    (folder / "prior_bts.yaml").write_text("".join(
+        f"{c}:\n  alpha:\n" + "".join(f"    - {a}\n" for a in alpha) + "  beta:\n"
+        + "".join(f"    - {b}\n" for b in beta) for c in ("all", "men", "women")))
+    for policy in ("random", "bts"):
+        for campaign in ("all", "men", "women"):
+            sub = folder / policy / campaign
+            sub.mkdir(parents=True, exist_ok=True)
+            with open(sub / "item_context.csv", "w", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(["", "item_id", "item_feature_0", "item_feature_1"])
+                for i in range(n_items):
+                    w.writerow([i, i, float(i) / n_items, f"h{i % 2}"])
+            with open(sub / f"{campaign}.csv", "w", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(["", "timestamp", "item_id", "position", "click",
+                            "propensity_score", *(f"user_feature_{f}" for f in range(4))])
+                for j in range(n):
+                    item = int(g.integers(0, n_items))
+                    w.writerow([j, (t0 + timedelta(seconds=j)).isoformat(sep=" "), item,
+                                int(g.integers(1, 4)), int(g.random() < rate[item]),
+                                1.0 / n_items if policy == "random" else 0.5,
+                                *(f"u{f}{int(g.integers(0, 3))}" for f in range(4))])
+    return folder
+
+
+@functools.lru_cache(maxsize=1)
+def small_obd() -> Path:
+    """:func:`write_small_obd` in a temporary folder."""
+    return write_small_obd(Path(tempfile.mkdtemp(prefix="recloop-test-obd-")) / "obd")
+
+
 #: Overrides that let a built-in scenario run here: its data replaced by a stand-in.
 def overrides(name: str) -> list[str]:
     if name == "calibrated_campaign_bias":
         return [f"world.calibrate_from={small_movielens()}",
                 "evaluations.0.ticks=[40, 45, 50, 55, 59]"]
+    if name == "ope_real":
+        return [f"evaluations.0.data={small_obd()}", f"evaluations.2.data={small_obd()}"]
     return []
 
 

@@ -19,7 +19,13 @@ import numpy as np
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
 from recloop._schema import Float, Int, ListOf, Param, Str, Table
-from recloop.experiments._common import child_rng, emit_per_log, name_key, seed_sequence
+from recloop.experiments._common import (
+    child_rng,
+    child_seed,
+    emit_per_log,
+    name_key,
+    seed_sequence,
+)
 from recloop.experiments._ope import (
     DEFAULT_TARGETS,
     LOGGING_POLICIES,
@@ -31,7 +37,7 @@ from recloop.experiments._ope import (
 )
 from recloop_base.validation import check_int
 
-__all__ = ["FAMILIES", "KIND", "estimator_selection"]
+__all__ = ["FAMILIES", "KIND", "estimator_selection", "plot_selection"]
 
 EVALUATION = "estimator_selection"
 #: Estimator families SLOPE tunes (see ``evaluators.SLOPE_DEFAULTS``).
@@ -47,7 +53,8 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
                         family: str = "ips", values=None, within: float = 0.1,
                         logging: str = "uniform", beta: float = 10.0, epsilon: float = 0.2,
                         n_rounds: int = 1000, n_logs: int = 100, n_actions: int | None = None,
-                        reward_noise: float = 0.0, n_resamples: int = 1000, rng=None,
+                        reward_noise: float = 0.0, n_twins: int = 0, n_resamples: int = 1000,
+                        rng=None,
                         progress: bool = False, evaluation: str = EVALUATION,
                         per_log=None) -> list[Measurement]:
     """SLOPE's choice of a hyper-parameter against the oracle's, over many logs.
@@ -67,6 +74,10 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
         ``(1 + within)`` times the oracle's.
     logging, beta, epsilon, n_rounds, n_logs, n_actions, reward_noise
         As for ``ope``: the logging policy and the logs.
+    n_twins : int, default 0
+        When >= 2, :func:`evaluators.select_by_twin` also picks among the same candidates on
+        every log, from ``n_twins`` simulated twins of it (variant ``twin``, scored as
+        SLOPE is); 0: SLOPE alone.
     n_resamples : int, default 1000
         Bootstrap resamples of the logs for the interval of the regret.
     rng : None, int, SeedSequence or Generator
@@ -95,15 +106,24 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
           oracle's RMSE, Wilson interval);
         * variant ``oracle``: ``rmse`` of the best candidate and ``choice`` (its value);
         * variant ``untuned``: ``rmse`` of the first default candidate (no clipping,
-          shrinkage or switching: the family's plain estimator).
+          shrinkage or switching: the family's plain estimator);
+        * variant ``twin`` (with ``n_twins``): the metrics of ``slope`` for the twin's pick.
 
     Notes
     -----
     SLOPE never sees the truth: it picks from the log alone. The oracle is what a user would
     choose knowing the truth, the best any fixed choice can do in this setting.
     """
+    import functools
+
+    import evaluators
     import simulator
-    from evaluators import SLOPE_DEFAULTS, fit_reward_model, select_estimator, wilson_estimate
+    from evaluators import (
+        SLOPE_DEFAULTS,
+        fit_reward_model,
+        select_by_twin,
+        select_estimator,
+    )
 
     if family not in FAMILIES:
         raise ValueError(f"`family` must be one of {', '.join(map(repr, FAMILIES))}; got "
@@ -118,6 +138,11 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     n_rounds = check_int(n_rounds, "n_rounds", low=2)
     n_logs = check_int(n_logs, "n_logs", low=2)
     n_resamples = check_int(n_resamples, "n_resamples", low=1)
+    n_twins = check_int(n_twins, "n_twins", low=0)
+    if n_twins == 1:
+        raise ValueError("`n_twins` must be 0 (no twin) or >= 2; got 1.")
+    fn = getattr(evaluators, family)
+    twin_candidates = [(_label(param, v), functools.partial(fn, **{param: v})) for v in cands]
     logger = _lookup(config, policy_table(config, _check_policy(
         {"policy": logging, "beta": beta, "epsilon": epsilon}, "logging")))
     specs = {}
@@ -133,6 +158,8 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     theta = {t: np.full((n_logs, len(cands)), np.nan) for t in tables}
     picked = {t: np.full(n_logs, -1) for t in tables}
     slope = {t: [] for t in tables}
+    twin = {t: [] for t in tables}
+    twin_picked = {t: np.full(n_logs, -1) for t in tables}
     from recloop_base.progress import bar
 
     logs = bar(range(n_logs), desc="logs", show=progress)
@@ -155,8 +182,18 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
             picked[t][i] = cands.index(float(est.selected)) if not math.isnan(est.selected) \
                 else -1
             slope[t].append(est)
+            if n_twins:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    tw = select_by_twin(log, tab[atoms], candidates=twin_candidates,
+                                        n_twins=n_twins,
+                                        rng=child_seed(root, 9, name_key(t), i))
+                twin[t].append(tw)
+                twin_picked[t][i] = [c[0] for c in twin_candidates].index(tw.selected)
     params = {"family": family, "logging": logging, "n_rounds": n_rounds,
               "n_actions": config.n_arms, "reward_noise": float(reward_noise)}
+    if n_twins:
+        params["n_twins"] = n_twins
     if logging == "softmax":
         params["beta"] = float(beta)
     elif logging == "epsilon_greedy":
@@ -165,6 +202,8 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     for t in tables:
         kw = dict(evaluation=evaluation, agent=t, params=params)
         emit_per_log(per_log, slope[t], truth[t], variant="slope", **kw)
+        if n_twins:
+            emit_per_log(per_log, twin[t], truth[t], variant="twin", **kw)
         for c, v in enumerate(cands):
             emit_per_log(per_log, list(theta[t][:, c]), truth[t], variant=_label(param, v), **kw)
         err = theta[t] - truth[t]  # (n_logs, candidates)
@@ -185,47 +224,60 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
                  Measurement(metric="choice", estimate=cands[best], variant="oracle", **kw),
                  Measurement(metric="rmse", estimate=rmse[0], n=int(ok[:, 0].sum()),
                              variant="untuned", **kw)]
-        values_t = np.array([e.value for e in slope[t]])
-        good = np.isfinite(values_t)
-        n = int(good.sum())
-        kw_s = dict(kw, variant="slope")
-        if n == 0:
-            rows.append(Measurement(metric="value", estimate=math.nan, n=0, **kw_s))
-            continue
-        e_s = values_t[good] - truth[t]
-        rmse_s = math.sqrt(float(np.mean(e_s ** 2)))
-        mean_v = float(values_t[good].mean())
-        se_v = float(values_t[good].std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-        lo = np.array([e.ci_low for e in slope[t]])[good]
-        hi = np.array([e.ci_high for e in slope[t]])[good]
-        cov = wilson_estimate(int(np.sum((lo <= truth[t]) & (truth[t] <= hi))), n)
-        # the regret's interval: bootstrap over logs of (SLOPE's RMSE - the oracle's)
-        gen = child_rng(root, 4, name_key(t))
-        idx = gen.integers(0, n_logs, size=(n_resamples, n_logs))
-        e_all = np.where(good, values_t - truth[t], np.nan)
-        eo = err[:, best]
-        boot = (np.sqrt(np.nanmean(e_all[idx] ** 2, axis=1))
-                - np.sqrt(np.nanmean(eo[idx] ** 2, axis=1)))
-        blo, bhi = np.nanpercentile(boot, [2.5, 97.5])
-        regret = rmse_s - rmse[best]
-        close = picked[t][good] >= 0
-        pick_rmse = np.where(close, rmse[np.maximum(picked[t][good], 0)], np.inf)
-        win = wilson_estimate(int(np.sum(pick_rmse <= (1 + within) * rmse[best])), n)
-        rows += [
-            Measurement(metric="value", estimate=mean_v, stderr=se_v, ci_low=mean_v - _Z * se_v,
-                        ci_high=mean_v + _Z * se_v, truth=truth[t], n=n, **kw_s),
-            Measurement(metric="rmse", estimate=rmse_s, n=n, **kw_s),
-            Measurement(metric="bias", estimate=float(e_s.mean()), stderr=se_v, n=n, **kw_s),
-            Measurement(metric="coverage", estimate=cov.value, stderr=cov.stderr,
-                        ci_low=cov.ci_low, ci_high=cov.ci_high, n=n, **kw_s),
-            Measurement(metric="regret", estimate=regret, ci_low=float(blo),
-                        ci_high=float(bhi), n=n, **kw_s),
-            Measurement(metric="relative_regret", estimate=rmse_s / rmse[best] - 1.0
-                        if rmse[best] > 0 else math.nan, n=n, **kw_s),
-            Measurement(metric="within", estimate=win.value, stderr=win.stderr,
-                        ci_low=win.ci_low, ci_high=win.ci_high, n=n, **kw_s),
-        ]
+        for variant, ests, picks in (("slope", slope[t], picked[t]),
+                                     ("twin", twin[t], twin_picked[t])):
+            if ests:
+                rows += _chooser_rows(ests, picks, truth[t], err, rmse, best, within,
+                                      child_rng(root, 4 if variant == "slope" else 10,
+                                                name_key(t)),
+                                      n_resamples, dict(kw, variant=variant))
     return rows
+
+
+def _chooser_rows(ests, picks, truth, err, rmse, best, within, gen, n_resamples, kw_s):
+    """value, rmse, bias, coverage, regret, relative_regret and within of a chooser (SLOPE
+    or the twin): its estimate on every log, the candidate it picked (-1: none), the
+    candidates' errors ``err`` (logs x candidates) and RMSEs, the oracle ``best``."""
+    from evaluators import wilson_estimate
+
+    n_logs = len(ests)
+    values_t = np.array([e.value for e in ests])
+    good = np.isfinite(values_t)
+    n = int(good.sum())
+    if n == 0:
+        return [Measurement(metric="value", estimate=math.nan, n=0, **kw_s)]
+    e_s = values_t[good] - truth
+    rmse_s = math.sqrt(float(np.mean(e_s ** 2)))
+    mean_v = float(values_t[good].mean())
+    se_v = float(values_t[good].std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    lo = np.array([e.ci_low for e in ests])[good]
+    hi = np.array([e.ci_high for e in ests])[good]
+    cov = wilson_estimate(int(np.sum((lo <= truth) & (truth <= hi))), n)
+    # the regret's interval: bootstrap over logs of (the chooser's RMSE - the oracle's)
+    idx = gen.integers(0, n_logs, size=(n_resamples, n_logs))
+    e_all = np.where(good, values_t - truth, np.nan)
+    eo = err[:, best]
+    boot = (np.sqrt(np.nanmean(e_all[idx] ** 2, axis=1))
+            - np.sqrt(np.nanmean(eo[idx] ** 2, axis=1)))
+    blo, bhi = np.nanpercentile(boot, [2.5, 97.5])
+    regret = rmse_s - rmse[best]
+    close = picks[good] >= 0
+    pick_rmse = np.where(close, rmse[np.maximum(picks[good], 0)], np.inf)
+    win = wilson_estimate(int(np.sum(pick_rmse <= (1 + within) * rmse[best])), n)
+    return [
+        Measurement(metric="value", estimate=mean_v, stderr=se_v, ci_low=mean_v - _Z * se_v,
+                    ci_high=mean_v + _Z * se_v, truth=truth, n=n, **kw_s),
+        Measurement(metric="rmse", estimate=rmse_s, n=n, **kw_s),
+        Measurement(metric="bias", estimate=float(e_s.mean()), stderr=se_v, n=n, **kw_s),
+        Measurement(metric="coverage", estimate=cov.value, stderr=cov.stderr,
+                    ci_low=cov.ci_low, ci_high=cov.ci_high, n=n, **kw_s),
+        Measurement(metric="regret", estimate=regret, ci_low=float(blo),
+                    ci_high=float(bhi), n=n, **kw_s),
+        Measurement(metric="relative_regret", estimate=rmse_s / rmse[best] - 1.0
+                    if rmse[best] > 0 else math.nan, n=n, **kw_s),
+        Measurement(metric="within", estimate=win.value, stderr=win.stderr,
+                    ci_low=win.ci_low, ci_high=win.ci_high, n=n, **kw_s),
+    ]
 
 
 # -- report --------------------------------------------------------------------------------------
@@ -237,18 +289,21 @@ def summary_table(rows, summary) -> list[str]:
     within 10% of the oracle's RMSE (``within``: the cells' own rows, mean over seeds)."""
     import json
 
-    within: dict = {}  # (setting, target) -> `within` of each seed
+    within: dict = {}  # (setting, target, chooser) -> `within` of each seed
     for r in rows:  # the rows of one evaluation
-        if r["variant"] == "slope" and r["metric"] == "within":
-            key = (json.dumps(r["params"] or {}, sort_keys=True), r["agent"])
+        if r["variant"] in ("slope", "twin") and r["metric"] == "within":
+            key = (json.dumps(r["params"] or {}, sort_keys=True), r["agent"], r["variant"])
             within.setdefault(key, []).append(r["estimate"])
     groups: dict = {}  # (setting, target) -> {variant: SummaryRow}
     for s in summary:
         if s.metric == "value":
             key = (json.dumps(dict(s.params), sort_keys=True), s.agent)
             groups.setdefault(key, {})[s.variant] = s
+    twins = any(r["variant"] == "twin" for r in rows)
     out = ["| setting | target | logs | untuned RMSE | oracle (choice) RMSE | SLOPE RMSE | "
-           "regret | within 10% |", "|---|---|---|---|---|---|---|---|"]
+           "regret | within 10% |" + (" twin RMSE | twin regret | twin within 10% |"
+                                     if twins else ""),
+           "|---|---|---|---|---|---|---|---|" + ("---|---|---|" if twins else "")]
 
     def f(x, digits=3):
         return "" if x is None or math.isnan(x) else f"{x:.{digits}g}"
@@ -262,23 +317,97 @@ def summary_table(rows, summary) -> list[str]:
         best = (int(np.nanargmin(rmses)) if np.isfinite(rmses).any() else None)
         oracle = cands[best][1].rmse if best is not None else math.nan
         choice = cands[best][0].partition("=")[2] if best is not None else ""
-        w = within.get((setting, target), [])
-        w_mean = float(np.nanmean(w)) if np.isfinite(w).any() else math.nan
+        def w_mean(chooser, key=(setting, target)):
+            w = within.get((*key, chooser), [])
+            return float(np.nanmean(w)) if np.isfinite(w).any() else math.nan
+
         p = json.loads(setting)
         shown = ", ".join(f"{k} {p[k]}" for k in ("family", "logging", "beta", "n_rounds",
                                                     "n_actions", "reward_noise") if k in p)
-        out.append(f"| {shown} | {target} | {slope.n_logs} | {f(cands[0][1].rmse)} | "
-                   f"{f(oracle)} ({choice}) | {f(slope.rmse)} | {f(slope.rmse - oracle)} | "
-                   f"{f(w_mean, 2)} |")
+        line = (f"| {shown} | {target} | {slope.n_logs} | {f(cands[0][1].rmse)} | "
+                f"{f(oracle)} ({choice}) | {f(slope.rmse)} | {f(slope.rmse - oracle)} | "
+                f"{f(w_mean('slope'), 2)} |")
+        if twins:
+            tw = by_variant.get("twin")
+            t_rmse = tw.rmse if tw is not None else math.nan
+            line += f" {f(t_rmse)} | {f(t_rmse - oracle)} | {f(w_mean('twin'), 2)} |"
+        out.append(line)
     return out
+
+
+def plot_selection(rows, out_dir, *, prefix: str = EVALUATION) -> list:
+    """One dot plot per evaluation: per setting and target, the RMSE of SLOPE's pick, the
+    twin's (with ``n_twins``) and the untuned estimator's divided by the oracle's (1: as
+    good as the best fixed candidate in hindsight; the bars: the bootstrap interval of
+    the regret over logs, divided likewise), the mean over seeds."""
+    import json
+    from pathlib import Path
+
+    from recloop import _plots
+
+    acc: dict = {}
+    for m in rows:
+        if m.metric not in ("rmse", "regret") or m.variant not in (
+                "oracle", "untuned", "slope", "twin"):
+            continue
+        p = dict(m.params or {})
+        key = (json.dumps(p, sort_keys=True), m.agent)
+        acc.setdefault(key, {}).setdefault((m.variant, m.metric), []).append(m)
+    if not acc:
+        return []
+    shown = ("family", "logging", "beta", "n_rounds", "n_actions", "reward_noise")
+    cats, series = [], {"untuned": [], "slope": [], "twin": []}
+    lows = {k: [] for k in series}
+    highs = {k: [] for k in series}
+    for (setting, target), got in acc.items():
+        p = json.loads(setting)
+        cats.append(", ".join(f"{p[k]}" for k in shown if k in p) + f" | {target}")
+        oracle = float(np.mean([m.estimate for m in got.get(("oracle", "rmse"), [])]
+                               or [math.nan]))
+        for v in series:
+            r = [m.estimate for m in got.get((v, "rmse"), [])]
+            series[v].append(float(np.mean(r)) / oracle if r and oracle > 0 else math.nan)
+            g = got.get((v, "regret"), [])
+            lo = [m.ci_low for m in g if m.ci_low is not None]
+            hi = [m.ci_high for m in g if m.ci_high is not None]
+            lows[v].append((oracle + float(np.mean(lo))) / oracle if lo and oracle > 0
+                           else math.nan)
+            highs[v].append((oracle + float(np.mean(hi))) / oracle if hi and oracle > 0
+                            else math.nan)
+    labels = {"untuned": "untuned (no clip/shrinkage)", "slope": "SLOPE's pick",
+              "twin": "the twin's pick"}
+    dots = [_plots.Dots(labels[v], series[v], lows[v], highs[v], j=j)
+            for j, v in enumerate(series) if np.isfinite(series[v]).any()]
+    fig, axes = _plots.figure(1, 1, width=9.0, height=3.2 + 0.42 * len(cats))
+    ax = axes[0, 0]
+    _plots.dot_plot(ax, cats, dots)
+    ax.axvline(1.0, label="oracle (best fixed candidate)", **_plots.TRUTH)
+    ax.axvline(1.2, color="0.5", linestyle=":", linewidth=1.0, label="1.2 x oracle")
+    ax.set_xscale("log")
+    _plots.log_axis(ax, "x")
+    ax.set_xlabel("RMSE / the oracle's RMSE (log scale)")
+    _plots.caption(fig, f"{prefix}: how close each chooser gets to the oracle",
+                   "dots: RMSE over the logs / the oracle candidate's; bars: 95% bootstrap "
+                   "interval of the regret over logs, divided likewise. Rows: " +
+                   ", ".join(k for k in shown) + " | target")
+    _plots.legend(fig)
+    return [_plots.save(fig, Path(out_dir) / f"{prefix}_vs_oracle.png")]
+
+
+def _figures_kind(measurements, out_dir, world):
+    prefix = measurements[0].evaluation if measurements else EVALUATION
+    return plot_selection(measurements, out_dir, prefix=prefix)
 
 
 # -- the scenario kind ------------------------------------------------------------------------
 
 def _check_kind(params, agents, world):
-    """The rules of ``ope``: a static linear bandit world, well-formed targets."""
+    """The rules of ``ope``: a static linear bandit world, well-formed targets; ``n_twins``
+    0 or >= 2."""
     from recloop.experiments._ope import _check_kind as ope_rules
 
+    if params.get("n_twins") == 1:
+        yield "n_twins", "expected 0 (no twin) or at least 2 twins, got 1"
     yield from ope_rules({**params, "ab_users": 0}, agents, world)
 
 
@@ -300,6 +429,8 @@ def _resources(params, world):
                      "estimators": list(values)}, world)
     out["n_resamples x n_logs: bootstrap of the logs"] = (
         2 * params.get("n_resamples", 1) * params.get("n_logs", 1) * F8)
+    out["n_twins x candidates: the twins' errors and values"] = (
+        (params.get("n_twins") or 0) * (len(values) + 1) * F8)
     return out
 
 
@@ -333,6 +464,9 @@ KIND = EvaluationKind(
               "`n_arms`)."),
         Param("reward_noise", Float(low=0.0), 0.0, "Gaussian noise added to each logged "
               "reward (the truth is unchanged)."),
+        Param("n_twins", Int(low=0, high=10_000), 0, "Twins per log for "
+              "`evaluators.select_by_twin`, which then picks among the same candidates "
+              "(variant `twin`, scored as SLOPE); 0: SLOPE alone, >= 2 otherwise."),
         Param("n_resamples", Int(low=1, high=10**6), 1000, "Bootstrap resamples of the logs "
               "for the regret's interval."),
     ),
@@ -341,6 +475,8 @@ KIND = EvaluationKind(
     needs_world=True,
     min_agents=0,
     check=_check_kind,
+    figures=_figures_kind,
+    figures_only=False,
     resources=_resources,
     headline=("value",),
     unit="log",

@@ -81,6 +81,7 @@ VALID = {
     E.fit_reward_model: ((LOG,), {"model": Q, "rng": 0}),
     E.select_estimator: ((LOG, PI), {"estimator": "doubly_robust", "model": Q,
                                      "values": [np.inf, 1.0]}),
+    E.select_by_twin: ((LOG, PI), {"candidates": [E.ips, E.snips], "n_twins": 2, "rng": 0}),
     E.slate_ips: ((SLOG, ST["cascade"][:, -1]), {}),
     E.independent_ips: ((SLOG, ST["ipos"]), {}),
     E.reward_interaction_ips: ((SLOG, ST["cascade"]), {}),
@@ -164,7 +165,8 @@ LEGAL = {
     # Open Bandit Pipeline's (n_rounds, n_actions, 1) is the other accepted shape
     **{(f, arg): {"extra_dim"} for f in (E.ips, E.snips, E.subgaussian_ips, E.direct_method,
                                          E.doubly_robust, E.sndr, E.switch_dr, E.dr_os, E.mips,
-                                         E.select_estimator, E.fit_reward_model)
+                                         E.select_estimator, E.fit_reward_model,
+                                         E.select_by_twin)
        for arg in ("action_dist", "model", "pi_b")},
 }
 

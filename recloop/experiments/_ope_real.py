@@ -1,0 +1,475 @@
+"""Off-policy estimators scored on real data, against a truth that comes from the data.
+
+Two sources of truth (issue 24 §3):
+
+* **The Open Bandit Dataset** (``source = "obd"``): the log of the uniform random policy is
+  the input, the platform's Bernoulli Thompson sampling (BTS) the target. The truth is the
+  on-policy value of BTS: the click rate of the dataset's *other* log, the one BTS wrote
+  itself. That truth is uncertain (on the 10,000-row sample: 42 clicks), so it comes with
+  its own Wilson interval; an estimate is scored by its error relative to the truth and by
+  whether its interval overlaps the truth's. The logs are bootstrap resamples of the random
+  log's rows (as the dataset's paper does, Saito et al. 2021), the target's action
+  distribution the simulated BTS policy with the dataset's prior.
+* **The multiclass-to-bandit protocol** (``source`` a bundled scikit-learn set): the
+  classes are the actions, the reward is 1 for the true class (Dudik, Langford & Li 2011).
+  Per replicate (seed), one stratified split trains the policies' classifiers; each log is
+  a bootstrap resample of the evaluation rows with actions drawn afresh from the logging
+  policy, and each target's value on the log's rows is exact: ``mean_j pi_e(y_j | x_j)``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from recloop._registry import EvaluationKind
+from recloop._results import Measurement
+from recloop._schema import REQUIRED, EstimatorList, Float, Int, ListOf, Param, Str, Table
+from recloop.experiments._common import (
+    child_rng,
+    emit_per_log,
+    estimator_table,
+    name_key,
+    seed_sequence,
+)
+from recloop_base.validation import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    check_choice,
+    check_float,
+    check_int,
+)
+
+__all__ = ["DEFAULT_TARGETS", "KIND", "SOURCES", "ope_real"]
+
+EVALUATION = "ope_real"
+#: Where the truth comes from: the Open Bandit Dataset, or a bundled classification set.
+SOURCES = ("obd", "digits", "breast_cancer", "wine", "iris")
+CAMPAIGNS = ("all", "men", "women")
+#: The multiclass protocol's default targets: a good, a hedged and a poor classifier policy.
+DEFAULT_TARGETS = (
+    {"name": "good", "alpha": 0.9, "C": 1.0},
+    {"name": "hedged", "alpha": 0.5, "C": 1.0},
+    {"name": "poor", "alpha": 0.9, "C": 0.0001},
+)
+DEFAULT_ESTIMATORS = ("ips", "snips", "direct_method", "doubly_robust", "sndr", "switch_dr",
+                      "dr_os")
+_Z = 1.959963984540054
+
+
+def _check_target(spec, where: str) -> dict:
+    if not isinstance(spec, Mapping):
+        raise ArgumentTypeError(where, "a table {name, alpha, C}", type(spec).__name__)
+    unknown = sorted(set(spec) - {"name", "alpha", "C"})
+    if unknown:
+        raise ArgumentValueError(f"{where}.{unknown[0]}", "one of the keys name, alpha, C",
+                                 repr(unknown[0]))
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise ArgumentValueError(f"{where}.name", "a non-empty string", repr(name))
+    return {"name": name,
+            "alpha": check_float(spec.get("alpha", 0.9), f"{where}.alpha", low=0.0, high=1.0),
+            "C": check_float(spec.get("C", 1.0), f"{where}.C", low=0.0, low_open=True)}
+
+
+def _draw(probs, u) -> np.ndarray:
+    K = probs.shape[1]
+    return np.minimum((np.cumsum(probs, axis=1) <= u[:, None]).sum(axis=1), K - 1)
+
+
+def _obd(data, campaign, n_sim, root):
+    """The random log, BTS's action distribution on it, BTS's on-policy value and its
+    Wilson interval."""
+    from pathlib import Path
+
+    from evaluators import wilson_estimate
+    from evaluators.datasets import bernoulli_ts_action_dist, load_open_bandit, read_bts_prior
+
+    if data is None:
+        raise ArgumentValueError("data", "the Open Bandit Dataset's folder (holding "
+                                 "random/{campaign}/, bts/{campaign}/ and prior_bts.yaml) "
+                                 "when source is 'obd'", "nothing")
+    root_dir = Path(data).expanduser()
+    random = load_open_bandit(root_dir, behavior_policy="random", campaign=campaign)
+    bts = load_open_bandit(root_dir, behavior_policy="bts", campaign=campaign)
+    priors = read_bts_prior(root_dir / "prior_bts.yaml")
+    if campaign not in priors:
+        raise ArgumentValueError("data", f"a prior_bts.yaml with the campaign {campaign!r}",
+                                 f"campaigns {sorted(priors)}")
+    dist = bernoulli_ts_action_dist(priors[campaign], random.n_actions, random.len_list,
+                                    n_sim=n_sim, rng=child_rng(root, 8))
+    clicks = int(np.sum(bts.reward))
+    truth = wilson_estimate(clicks, bts.n_rounds)
+    return random, dist, truth
+
+
+def ope_real(source: str = "digits", *, data=None, campaign: str = "all",
+             estimators=DEFAULT_ESTIMATORS, targets: Sequence[Mapping] = DEFAULT_TARGETS,
+             logging_alpha: float = 0.2, logging_C: float = 1.0, eval_size: float = 0.5,
+             n_logs: int = 200, n_sim: int = 100_000, rng=None, progress: bool = False,
+             evaluation: str = EVALUATION, on_error=None, per_log=None) -> list[Measurement]:
+    """Off-policy estimators on real data against a truth from the data, over many logs.
+
+    Parameters
+    ----------
+    source : {"obd", "digits", "breast_cancer", "wine", "iris"}
+        ``"obd"``: the Open Bandit Dataset's random log, target BTS, truth the click rate
+        of the BTS log (with its Wilson interval). Else a bundled scikit-learn set in the
+        multiclass-to-bandit protocol, truth exact from the labels.
+    data : str or os.PathLike
+        ``"obd"`` only: the dataset's folder (``random/``, ``bts/``, ``prior_bts.yaml``;
+        the 10,000-row sample or the full release).
+    campaign : {"all", "men", "women"}
+        ``"obd"`` only.
+    estimators : sequence
+        Static estimators: names of the registry's (``ips``, ``dr_os``, ``select_by_twin``,
+        ...) or ``(name, estimator)`` pairs; model-based ones share one reward model per log.
+    targets : sequence of tables ``{name, alpha, C}``
+        Multiclass only: target policies (a logistic regression with inverse
+        regularisation ``C`` on the training split, its prediction mixed with uniform,
+        weight ``alpha``; :class:`evaluators.datasets.ClassifierPolicy`).
+    logging_alpha, logging_C : float
+        Multiclass only: the logging policy (``alpha < 1``).
+    eval_size : float in (0, 1)
+        Multiclass only: share of each class in the evaluation part.
+    n_logs : int
+        Logs (bootstrap resamples) per cell.
+    n_sim : int
+        ``"obd"`` only: simulations of the BTS policy's action distribution.
+    rng, progress, evaluation, on_error, per_log
+        As for :func:`recloop.experiments._ope.ope`.
+
+    Returns
+    -------
+    list of Measurement
+        Per target (``agent``; ``"bts"`` on OBD) and estimator (``variant``): ``value`` (mean
+        estimate, ``truth`` the mean truth over logs), ``bias``, ``rmse``, ``relative_error``
+        (mean of ``|estimate - truth| / truth`` over logs, the dataset paper's relative
+        estimation error), ``coverage`` (share of logs whose interval holds that log's
+        truth; on OBD the truth's point value), ``overlap`` (OBD: share of logs whose
+        interval meets the truth's interval), ``nan_rate``; variant ``truth``: the truth
+        (OBD: the BTS click rate with its Wilson interval; multiclass: the mean over logs
+        of the exact values).
+    """
+    from evaluators import Estimate
+    from recloop._registry import registry
+    from recloop.experiments._ope import LogModels, _safe_call, _takes_rng, model_spec
+
+    source = check_choice(source, "source", SOURCES)
+    n_logs = check_int(n_logs, "n_logs", low=2)
+    n_sim = check_int(n_sim, "n_sim", low=1)
+    root = seed_sequence(rng)
+    builtins = {k: v.factory for k, v in registry().estimators.items()
+                if v.family == "static" and v.origin == "built-in"}
+    table = estimator_table(estimators, tuple(builtins), what="estimator")
+    funcs = {name: f if f is not None else builtins[name] for name, f in table.items()}
+    if on_error is None:
+        def on_error(what, exc):
+            warnings.warn(f"{what}: {type(exc).__name__}: {exc}; recorded as nan.",
+                          stacklevel=3)
+    params: dict = {"source": source}
+    truth_ci: Estimate | None = None
+    if source == "obd":
+        campaign = check_choice(campaign, "campaign", CAMPAIGNS)
+        base, dist, truth_ci = _obd(data, campaign, n_sim, root)
+        n, K, L = base.n_rounds, base.n_actions, base.len_list
+        a = np.broadcast_to(dist, (n, K, L))
+        names = ["bts"]
+        params.update(campaign=campaign, n_rounds=n)
+
+        def make_log(i):
+            idx = child_rng(root, 1, i).integers(0, n, n)
+            return base.take(idx), {"bts": a}, {"bts": truth_ci.value}
+    else:
+        from evaluators.datasets import ClassifierPolicy, load_classification, multiclass_to_bandit
+
+        specs = [_check_target(t, f"targets[{j}]") for j, t in enumerate(targets)]
+        if not specs:
+            raise ArgumentValueError("targets", "at least one target policy", "none")
+        names = [s["name"] for s in specs]
+        if len(set(names)) != len(names):
+            dup = next(x for x in names if names.count(x) > 1)
+            raise ArgumentValueError("targets", "distinct names", f"{dup!r} twice")
+        X, y = load_classification(source)
+        data = multiclass_to_bandit(
+            X, y, logging=ClassifierPolicy(alpha=logging_alpha, C=logging_C),
+            target=[ClassifierPolicy(alpha=s["alpha"], C=s["C"]) for s in specs],
+            eval_size=eval_size, rng=child_rng(root, 0))
+        label = np.searchsorted(data.classes, y[data.eval_index])
+        pi_b = data.log.pi_b
+        n, K = data.log.n_rounds, data.log.n_actions
+        rows = np.arange(n)
+        params.update(n_rounds=n, n_actions=K, logging_alpha=float(logging_alpha))
+
+        def make_log(i):
+            from simulator.logs import BanditLog
+
+            gen = child_rng(root, 1, i)
+            idx = gen.integers(0, n, n)
+            p = pi_b[idx]
+            action = _draw(p, gen.random(n))
+            log = BanditLog(context=data.log.context[idx], action=action,
+                            reward=(action == label[idx]).astype(np.float64),
+                            pscore=p[rows, action], n_actions=K, pi_b=p)
+            dists = {t: data.action_dist[j][idx] for j, t in enumerate(names)}
+            truths = {t: float(data.action_dist[j][idx, label[idx]].mean())
+                      for j, t in enumerate(names)}
+            return log, dists, truths
+
+    values = {(t, e): [] for t in names for e in funcs}
+    truths = {t: np.empty(n_logs) for t in names}
+    takes_rng = {e: _takes_rng(f) for e, f in funcs.items()}
+    mspecs = {e: model_spec(f) for e, f in funcs.items()}
+    from recloop_base.progress import bar
+
+    for i in bar(range(n_logs), desc="logs", show=progress):
+        log, dists, truth_i = make_log(i)
+        models = LogModels(log, root, i)
+        calls = {e: f if mspecs[e] is None else models.bind(*mspecs[e])
+                 for e, f in funcs.items()}
+        for t in names:
+            truths[t][i] = truth_i[t]
+            d = dists[t]
+            d = d if d.ndim == 3 else d[:, :, None]
+            for e, f in calls.items():
+                kw = {"rng": child_rng(root, 3, name_key(e), name_key(t), i)} \
+                    if takes_rng[e] else {}
+                values[t, e].append(_safe_call(f, log, d, kw, on_error,
+                                               f"estimator {e!r} on target {t!r}, log {i}"))
+    out = []
+    for t in names:
+        kw = dict(evaluation=evaluation, agent=t, params=params)
+        if truth_ci is not None:
+            out.append(Measurement(metric="value", estimate=truth_ci.value,
+                                   stderr=truth_ci.stderr, ci_low=truth_ci.ci_low,
+                                   ci_high=truth_ci.ci_high, n=truth_ci.n, variant="truth",
+                                   **kw))
+        else:
+            m = float(truths[t].mean())
+            out.append(Measurement(metric="value", estimate=m, n=n_logs, variant="truth",
+                                   **kw))
+        for e in funcs:
+            emit_per_log(per_log, values[t, e], truths[t], variant=e, **kw)
+            out += _summary(values[t, e], truths[t], truth_ci, variant=e, **kw)
+    return out
+
+
+def _summary(ests, truths, truth_ci, **kw) -> list[Measurement]:
+    """value, bias, rmse, relative_error, coverage, overlap (OBD), nan_rate of one (target,
+    estimator) over the logs, each log against its own truth."""
+    from evaluators import wilson_estimate
+
+    n_logs = len(ests)
+    ok = np.array([e is not None and math.isfinite(e.value) for e in ests])
+    n = int(ok.sum())
+    nan_rate = wilson_estimate(n_logs - n, n_logs)
+    rows = [Measurement(metric="nan_rate", estimate=nan_rate.value, stderr=nan_rate.stderr,
+                        ci_low=nan_rate.ci_low, ci_high=nan_rate.ci_high, n=n_logs, **kw)]
+    if n == 0:
+        return rows + [Measurement(metric=m, estimate=math.nan, n=0, **kw)
+                       for m in ("value", "bias", "rmse", "relative_error")]
+    good = [e for e, g in zip(ests, ok, strict=True) if g]
+    v = np.array([e.value for e in good])
+    tr = np.asarray(truths, dtype=np.float64)[ok]
+    err = v - tr
+    se_v = float(v.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    se_e = float(err.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    mean_v, bias = float(v.mean()), float(err.mean())
+    rel = np.abs(err) / np.abs(tr)
+    se_rel = float(rel.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    rows += [
+        Measurement(metric="value", estimate=mean_v, stderr=se_v, ci_low=mean_v - _Z * se_v,
+                    ci_high=mean_v + _Z * se_v, truth=float(tr.mean()), n=n, **kw),
+        Measurement(metric="bias", estimate=bias, stderr=se_e, ci_low=bias - _Z * se_e,
+                    ci_high=bias + _Z * se_e, n=n, **kw),
+        Measurement(metric="rmse", estimate=math.sqrt(float(np.mean(err ** 2))), n=n, **kw),
+        Measurement(metric="relative_error", estimate=float(rel.mean()), stderr=se_rel,
+                    ci_low=float(rel.mean()) - _Z * se_rel,
+                    ci_high=float(rel.mean()) + _Z * se_rel, n=n, **kw),
+    ]
+    lo = np.array([e.ci_low for e in good])
+    hi = np.array([e.ci_high for e in good])
+    has = np.isfinite(lo) & np.isfinite(hi)
+    m = int(has.sum())
+    if m:
+        cov = wilson_estimate(int(np.sum(has & (lo <= tr) & (tr <= hi))), m)
+        rows.append(Measurement(metric="coverage", estimate=cov.value, stderr=cov.stderr,
+                                ci_low=cov.ci_low, ci_high=cov.ci_high, n=m, **kw))
+        if truth_ci is not None:
+            meet = has & (lo <= truth_ci.ci_high) & (truth_ci.ci_low <= hi)
+            ov = wilson_estimate(int(meet.sum()), m)
+            rows.append(Measurement(metric="overlap", estimate=ov.value, stderr=ov.stderr,
+                                    ci_low=ov.ci_low, ci_high=ov.ci_high, n=m, **kw))
+    return rows
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+def overlap_table(rows) -> list[str]:
+    """Markdown (OBD): per setting and estimator, the truth's interval beside the mean
+    estimate, the relative error and how often the two intervals overlap (mean over seeds)."""
+    import json
+
+    acc: dict = {}
+    truth: dict = {}
+    for r in rows:
+        setting = json.dumps(r["params"] or {}, sort_keys=True)
+        if r["variant"] == "truth" and r["metric"] == "value" and r.get("ci_low") is not None \
+                and math.isfinite(r["ci_low"]):
+            truth[setting] = r
+        elif r["metric"] in ("value", "relative_error", "overlap", "coverage"):
+            acc.setdefault((setting, r["variant"]), {}).setdefault(r["metric"], []).append(
+                r["estimate"])
+    if not truth:
+        return []
+    out = ["| setting | estimator | truth (95% interval) | mean estimate | relative error | "
+           "intervals overlap | covers the truth |", "|---|---|---|---|---|---|---|"]
+
+    def f(xs, digits=3):
+        xs = [x for x in xs or [] if x is not None and math.isfinite(x)]
+        return f"{np.mean(xs):.{digits}g}" if xs else ""
+
+    for (setting, variant), m in acc.items():
+        t = truth.get(setting)
+        if t is None:
+            continue
+        p = json.loads(setting)
+        out.append(f"| {p.get('campaign', '')} | {variant} | {t['estimate']:.3g} "
+                   f"[{t['ci_low']:.3g}, {t['ci_high']:.3g}] | {f(m.get('value'))} | "
+                   f"{f(m.get('relative_error'))} | {f(m.get('overlap'), 2)} | "
+                   f"{f(m.get('coverage'), 2)} |")
+    return out + [""]
+
+
+def _report(rows, scenario, summary) -> list[str]:
+    from recloop.experiments._ope import leaderboard
+
+    return (["Estimators ranked by RMSE against the truth from the data (OBD: the click rate "
+             "of the BTS log; multiclass: the exact value from the labels of each log's "
+             "rows), the logs of every seed pooled.", ""] + leaderboard(summary)
+            + overlap_table(rows))
+
+
+# -- the scenario kind ----------------------------------------------------------------------------
+
+def _check_kind(params, agents, world):
+    """OBD: the dataset's folder with the campaign's two logs and the prior; multiclass:
+    scikit-learn installed, well-formed targets."""
+    import importlib.util
+    from pathlib import Path
+
+    if params.get("source") == "obd":
+        data, campaign = params.get("data"), params.get("campaign") or "all"
+        need = "the Open Bandit Dataset's folder, holding random/, bts/ and prior_bts.yaml"
+        hint = "give your copy with --set evaluations.N.data=PATH, N this evaluation's number"
+        if data is None:
+            yield "data", f"expected {need}, got nothing ({hint})"
+            return
+        root = Path(data).expanduser()
+        missing = [f for f in (f"random/{campaign}/{campaign}.csv",
+                               f"bts/{campaign}/{campaign}.csv", "prior_bts.yaml")
+                   if not (root / f).is_file()]
+        if missing:
+            yield "data", (f"expected {need}, got {data!r} (no file {root / missing[0]}; "
+                           f"{hint})")
+        return
+    if importlib.util.find_spec("sklearn") is None:
+        yield "source", (f"expected scikit-learn installed for the bundled set "
+                         f"{params.get('source')!r} (pip install 'recloop[real]'), got none")
+    for j, t in enumerate(params.get("targets") or ()):
+        try:
+            _check_target(t, f"targets[{j}]")
+        except (TypeError, ValueError) as exc:
+            yield f"targets[{j}]", str(exc)
+            return
+
+
+def _resources(params, world):
+    """The log and its resample, the action distributions and reward models (OBD: rows
+    guessed from the CSV's size, about 700 bytes a row with the affinity columns)."""
+    import os
+
+    from recloop._limits import ESTIMATE_BYTES, F8
+
+    obd = params.get("source") == "obd"
+    if obd:
+        campaign = params.get("campaign") or "all"
+        try:
+            n = os.path.getsize(os.path.join(params.get("data") or "", "random", campaign,
+                                             f"{campaign}.csv")) // 700 + 1
+        except OSError:
+            n = 10_000  # the sample's rows
+        K, L, targets, d = 80, 3, 1, 30
+    else:
+        n, K, L, targets, d = 1_000, 10, 1, len(params.get("targets") or ()), 64
+    estimators = len(params.get("estimators") or ()) + 1
+    out = {"the log, its resample and a twin": 3 * n * (d + 8) * F8,
+           "targets x rows x actions x positions: action distributions and reward models": (
+               4 * targets * n * K * L * F8),
+           "n_logs x targets x estimators: the estimates of every log": (
+               params.get("n_logs", 1) * targets * estimators * ESTIMATE_BYTES)}
+    if obd:
+        out["n_sim: the BTS simulation (batches of 2^20 draws)"] = (
+            min(params.get("n_sim", 1), 1 << 20) * K * 2 * F8)
+    return out
+
+
+def _run_kind(cell):
+    p = dict(cell.params)
+    p["estimators"] = cell.estimators(p["estimators"], "static")
+    return ope_real(p.pop("source"), **p, rng=cell.seed_sequence, progress=cell.progress,
+                    evaluation=cell.evaluation, on_error=cell.report_error,
+                    per_log=cell.per_log)
+
+
+KIND = EvaluationKind(
+    name="ope_real",
+    summary="Off-policy estimators on real data against a truth from the data: the Open "
+            "Bandit Dataset (random log in, Bernoulli TS the target, truth the BTS log's own "
+            "click rate with its Wilson interval) or a bundled classification set in the "
+            "multiclass-to-bandit protocol (truth exact from the labels); per target and "
+            "estimator: value, bias, rmse, relative_error, coverage, overlap, nan_rate.",
+    run=_run_kind,
+    params=(
+        Param("source", Str(choices=SOURCES), REQUIRED, "Where the truth comes from: "
+              "`obd` (the Open Bandit Dataset at `data`), or a bundled scikit-learn set "
+              "(`digits` is UCI optdigits' test part) in the multiclass protocol."),
+        Param("data", Str(), None, "`obd` only: the dataset's folder (random/, bts/, "
+              "prior_bts.yaml), the 10,000-row sample or the full release; a relative path "
+              "is relative to the current directory (`--set evaluations.N.data=PATH`).",
+              sweepable=False),
+        Param("campaign", Str(choices=CAMPAIGNS), "all", "`obd` only: the campaign."),
+        Param("estimators", EstimatorList("static"), list(DEFAULT_ESTIMATORS),
+              "Estimators compared, as for `ope` (`select_by_twin` and `select_estimator` "
+              "choose among candidates on each log).", sweepable=False),
+        Param("targets", ListOf(Table(), min_len=1), [dict(t) for t in DEFAULT_TARGETS],
+              "Multiclass only: target policies `{name, alpha, C}`: a logistic regression "
+              "(inverse regularisation C) fitted on the training split, mixed with uniform "
+              "(weight alpha on its prediction).", sweepable=False),
+        Param("logging_alpha", Float(low=0.0, high=1.0, high_open=True), 0.2,
+              "Multiclass only: the logging policy's weight on its classifier."),
+        Param("logging_C", Float(low=0.0, low_open=True), 1.0, "Multiclass only: the "
+              "logging classifier's inverse regularisation."),
+        Param("eval_size", Float(low=0.0, high=1.0, low_open=True, high_open=True), 0.5,
+              "Multiclass only: share of each class that becomes the log."),
+        Param("n_logs", Int(low=2, high=100_000), 200, "Logs (bootstrap resamples) per "
+              "cell."),
+        Param("n_sim", Int(low=1, high=10**8), 100_000, "`obd` only: simulations of the BTS "
+              "policy's action distribution."),
+    ),
+    per_agent=False,
+    agent_family="",
+    needs_world=False,
+    min_agents=0,
+    check=_check_kind,
+    resources=_resources,
+    headline=("value",),
+    unit="log",
+    report=_report,
+    function=ope_real,
+)
+
+KINDS = (KIND,)

@@ -1,0 +1,182 @@
+"""The `ope_real` evaluation kind (truth from data: the Open Bandit Dataset's BTS log, the
+multiclass protocol's labels) and the twin beside SLOPE in `estimator_selection`."""
+
+import math
+
+import numpy as np
+import pytest
+
+import evaluators
+from recloop.experiments._common import child_rng, seed_sequence
+from recloop.experiments._ope_real import ope_real
+from tests.builtin_data import small_obd, write_small_obd
+
+pytest.importorskip("sklearn")
+
+
+def _per_log(rows):
+    out = {}
+    for m in rows:
+        out.setdefault((m.agent, m.variant), []).append(m)
+    return out
+
+
+def test_multiclass_truth_is_the_exact_value_of_each_logs_rows():
+    from evaluators.datasets import ClassifierPolicy, load_classification, multiclass_to_bandit
+
+    got = []
+    targets = [{"name": "good", "alpha": 0.9, "C": 1.0}, {"name": "poor", "alpha": 0.3,
+                                                           "C": 0.01}]
+    rows = ope_real("iris", targets=targets, estimators=["ips", "snips"], n_logs=4, rng=7,
+                    per_log=got.append)
+    # the definition written out: one split per cell (child 0), log i = a bootstrap of the
+    # evaluation rows with actions drawn from the logging policy (child (1, i))
+    X, y = load_classification("iris")
+    root = seed_sequence(7)
+    data = multiclass_to_bandit(X, y, logging=ClassifierPolicy(alpha=0.2), target=[
+        ClassifierPolicy(alpha=0.9, C=1.0), ClassifierPolicy(alpha=0.3, C=0.01)],
+        rng=child_rng(root, 0))
+    label = np.searchsorted(data.classes, y[data.eval_index])
+    n, K = data.log.n_rounds, data.log.n_actions
+    per = _per_log(got)
+    for i in range(4):
+        gen = child_rng(root, 1, i)
+        idx = gen.integers(0, n, n)
+        u = gen.random(n)
+        action = np.array([min(int(np.searchsorted(np.cumsum(p), x, side="right")), K - 1)
+                           for p, x in zip(data.log.pi_b[idx], u, strict=True)])
+        for t, name in enumerate(("good", "poor")):
+            pi = data.action_dist[t][idx]
+            truth = sum(pi[j, label[idx][j]] for j in range(n)) / n
+            ips = sum(pi[j, action[j]] / data.log.pi_b[idx][j, action[j]]
+                      * (action[j] == label[idx][j]) for j in range(n)) / n
+            m = per[name, "ips"][i]
+            assert m.log == i and m.truth == pytest.approx(truth, abs=1e-12)
+            assert m.estimate == pytest.approx(ips, abs=1e-12)
+    summary = {(m.agent, m.variant, m.metric): m for m in rows}
+    t_good = [m.truth for m in per["good", "ips"]]
+    assert summary["good", "truth", "value"].estimate == pytest.approx(np.mean(t_good))
+    err = [m.estimate - m.truth for m in per["good", "ips"]]
+    assert summary["good", "ips", "rmse"].estimate == pytest.approx(
+        math.sqrt(np.mean(np.square(err))))
+    assert summary["good", "ips", "relative_error"].estimate == pytest.approx(
+        np.mean([abs(m.estimate - m.truth) / m.truth for m in per["good", "ips"]]))
+    assert ("good", "ips", "overlap") not in summary  # an exact truth has no interval
+
+
+def test_obd_truth_is_the_bts_logs_click_rate_with_its_interval(tmp_path):
+    from evaluators.datasets import bernoulli_ts_action_dist, load_open_bandit, read_bts_prior
+
+    root_dir = write_small_obd(tmp_path / "obd", n=200)
+    got = []
+    rows = ope_real("obd", data=str(root_dir), campaign="men", estimators=["ips", "mips"],
+                    n_logs=5, n_sim=2000, rng=3, per_log=got.append)
+    bts = load_open_bandit(root_dir, behavior_policy="bts", campaign="men")
+    random = load_open_bandit(root_dir, behavior_policy="random", campaign="men")
+    truth = evaluators.wilson_estimate(int(bts.reward.sum()), bts.n_rounds)
+    summary = {(m.variant, m.metric): m for m in rows}
+    t = summary["truth", "value"]
+    assert (t.estimate, t.ci_low, t.ci_high) == (truth.value, truth.ci_low, truth.ci_high)
+    assert t.estimate == bts.reward.mean()
+    root = seed_sequence(3)
+    dist = bernoulli_ts_action_dist(read_bts_prior(root_dir / "prior_bts.yaml")["men"],
+                                    random.n_actions, 3, n_sim=2000, rng=child_rng(root, 8))
+    per = _per_log(got)["bts", "ips"]
+    meet = []
+    for i, m in enumerate(per):
+        idx = child_rng(root, 1, i).integers(0, random.n_rounds, random.n_rounds)
+        w = dist[random.action[idx], random.position[idx]] / random.pscore[idx]
+        assert m.estimate == pytest.approx(float(np.mean(w * random.reward[idx])), abs=1e-15)
+        assert m.truth == truth.value
+        meet.append(m.ci_low <= truth.ci_high and truth.ci_low <= m.ci_high)
+    assert summary["ips", "overlap"].estimate == pytest.approx(np.mean(meet))
+    assert summary["mips", "nan_rate"].estimate == 0.0  # item features as embeddings
+
+
+def test_bad_ope_real_arguments(tmp_path):
+    with pytest.raises(ValueError, match="`data`.*Open Bandit Dataset"):
+        ope_real("obd", n_logs=2)
+    with pytest.raises(ValueError, match="`source`"):
+        ope_real("mnist", n_logs=2)
+    with pytest.raises(ValueError, match=r"`targets\[0\]\.gamma`"):
+        ope_real("iris", targets=[{"name": "x", "gamma": 1}], n_logs=2)
+    with pytest.raises(ValueError, match="distinct names"):
+        ope_real("iris", targets=[{"name": "x"}, {"name": "x"}], n_logs=2)
+    with pytest.raises(ValueError, match="`n_logs`"):
+        ope_real("iris", n_logs=1)
+    with pytest.raises(ValueError, match=r"`logging.alpha`"):
+        ope_real("iris", logging_alpha=1.0, n_logs=2)
+
+
+def test_the_scenario_says_what_data_it_needs(tmp_path, capsys):
+    from recloop._cli import main
+
+    assert main(["validate", "ope_real"]) == 2
+    err = capsys.readouterr().err
+    assert "evaluations[0].data: expected the Open Bandit Dataset's folder" in err
+    assert "--set evaluations.N.data=PATH" in err and "Traceback" not in err
+    assert main(["validate", "ope_real", "--set", f"evaluations.0.data={tmp_path}"]) == 2
+    assert f"no file {tmp_path}/random/all/all.csv" in capsys.readouterr().err
+    obd = small_obd()
+    assert main(["validate", "ope_real", "--set", f"evaluations.0.data={obd}",
+                 "--set", f"evaluations.2.data={obd}"]) == 0
+    assert main(["list"]) == 0
+    assert "[needs your data: --set evaluations.N.data=PATH" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_ope_real_runs_from_the_cli(tmp_path, capsys):
+    from recloop._cli import main
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(f"""
+[run]
+name = "real"
+[[evaluations]]
+kind = "ope_real"
+source = "obd"
+data = "{small_obd()}"
+n_logs = 3
+n_sim = 1000
+estimators = ["ips", "doubly_robust"]
+[[evaluations]]
+kind = "ope_real"
+name = "mc"
+source = "iris"
+targets = [{{ name = "good" }}]
+n_logs = 3
+estimators = ["snips", {{ name = "twin", factory = "select_by_twin", params = {{ n_twins = 2 }} }}]
+""")
+    assert main(["run", str(scenario), "--out", str(tmp_path / "runs"), "-q",
+                 "--workers", "1"]) == 0
+    report = next((tmp_path / "runs").rglob("report.md")).read_text()
+    assert "intervals overlap" in report and "| twin |" in report
+
+
+def test_the_twin_beside_slope_leaves_slope_unchanged():
+    from recloop.experiments._selection import estimator_selection
+
+    kw = dict(family="ips", logging="softmax", beta=0.0, n_rounds=100, n_logs=6,
+              n_actions=20, reward_noise=1.0, rng=1, n_resamples=20)
+    alone = estimator_selection("bred_linear", **kw)
+    per: list = []
+    both = estimator_selection("bred_linear", **kw, n_twins=3, per_log=per.append)
+    def strip(m):  # the setting names n_twins
+        return (m.variant, m.metric, m.estimate, m.ci_low, m.ci_high, m.n)
+
+    # keyed streams: SLOPE's and the candidates' numbers do not move
+    assert [strip(m) for m in both if m.variant != "twin"] == [strip(m) for m in alone]
+    got = {(m.variant, m.metric): m for m in both}
+    cands = [m for m in both if m.metric == "rmse" and "=" in m.variant]
+    oracle = min(m.estimate for m in cands)
+    assert oracle < got["untuned", "rmse"].estimate  # clipping helps: a choice to make
+    assert got["twin", "regret"].estimate == pytest.approx(got["twin", "rmse"].estimate
+                                                           - oracle)
+    # the twin returns its pick's estimate on the log: one of the candidates' on that log
+    by_log: dict = {}
+    for m in per:
+        by_log.setdefault(m.log, {})[m.variant] = m.estimate
+    for values in by_log.values():
+        assert values["twin"] in [v for k, v in values.items() if "=" in k]
+    with pytest.raises(ValueError, match="`n_twins`"):
+        estimator_selection("bred_linear", **{**kw, "n_twins": 1})
