@@ -2,6 +2,7 @@
 in the run directory and its hash, the fidelity section, resume, [world] file, recloop
 calibrate."""
 
+import hashlib
 import json
 
 import pytest
@@ -61,6 +62,19 @@ def test_a_scenario_runs_on_a_fitted_world_and_resumes_on_the_same_one(tmp_path,
     report = (run_dir / "report.md").read_text()
     assert "## The fitted world" in report and saved.sha256 in report
     assert "VERDICT" in (run_dir / "fidelity.md").read_text()
+    # the data file's hash and the world's, each named in the report
+    digest = hashlib.sha256(small_movielens().read_bytes()).hexdigest()
+    assert f"data: u.data (sha256 {digest})" in report
+    assert f"world sha256: {saved.sha256}" in report
+    # `recloop calibrate` with the same seed fits the same world, byte for byte, wherever
+    # the file lies
+    elsewhere = tmp_path / "copy" / "u.data"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(small_movielens().read_bytes())
+    assert main(["calibrate", str(elsewhere), "--n-factors", "2", "--seed", "0", "--holdout",
+                 "0", "--out", str(tmp_path / "cli.npz")]) == 0
+    assert simulator.CalibratedWorld.load(tmp_path / "cli.npz").sha256 == saved.sha256
+    capsys.readouterr()
     rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     g1 = [r for r in rows if r["agent"] == "g1" and r["variant"] == "twin"]
     assert g1 and all(0.0 <= r["estimate"] <= 1.0 for r in g1)
