@@ -22,6 +22,7 @@ Model (one tick = one day)
   the events of tick ``t`` are ``Poisson(R * phi(t))`` as above.
 * Campaigns: a reached user (``U_reach(u, c) < reach``) is pushed once, at a tick drawn in
   the campaign window, and accepts each offered item with probability ``1 - (1 - p)**boost``.
+  With sessions, only users who have arrived by their push tick are reached.
 * Ratings (a calibrated world with ``fitted.ratings``): each adoption is rated by the
   ordered-logit model of :mod:`simulator._ratings` on the latent score ``x_u(t) . f_i``.
 
@@ -351,6 +352,11 @@ class World:
         reached = users[reach_u < camp.reach]
         ticks = camp.start + np.minimum((tick_u[reached] * camp.duration).astype(np.int64),
                                         camp.duration - 1)
+        if self._sched is not None:  # a campaign reaches only users who have arrived
+            first = np.full(c.n_users, c.n_ticks, dtype=np.int64)
+            np.minimum.at(first, self._sched.user, self._sched.tick)
+            here = first[reached] <= ticks
+            reached, ticks = reached[here], ticks[here]
         # stable sort on small ints is a radix sort (same order as on int64, much faster)
         offset = ticks - camp.start
         order = np.argsort(offset.astype(np.int16) if camp.duration < 2**15 else offset,

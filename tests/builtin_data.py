@@ -34,6 +34,8 @@ def overrides(name: str) -> list[str]:
     if name == "calibrated_campaign_bias":
         return [f"world.calibrate_from={small_movielens()}",
                 "evaluations.0.ticks=[40, 45, 50, 55, 59]"]
+    if name == "calibrated_loo_cf":
+        return [f"world.calibrate_from={small_movielens()}", "world.n_factors=2"]
     return []
 
 

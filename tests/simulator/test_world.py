@@ -583,6 +583,11 @@ def test_sessions_every_method_the_same_edges_on_session_ticks_only(cfg, seed):
     on = set(zip(s.user.tolist(), s.tick.tolist(), strict=True))
     assert {(u, t) for u, t in zip(fast.edges.user[organic].tolist(),
                                    fast.edges.tick[organic].tolist(), strict=True)} <= on
+    # a campaign reaches only users who have arrived
+    first = np.full(cfg.n_users, cfg.n_ticks)
+    np.minimum.at(first, s.user, s.tick)
+    camp = fast.edges.source == 2
+    assert np.all(first[fast.edges.user[camp]] <= fast.edges.tick[camp])
     # the twin meets the same sessions
     twin = fast.without_campaigns()
     assert np.array_equal(twin.sessions.user, s.user)
