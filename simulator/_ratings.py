@@ -157,15 +157,20 @@ def _nll_grad(params, level, score, users, items, n_users, n_items, reg, n_level
     t0 = params[1 + n_users + n_items]
     inc = params[2 + n_users + n_items:]
     theta = t0 + np.concatenate([[0.0], np.cumsum(np.exp(inc))])
-    eta = np.clip(slope * score + b[users] + c[items], -_ETA_MAX, _ETA_MAX)
-    hi_t = np.append(theta, np.inf)[level]  # theta_k (inf for the top level)
-    lo_t = np.insert(theta, 0, -np.inf)[level]  # theta_{k-1} (-inf for the bottom)
-    a, z = hi_t - eta, lo_t - eta
-    fa, fz = expit(a), expit(z)
+    eta = slope * score
+    eta += np.take(b, users)
+    eta += np.take(c, items)
+    np.clip(eta, -_ETA_MAX, _ETA_MAX, out=eta)
+    ext = np.concatenate([[-np.inf], theta, [np.inf]])
+    # a = theta_k - eta (inf for the top level), z = theta_{k-1} - eta (-inf for the bottom)
+    fa = expit(np.take(ext, level + 1) - eta)
+    fz = expit(np.take(ext, level) - eta)
     p = np.maximum(fa - fz, 1e-300)
     # d(-log p)/d eta = (f'(a) - f'(z)) / p with f' = f (1 - f)
-    da = fa * (1.0 - fa) / p
-    dz = fz * (1.0 - fz) / p
+    da = fa * (1.0 - fa)
+    da /= p
+    dz = fz * (1.0 - fz)
+    dz /= p
     nll = -np.log(p).sum() + 0.5 * reg * (b @ b + c @ c)
     g_eta = da - dz  # d nll / d eta
     grad = np.empty_like(params)
@@ -242,7 +247,7 @@ def fit_ratings(users, items, ratings, score, n_users: int, n_items: int, *,
         return v / r.size, g / (scale * r.size)
 
     res = minimize(f, start * scale, jac=True, method="L-BFGS-B",
-                   options={"maxiter": 2000, "ftol": 1e-12, "gtol": 1e-7})
+                   options={"maxiter": 2000, "ftol": 1e-9, "gtol": 1e-5})
     p = res.x / scale
     theta = p[1 + n_users + n_items] + np.concatenate(
         [[0.0], np.cumsum(np.exp(p[2 + n_users + n_items:]))])

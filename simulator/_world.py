@@ -145,10 +145,24 @@ class World:
 
     Notes
     -----
+    The generative story (the module docstring and ``docs/worlds.md`` write it out): an
+    exposure event of user ``u`` at tick ``t`` meets an alive item ``i`` with probability
+    ``q_i(t) ~ exp(exposure a_i(t))`` and adopts it, if not held, with probability
+    ``p(u, i, t) = g(a_i(t) + x_u(t) . f_i) d_i(t)``. Without sessions, tick ``t`` has
+    ``Poisson(R phi(t))`` events whose users are drawn by activity. With sessions
+    (``config.sessions``), user ``u`` arrives at ``A_u`` and has sessions
+    ``S_u1 = A_u, S_u,j+1 = S_uj + G_uj`` (``N_u`` of them, ``N`` and ``G`` discretised
+    log-normals), and session ``j`` brings ``Poisson(E_u w_j / sum_k w_k)`` events on tick
+    ``S_uj`` (``w_1 = 1``, later sessions ``later_weight``). Campaigns push items to reached
+    users, accepted with probability ``1 - (1 - p)**boost``. A calibrated world with
+    ``fitted.ratings`` rates each adoption: ``P(R <= k) = expit(theta_k - eta)``,
+    ``eta = slope x_u(t) . f_i + b_u + c_i`` (``edges.rating``).
+
     Methods that need the state at tick ``t`` simulate up to ``t`` first; simulation is
-    idempotent (``simulate(t)`` twice does nothing the second time). Ticks run from 0 to
-    ``config.n_ticks - 1``. The world model follows the campaign-bias setting of de
-    Myttenaere et al. (2014): organic profile growth plus campaigns that push items.
+    idempotent (``simulate(t)`` twice does nothing the second time). Ticks run from
+    ``start`` (0 by default) to ``config.n_ticks - 1``. The world model follows the
+    campaign-bias setting of de Myttenaere et al. (2014): organic profile growth plus
+    campaigns that push items.
 
     Examples
     --------
