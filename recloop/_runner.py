@@ -708,7 +708,7 @@ def _save_world(run_dir: Path, cal, resuming: bool, echo, quiet) -> dict:
         report = fidelity_report(cal, seed=0, rng=0)
         _rundir.atomic_write(fidelity, report.to_markdown())
         if not quiet:
-            echo(report.to_text().splitlines()[-1])
+            echo(report.verdict_line)
     return path
 
 

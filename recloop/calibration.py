@@ -497,6 +497,11 @@ class CalibrationReport:
                    "(no interaction left)")
         return out
 
+    @property
+    def verdict_line(self) -> str:
+        """The verdict in one line (what a run prints after fitting its world)."""
+        return self._verdict()[0]
+
     def _verdict(self) -> list[str]:
         rules = f"{self.distributions.rule}; {self.ranking.rule}"
         if self.faithful:

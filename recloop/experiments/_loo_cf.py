@@ -660,6 +660,12 @@ def _world_logs(world, seed):
     return {"real": (o.user, o.item, o.rating), "simulated": (e.user, e.item, e.rating)}
 
 
+def _similarity_of(m) -> str:
+    """The similarity of a row of a fitted world's comparison (agent ``"name (log)"``)."""
+    log = m.params.get("log")
+    return m.agent[:-len(f" ({log})")] if log and m.agent.endswith(f" ({log})") else m.agent
+
+
 def _rank_taus(rows, evaluation, k):
     """Kendall's tau between the similarities' exact-LOO errors on the real and the
     simulated log (rows of both), one row per metric."""
@@ -667,7 +673,7 @@ def _rank_taus(rows, evaluation, k):
 
     out = []
     for metric in ("rmse", "mae"):
-        got = {(m.agent, m.params["log"]): m.estimate for m in rows
+        got = {(_similarity_of(m), m.params["log"]): m.estimate for m in rows
                if m.metric == metric and m.variant == "exact_loo"}
         sims = sorted({a for a, _ in got})
         real = [got[(a, "real")] for a in sims]
@@ -689,7 +695,10 @@ def _run_kind(cell):
         seed = int(cell.seed_sequence.generate_state(1)[0])
         rows = []
         for log, ratings in _world_logs(cell.world, seed).items():
-            rows += [dataclasses.replace(m, params={**m.params, "log": log})
+            # the log in the agent's name too: a summary that merges rows by agent must
+            # never average the real log's errors with the simulated one's
+            rows += [dataclasses.replace(m, agent=f"{m.agent} ({log})",
+                                         params={**m.params, "log": log})
                      for m in fast_loo_cf(ratings, **kwargs, rng=cell.seed_sequence,
                                           progress=cell.progress, evaluation=cell.evaluation,
                                           executor=cell.executor)]
@@ -708,8 +717,11 @@ def _figures_kind(measurements, out_dir, world):
                               if m.metric in ("mae", "rmse")))
     if logs == [None]:
         return plot_fast_loo_cf(measurements, out_dir, prefix=prefix)
+    import dataclasses
+
     return [path for log in logs  # a fitted world: one figure per log, real and simulated
-            for path in plot_fast_loo_cf([m for m in measurements
+            for path in plot_fast_loo_cf([dataclasses.replace(m, agent=_similarity_of(m))
+                                          for m in measurements
                                           if m.params.get("log") == log], out_dir,
                                          prefix=f"{prefix}_{log}", title=f"{log} log")]
 
@@ -733,9 +745,9 @@ KIND = EvaluationKind(
               "`n_users` x `n_items` with `n_ratings` ratings drawn from the cell's seed)."),
         Param("world", Bool(), False, "Compare on the scenario's fitted [world] instead: its "
               "real log and one simulated log (the world run to its last tick, its rated "
-              "adoptions), rows labelled by `log` in `params`, plus the Kendall tau between "
-              "the similarities' exact-LOO errors on the two (`rmse_rank_tau`, "
-              "`mae_rank_tau`)."),
+              "adoptions), rows labelled by the log (agent `pearson (real)`, `pearson "
+              "(simulated)`, ...; `log` in `params`), plus the Kendall tau between the "
+              "similarities' exact-LOO errors on the two (`rmse_rank_tau`, `mae_rank_tau`)."),
         Param("format", Str(choices=DATA_FORMATS), "movielens_100k", "Format of `data`."),
         Param("columns", ListOf(Str(), min_len=3, max_len=3), ["userId", "itemId", "rating"],
               "User, item and rating column names of a `csv` file."),
