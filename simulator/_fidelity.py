@@ -523,6 +523,7 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
     split are not forecast; their real interactions are counted in ``dropped_new_items``.
     """
     import dataclasses
+    import warnings
 
     from simulator._calibrate import CalibrationWarning, calibrate
     from simulator._config import FittedArrays
@@ -545,9 +546,7 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
     before = ticks < split
     train_cols = (uids[before], iids[before],
                   None if ratings is None else ratings[before], times[before])
-    import warnings
-
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():  # users or items dropped: they are simply not fitted
         warnings.simplefilter("ignore", CalibrationWarning)
         cal = calibrate(train_cols, seconds_per_tick=seconds_per_tick, rng=r_fit,
                         **calibrate_options)
