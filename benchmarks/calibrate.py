@@ -129,7 +129,9 @@ def generate(name: str, path: str) -> None:
     # each rating in one of its user's sessions, with probability proportional to the weight
     pick = np.searchsorted(cum, start[u] + rng.random(u.size) * total[u], side="right")
     pick = np.minimum(pick, np.searchsorted(su, u, side="right") - 1)
-    times = 880_000_000 + 86400 * st[pick] + rng.integers(0, 86400, u.size)
+    # whole days: seconds within a day would cut a session in two ticks (calibrate's ticks
+    # count days from the first timestamp, not from midnight)
+    times = 880_000_000 + 86400 * st[pick]
     np.savez(path, users=u, items=i, ratings=r, timestamps=times)
 
 

@@ -91,9 +91,14 @@ def test_the_fit_recovers_a_known_law():
                      later_weight=0.4)
     n_ticks = 200
     s = S.draw_schedule(law, rng.integers(0, n_ticks, 6000), n_ticks, rng)
-    fit = S.fit_session_law(s.user, s.tick, n_ticks, n_users=6000)
+    # 40 interactions per user, split over its sessions in proportion to their weights
+    share = s.events(np.full(6000, 40.0))
+    count = rng.poisson(share) + 1  # every session holds at least one
+    fit = S.fit_session_law(np.repeat(s.user, count), np.repeat(s.tick, count), n_ticks,
+                            n_users=6000)
     assert fit.converged and fit.n_users == 6000 and fit.n_sessions == len(s)
     got = fit.law
+    assert got.later_weight == pytest.approx(law.later_weight, rel=0.1)
     assert got.count_mu == pytest.approx(law.count_mu, abs=0.15)
     assert got.count_sigma == pytest.approx(law.count_sigma, abs=0.15)
     assert got.gap_mu == pytest.approx(law.gap_mu, abs=0.1)
