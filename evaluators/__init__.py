@@ -7,7 +7,7 @@ through the agents' protocol (duck typing).
 from evaluators import datasets, metrics, splits  # public submodules
 from evaluators._ab import ABTestResult, ab_test
 from evaluators._bred import JITTER_C, BredEstimate, bred
-from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
+from evaluators._estimate import EmptySampleWarning, Estimate, normal_estimate, wilson_estimate
 from evaluators._loo_knn import LooKnnWarning, LooResult, kfold_loo_knn, loo_knn
 from evaluators._mips import mips
 from evaluators._offline import EmptyProfilesWarning, LooQuality, loo_quality, offline_score
@@ -25,8 +25,10 @@ from evaluators._ope import (
                              switch_dr,
 )
 from evaluators._replay import NoMatchWarning, ReplayEstimate, replay
+from evaluators._reward_models import RewardModel, fit_reward_model
 from evaluators._slate_ope import (
                              SLATE_ESTIMATORS,
+                             SlateRewardModel,
                              cascade_dr,
                              independent_ips,
                              pseudoinverse,
@@ -64,12 +66,15 @@ __all__ = [
     "dr_os",
     "subgaussian_ips",
     "mips",
+    "fit_reward_model",
+    "RewardModel",
     "select_estimator",
     "SelectionEstimate",
     "SLOPE_DEFAULTS",
     "OPEEstimate",
     "NoSupportWarning",
     "SLATE_ESTIMATORS",
+    "SlateRewardModel",
     "slate_ips",
     "independent_ips",
     "reward_interaction_ips",
@@ -80,6 +85,7 @@ __all__ = [
     "metrics",
     "splits",
     "Estimate",
+    "EmptySampleWarning",
     "EmptyProfilesWarning",
     "ItemWeights",
     "LooQuality",

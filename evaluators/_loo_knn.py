@@ -26,7 +26,7 @@ from evaluators._loo_knn_naive import (
 )
 from recloop_base.executors import check_executor, executor_threads, run_partitions, split_by_cost
 from recloop_base.threads import n_threads, thread_map
-from recloop_base.validation import check_int
+from recloop_base.validation import ArgumentValueError, check_int
 
 __all__ = ["LooKnnWarning", "LooResult", "kfold_loo_knn", "loo_knn"]
 
@@ -134,6 +134,10 @@ def _as_data(ratings) -> _Data:
             if a.dtype.kind not in "iu":
                 raise TypeError(f"`ratings`: the {name} array must hold integer ids; "
                                 f"got dtype {a.dtype}.")
+            if a.size and a.min() < 0:
+                j = int(np.argmax(a < 0))
+                raise ValueError(f"`ratings`: the {name} array must hold ids >= 0; got "
+                                 f"{a[j]} at index {j}.")
         sparse, n_rows = False, 0
     else:
         raise TypeError(
@@ -541,6 +545,11 @@ def loo_knn(ratings, *, similarity="pearson", k=20, min_support=1, users=None,
                          f"naive reference runs in this process).")
     held_user = _user_mask(data, users, "users")
     allowed = _user_mask(data, neighbours, "neighbours")
+    if not allowed.any():
+        raise ArgumentValueError("neighbours", "ids of at least one user with ratings (without "
+                                 "a neighbour every prediction is the user's mean)",
+                                 "none" if np.size(neighbours) == 0 else
+                                 "only rows without ratings")
     _check_magnitude(data)
     prep = _Prepared(data)
     idx, pred, n_nb, kind = _run(prep, held_user, allowed, similarity, int(k),

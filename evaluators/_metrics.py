@@ -420,14 +420,17 @@ def _labels(y_true, y_pred):
                             f"got dtype {a.dtype}.")
         if a.ndim != 1:
             raise ValueError(f"`{name}` must be 1-dimensional; got shape {a.shape}.")
-        if a.dtype.kind == "f" and np.isnan(a).any():
-            raise ValueError(f"`{name}` must not contain nan; got nan at index "
-                             f"{int(np.argmax(np.isnan(a)))}.")
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            j = int(np.argmax(~np.isfinite(a)))
+            raise ValueError(f"`{name}` must not contain nan or inf; got {a[j]} at index {j}.")
         out.append(a)
     t, p = out
     if t.shape != p.shape:
         raise ValueError(f"`y_true` and `y_pred` must have the same length; "
                          f"got {t.size} and {p.size}.")
+    if (t.dtype.kind in "US") != (p.dtype.kind in "US"):  # "1" never equals 1: all would miss
+        raise TypeError(f"`y_true` and `y_pred` must hold labels of the same kind (both "
+                        f"strings or both numbers); got dtype {t.dtype} and {p.dtype}.")
     return t, p
 
 

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
 from recloop_base.executors import check_executor, executor_threads, run_partitions, split_evenly
-from recloop_base.validation import check_int
+from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check_int
 
 __all__ = ["EmptyProfilesWarning", "LooQuality", "loo_quality", "offline_score"]
 
@@ -38,17 +38,29 @@ class EmptyProfilesWarning(UserWarning):
 # ---------------------------------------------------------------------------------------------
 
 def _as_profiles(profiles, name: str = "profiles") -> sp.csr_array:
-    """Canonical binary CSR copy of a users x items matrix (stored non-zeros are edges)."""
+    """Canonical binary CSR copy of a users x items matrix (stored non-zeros are edges).
+
+    The values must be real, finite and >= 0 (a nan or a negative entry is no edge count)."""
     if sp.issparse(profiles):
-        m = sp.csr_array(profiles, copy=True)
+        values = np.asarray(profiles.data)
     elif isinstance(profiles, np.ndarray):
         if profiles.ndim != 2:
             raise ValueError(f"`{name}` must be a 2-D users x items matrix; "
                              f"got shape {profiles.shape}.")
-        m = sp.csr_array(profiles)
+        values = profiles
     else:
         raise TypeError(f"`{name}` must be a scipy.sparse matrix or a 2-D numpy array; "
                         f"got {type(profiles).__name__}.")
+    if values.dtype.kind not in "biuf":
+        raise ArgumentTypeError(name, "a matrix of real numbers (non-zeros are edges)",
+                                f"dtype {values.dtype}")
+    bad = values < 0 if values.dtype.kind in "biu" else ~np.isfinite(values) | (values < 0)
+    if bad.any():
+        j = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = f"stored entry {j[0]}" if len(j) == 1 else f"{j}"
+        raise ArgumentValueError(name, "finite and >= 0 (its non-zeros are edges)",
+                                 f"{values[j]} at {where}")
+    m = sp.csr_array(profiles, copy=True)
     if m.ndim != 2:
         raise ValueError(f"`{name}` must be a 2-D users x items matrix; got shape {m.shape}.")
     m.sum_duplicates()
@@ -77,10 +89,11 @@ def _check_quality(quality) -> str:
 
 
 def _check_positive_vector(x, n: int, name: str, *, allow_zero: bool) -> np.ndarray:
-    try:
-        a = np.array(x, dtype=np.float64, copy=True)
-    except (TypeError, ValueError):
-        raise TypeError(f"`{name}` must be an array of numbers; got {type(x).__name__}.") from None
+    a = np.asarray(x)
+    if a.dtype.kind not in "biuf":  # strings such as "1.0" and complex numbers too
+        raise ArgumentTypeError(name, "an array of numbers",
+                                f"{type(x).__name__} of dtype {a.dtype}")
+    a = np.array(a, dtype=np.float64, copy=True)
     if a.shape != (n,):
         raise ValueError(f"`{name}` must have shape ({n},); got {a.shape}.")
     bad = ~np.isfinite(a) | ((a < 0) if allow_zero else (a <= 0))

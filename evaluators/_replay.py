@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -161,9 +162,11 @@ def replay(log, agent, *, method="uniform", ci=0.95, rng=None) -> ReplayEstimate
                     eligible=eligible, observation=log.observation)
     match = actions == log.action
     used = match & eligible
-    est = normal_estimate(log.reward[used], level=level)
-    if est.n == 0:
+    if not used.any():
         warnings.warn(f"replay matched no record of {T} (method={method!r}); returning nan.",
                       NoMatchWarning, stacklevel=2)
+        est = Estimate(math.nan, math.nan, math.nan, math.nan, 0, level)
+    else:
+        est = normal_estimate(log.reward[used], level=level)
     return ReplayEstimate(est.value, est.stderr, est.ci_low, est.ci_high, est.n, level,
                           n_records=T, n_matches=int(match.sum()), method=method)

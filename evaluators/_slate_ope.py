@@ -54,7 +54,7 @@ from recloop_base.validation import (
 )
 
 __all__ = ["slate_ips", "independent_ips", "reward_interaction_ips", "pseudoinverse",
-           "cascade_dr", "SLATE_ESTIMATORS"]
+           "cascade_dr", "SLATE_ESTIMATORS", "SlateRewardModel"]
 
 #: The slate estimators, by name.
 SLATE_ESTIMATORS = ("slate_ips", "independent_ips", "reward_interaction_ips", "pseudoinverse",
@@ -523,7 +523,95 @@ def _folds(n: int, n_folds: int, rng) -> np.ndarray:
     return fold
 
 
-def _q_mean(log, dist, fold, n_folds):
+class SlateRewardModel:
+    """Cascade-DR's reward model fitted on one slate log, for every target policy.
+
+    Made by :func:`evaluators.fit_reward_model` from a :class:`~simulator.logs.SlateLog`;
+    pass it to :func:`cascade_dr` as ``reward_model=``. Cascade-DR's Q function depends on
+    the target (its recursion averages the next position over the target's distribution),
+    so what a log can share is what does not: the fold split and, for the "mean" model, the
+    count and reward sum of every (fold, position, item). :func:`cascade_dr` completes the
+    target's part. Like :class:`evaluators.RewardModel` it records its log: passed with
+    another log (or one whose context, slates or rewards differ) it is refused with a
+    ``ValueError`` naming ``reward_model``.
+
+    Attributes
+    ----------
+    model : "mean" or the regressor
+    n_folds : int
+    folds : array (n_rounds,) of int
+        The fold of each record (all 0 when ``n_folds`` is 1: fit and predict on the log).
+    """
+
+    __slots__ = ("_log", "model", "n_folds", "folds", "_counts")
+
+    def __init__(self, log, model, n_folds: int, folds: np.ndarray):
+        self._log, self.model, self.n_folds = log, model, n_folds
+        folds.setflags(write=False)
+        self.folds = folds
+        self._counts = _slate_counts(log, folds, n_folds) if model == "mean" else None
+
+    def __repr__(self) -> str:
+        what = self.model if isinstance(self.model, str) else type(self.model).__name__
+        n, k = self._log.action.shape
+        return (f"SlateRewardModel(model={what!r}, n_folds={self.n_folds}, n_rounds={n}, "
+                f"len_list={k}, n_items={self._log.n_items})")
+
+    def check(self, log, name: str = "reward_model") -> None:
+        """Raise ``ValueError`` naming ``name`` unless ``log`` holds the records the model was
+        fitted on (the same context, slates and rewards)."""
+        mine = self._log
+        if log is mine:
+            return
+        if (log.action.shape, log.n_items) != (mine.action.shape, mine.n_items):
+            raise ArgumentValueError(
+                name, f"a reward model fitted on this log ({log.n_rounds} slates of "
+                f"{log.action.shape[1]} of {log.n_items} items)", f"one fitted on a log of "
+                f"{mine.n_rounds} slates of {mine.action.shape[1]} of {mine.n_items} items")
+        for field in ("action", "reward", "context"):
+            x, y = getattr(log, field), getattr(mine, field)
+            if x is not y and not np.array_equal(x, y):
+                raise ArgumentValueError(
+                    name, "a reward model fitted on this log", f"one fitted on a log whose "
+                    f"{field} differs (the log changed since the model was fitted: fit it "
+                    "again with fit_reward_model)")
+
+
+def _check_slate_model(model):
+    if isinstance(model, str):
+        if model not in _MODELS:
+            raise ArgumentValueError("model", "'mean' or a regressor with fit/predict for a "
+                                     "SlateLog (Cascade-DR's Q model)", repr(model))
+        return model
+    if callable(getattr(model, "fit", None)) and callable(getattr(model, "predict", None)):
+        return model
+    raise ArgumentTypeError("model", "'mean' or a regressor with fit/predict for a SlateLog "
+                            "(Cascade-DR's Q model)", type(model).__name__)
+
+
+def _fit_slate_model(log, model, n_folds, rng) -> SlateRewardModel:
+    """:func:`evaluators.fit_reward_model` for a slate log."""
+    log = check_slate_log(log)
+    model = _check_slate_model(model)
+    n_folds = check_int(n_folds, "n_folds", low=1, high=max(1, log.n_rounds))
+    return SlateRewardModel(log, model, n_folds, _folds(log.n_rounds, n_folds,
+                                                        as_generator(rng)))
+
+
+def _slate_counts(log, fold, n_folds):
+    """Count and reward sum of every (fold, position, item), (n_folds, k, n_items) each."""
+    k, m = log.action.shape[1], log.n_items
+    cnt = np.zeros((n_folds, k, m))
+    rsum = np.zeros((n_folds, k, m))
+    for j in range(k):
+        key = fold * m + log.action[:, j]
+        cnt[:, j] = np.bincount(key, minlength=n_folds * m).reshape(n_folds, m)
+        rsum[:, j] = np.bincount(key, weights=log.reward[:, j],
+                                 minlength=n_folds * m).reshape(n_folds, m)
+    return cnt, rsum
+
+
+def _q_mean(log, dist, fold, n_folds, counts):
     """Cross-fitted per-(position, item) means of the recursive target.
 
     ``T_j(a) = mean_{i: s_ij = a} [r_ij + pi(.|x_i, s_i0..s_ij) . T_{j+1}]
@@ -539,13 +627,8 @@ def _q_mean(log, dist, fold, n_folds):
     n, k = log.action.shape
     m = log.n_items
     K = n_folds
-    cnt = np.zeros((K, k, m))
-    rsum = np.zeros((K, k, m))
+    cnt, rsum = counts  # the target-free part (per log: SlateRewardModel)
     csum = np.zeros((k, K * m, m))
-    for j in range(k):
-        key = fold * m + log.action[:, j]
-        cnt[:, j] = np.bincount(key, minlength=K * m).reshape(K, m)
-        rsum[:, j] = np.bincount(key, weights=log.reward[:, j], minlength=K * m).reshape(K, m)
     factors = dist.factors()
     if factors is not None:  # the well-conditioned records in factored form, the rest dense
         factors.next_sums(csum, fold, K)
@@ -631,7 +714,7 @@ def _q_regressor(log, dist, fold, n_folds, regressor):
 
 
 def cascade_dr(log, target_pscore_cascade, target_action_dist, *, reward_model="mean",
-               n_folds: int = 2, rng=None, ci: float = 0.95) -> OPEEstimate:
+               n_folds: int | None = None, rng=None, ci: float = 0.95) -> OPEEstimate:
     """Cascade doubly robust (Cascade-DR): RIPS with a Q-function as control variate.
 
     Parameters
@@ -652,7 +735,7 @@ def cascade_dr(log, target_pscore_cascade, target_action_dist, *, reward_model="
         does), is used in that form by the ``"mean"`` model: ``O(n k^2 + u n_items k)``
         instead of ``O(n k n_items)``, the same estimate to rounding (records whose unshown
         weight is below 1e-4 of their total are summed item by item).
-    reward_model : "mean", array (n_rounds, len_list, n_items), or regressor
+    reward_model : "mean", array (n_rounds, len_list, n_items), regressor or SlateRewardModel
         ``Q_j(x_i, s_i0 .. s_i,j-1, a)``, the expected reward from position ``j`` to the end
         when ``a`` is at ``j`` after the logged items and ``pi`` fills the rest:
 
@@ -663,12 +746,15 @@ def cascade_dr(log, target_pscore_cascade, target_action_dist, *, reward_model="
         * an object with ``fit(X, y)`` and ``predict(X)`` (e.g. a scikit-learn regressor):
           one deep copy per (fold, position), features ``[context, one-hot item]``, same
           recursion; its predictions for every item cost ``n_rounds * n_items`` rows per
-          position.
-    n_folds : int, default 2
+          position;
+        * a :class:`SlateRewardModel` from ``evaluators.fit_reward_model(log, "mean" or
+          regressor, n_folds=..., rng=...)``: one of the two above with its folds (and the
+          "mean" model's per-item sums) computed once per log for every target policy.
+    n_folds : int in [1, n_rounds], default 2 (or the fitted model's)
         Cross-fitting folds for a fitted model (1: fit and predict on the whole log); each
         record's Q comes from models that did not see it.
     rng : None, int, SeedSequence or Generator
-        Assignment of records to folds.
+        Assignment of records to folds (not used with a SlateRewardModel).
     ci : float in (0, 1)
 
     Returns
@@ -701,18 +787,28 @@ def cascade_dr(log, target_pscore_cascade, target_action_dist, *, reward_model="
     n, k = log.action.shape
     Wc = _probs(target_pscore_cascade, "target_pscore_cascade", (n, k))
     dist = _Dist(log, target_action_dist, Wc)
-    n_folds = check_int(n_folds, "n_folds", low=1)
+    if n_folds is not None:
+        n_folds = check_int(n_folds, "n_folds", low=1, high=max(1, log.n_rounds))
+    fitted = reward_model
     if isinstance(reward_model, str):
         if reward_model not in _MODELS:
             raise ArgumentValueError("reward_model", "'mean', an array (n_rounds, len_list, "
                                      "n_items) or a regressor with fit/predict",
                                      repr(reward_model))
-        fold = _folds(n, n_folds, as_generator(rng))
-        q_logged, q_expect = _q_mean(log, dist, fold, n_folds)
-    elif callable(getattr(reward_model, "fit", None)) and callable(
-            getattr(reward_model, "predict", None)):
-        fold = _folds(n, n_folds, as_generator(rng))
-        q_logged, q_expect = _q_regressor(log, dist, fold, n_folds, reward_model)
+    if isinstance(reward_model, str) or (callable(getattr(reward_model, "fit", None)) and
+                                         callable(getattr(reward_model, "predict", None))):
+        fitted = _fit_slate_model(log, reward_model, 2 if n_folds is None else n_folds, rng)
+    if isinstance(fitted, SlateRewardModel):
+        fitted.check(log)
+        if n_folds is not None and n_folds != fitted.n_folds:
+            raise ArgumentValueError("n_folds", f"{fitted.n_folds} (the value `reward_model` "
+                                     "was fitted with) or left out", repr(n_folds))
+        if fitted.model == "mean":
+            q_logged, q_expect = _q_mean(log, dist, fitted.folds, fitted.n_folds,
+                                         fitted._counts)
+        else:
+            q_logged, q_expect = _q_regressor(log, dist, fitted.folds, fitted.n_folds,
+                                              fitted.model)
     else:
         q = np.asarray(reward_model)
         if not (np.issubdtype(q.dtype, np.floating) or np.issubdtype(q.dtype, np.integer)):

@@ -22,7 +22,6 @@ from evaluators._validation import check_log as _check_log
 from recloop_base.validation import (
     ArgumentTypeError,
     ArgumentValueError,
-    as_generator,
     check_choice,
     check_float,
     check_level,
@@ -58,7 +57,7 @@ class SelectionEstimate(OPEEstimate):
 
 
 def select_estimator(log, action_dist, *, estimator="ips", values=None, delta=0.1,
-                     model="ridge", per_action=False, n_folds=2, ci=0.95,
+                     model="ridge", per_action=None, n_folds=None, ci=0.95,
                      rng=None) -> SelectionEstimate:
     """Pick an estimator's hyper-parameter from the log alone by SLOPE, and estimate with it.
 
@@ -77,11 +76,12 @@ def select_estimator(log, action_dist, *, estimator="ips", values=None, delta=0.
         Confidence of the widths (Open Bandit Pipeline's default).
     model, per_action, n_folds : as in :func:`doubly_robust`
         The reward model of the model-based families, cross-fitted once and shared by all
-        candidates.
+        candidates (a :class:`RewardModel` from :func:`fit_reward_model`: shared with other
+        targets and estimators on the same log too).
     ci : float in (0, 1)
         Level of the returned interval.
     rng : None, int, SeedSequence or Generator
-        Source of the cross-fitting folds.
+        Source of the cross-fitting folds (not used with a fitted model).
 
     Returns
     -------
@@ -130,17 +130,15 @@ def select_estimator(log, action_dist, *, estimator="ips", values=None, delta=0.
     cand = _check_values(values, default, estimator, param)
     delta = check_float(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True)
     level = check_level(ci)
-    gen = as_generator(rng)
     n = log.n_rounds
     name = "select_estimator"
-    m = _rm.resolve_model(log, model, per_action=per_action)
-    n_folds = _rm.check_n_folds(n_folds)
+    m = _rm.prepare(log, model, per_action=per_action, n_folds=n_folds, rng=rng)
     nan = _no_support(log, a, level, name)
     if nan is not None:
         return _as_selection(nan, param, math.nan, cand, (), ())
     # the weights, and the cross-fitted model's terms, once for every candidate
     if estimator in _MODEL_BASED:
-        w, dm, qa = _dr_parts(log, a, m, n_folds, gen)
+        w, dm, qa = _dr_parts(log, a, m)
     else:
         w, dm, qa = _weights(log, a), None, None
     # OBP sorts the candidates in decreasing order first; ties in width then break alike

@@ -9,8 +9,8 @@ import numpy as np
 from recloop_base.validation import ArgumentTypeError, ArgumentValueError
 from simulator.logs import BanditLog
 
-__all__ = ["check_actions", "check_agent", "check_log", "check_one_action", "check_slate_log",
-           "check_uniform"]
+__all__ = ["action_dist_at_position", "as_probability_array", "check_actions", "check_agent",
+           "check_log", "check_one_action", "check_slate_log", "check_uniform"]
 
 
 def check_log(log) -> BanditLog:
@@ -21,6 +21,64 @@ def check_log(log) -> BanditLog:
         raise ArgumentValueError("log", "a log with at least one record (nothing to "
                                  "evaluate)", "an empty log")
     return log
+
+
+def as_probability_array(action_dist, name: str = "action_dist") -> np.ndarray:
+    """``action_dist`` as a float array: float32 and float64 as they are (no copy), integers
+    and float16 as float64; ``ArgumentTypeError`` for anything else. (The same rule as
+    ``_ope._check_action_dist``, which can call this when it moves here.)"""
+    a = np.asarray(action_dist)
+    if a.dtype.kind not in "fiu":
+        raise ArgumentTypeError(name, "a float array of action probabilities",
+                                f"dtype {a.dtype}")
+    if a.dtype.kind != "f" or a.dtype.itemsize < 4:
+        a = a.astype(np.float64)
+    return a
+
+
+def action_dist_at_position(log: BanditLog, action_dist, name: str = "action_dist"):
+    """The target's probabilities at each record's position: ``(n_rounds, n_actions)``.
+
+    ``action_dist`` is OBP's ``(n_rounds, n_actions, len_list)`` (``len_list`` the log's);
+    a one-slot log also takes ``(n_rounds, n_actions)``. Every position's rows must be
+    distributions (not only the logged ones: a policy that is not one somewhere is a bug
+    worth naming). float32 stays float32; a one-slot array comes back as a view.
+
+    Raises
+    ------
+    ArgumentTypeError
+        A non-numeric array.
+    ValueError
+        A wrong shape, or a row that is negative, not finite or does not sum to 1 (within
+        1e-6 in float64), naming the record and the position.
+    """
+    from evaluators._ope import _sum_tol  # the estimators' tolerance, one definition
+
+    a = as_probability_array(action_dist, name)
+    n, K, L = log.n_rounds, log.n_actions, log.len_list
+    if a.ndim == 2 and L == 1:
+        a = a[:, :, None]
+    if a.shape != (n, K, L):
+        one = f" or ({n}, {K})" if L == 1 else ""
+        raise ValueError(f"`{name}` must have shape (n_rounds, n_actions, len_list) = "
+                         f"({n}, {K}, {L}){one}; got {np.shape(action_dist)}.")
+    tol = _sum_tol(a[:, :, 0])  # a view: the dtype and n_actions decide
+    step = max(1, (1 << 18) // max(1, K * L))
+    for s in range(0, n, step):
+        c = a[s:s + step]
+        sums = c.sum(axis=1)  # (rows, L); nan or inf fail here too
+        ok = (c.min(axis=1) >= 0) & (np.abs(sums - 1) <= tol)
+        if not ok.all():
+            j, pos = (int(v) for v in np.argwhere(~ok)[0])
+            row = c[j, :, pos]
+            why = ("must be finite" if not np.isfinite(row).all() else
+                   "must be >= 0" if (row < 0).any() else
+                   f"rows must sum to 1; got {float(sums[j, pos])}")
+            raise ValueError(f"`{name}` {why} at every position: record {s + j}, "
+                             f"position {pos}.")
+    if L == 1:
+        return a[:, :, 0]
+    return a[np.arange(n), :, log.positions()]
 
 
 def check_slate_log(log):

@@ -171,14 +171,25 @@ def _problem(reference, current, user_weights):
     return pb, unmatched, held
 
 
+def _warn_unmatched(unmatched) -> None:
+    if unmatched.size:
+        warnings.warn(f"{unmatched.size} item(s) of the reference are held by nobody in "
+                      f"`current` and cannot be matched: {unmatched[:10].tolist()}"
+                      f"{' ...' if unmatched.size > 10 else ''}", UnmatchedItemsWarning,
+                      stacklevel=3)
+
+
 def kl_objective(reference, current, weights, *, user_weights=None) -> float:
     """``D(w) = sum_{i: P_ref(i) > 0, matched} P_ref(i) log(P_ref(i) / P_cur(i|w))``.
 
     Arguments as in :func:`fit_item_weights`; ``weights`` positive, shape (n_items,).
+    Unmatched reference items are left out with an :class:`UnmatchedItemsWarning`; when no
+    reference item is matched ``D`` is an empty sum, meaningless rather than 0: ``nan``.
     """
-    pb, _, _ = _problem(reference, current, user_weights)
+    pb, unmatched, _ = _problem(reference, current, user_weights)
     w = _check_positive_vector(weights, pb.B.shape[1], "weights", allow_zero=False)
-    return _objective(pb, w)
+    _warn_unmatched(unmatched)
+    return _objective(pb, w) if pb.support.any() else math.nan
 
 
 def reference_gradient(reference, current, weights, *, user_weights=None,
@@ -186,10 +197,14 @@ def reference_gradient(reference, current, weights, *, user_weights=None,
     """Gradient ``dD/dw`` (with respect to the weights, not their logs).
 
     ``method="per_coordinate"``: the paper's form, one coordinate at a time (slow reference);
-    ``method="vectorised"``: the O(edges) form :func:`fit_item_weights` uses.
+    ``method="vectorised"``: the O(edges) form :func:`fit_item_weights` uses. Unmatched
+    items as in :func:`kl_objective` (``nan`` everywhere when no reference item is matched).
     """
-    pb, _, _ = _problem(reference, current, user_weights)
+    pb, unmatched, _ = _problem(reference, current, user_weights)
     w = _check_positive_vector(weights, pb.B.shape[1], "weights", allow_zero=False)
+    _warn_unmatched(unmatched)
+    if not pb.support.any():
+        return np.full(w.shape, math.nan)
     if method == "per_coordinate":
         return _reference_gradient(pb, w)
     if method == "vectorised":
@@ -340,11 +355,7 @@ def fit_item_weights(reference, current, *, p=None, method: str = "lbfgs", tol: 
             raise TypeError(f"`p` must be an integer or None; got {type(p).__name__}.")
         if not 0 <= p <= n_items:
             raise ValueError(f"`p` must be in [0, n_items={n_items}] or None; got {p}.")
-    if unmatched.size:
-        warnings.warn(f"{unmatched.size} item(s) of the reference are held by nobody in "
-                      f"`current` and cannot be matched: {unmatched[:10].tolist()}"
-                      f"{' ...' if unmatched.size > 10 else ''}", UnmatchedItemsWarning,
-                      stacklevel=2)
+    _warn_unmatched(unmatched)
 
     _, _, q0 = _marginal(pb, np.ones(n_items))
     diff = np.abs(pb.p_ref - q0)

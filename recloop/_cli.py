@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="local process pool (default) or a Dask cluster")
     run.add_argument("--scheduler", default=None, metavar="ADDRESS",
                      help="Dask scheduler address (default: a LocalCluster)")
+    run.add_argument("--scheduler-timeout", type=float, default=30.0, metavar="SECONDS",
+                     help="seconds the Dask scheduler has to answer (default 30)")
     run.add_argument("--resume", action="store_true",
                      help="continue the newest run directory of the scenario")
     run.add_argument("--dry-run", action="store_true",
@@ -61,8 +63,10 @@ def _parser() -> argparse.ArgumentParser:
                           "cells, without running anything")
     run.add_argument("--force", action="store_true",
                      help="run even when a cell's memory estimate exceeds the memory "
-                          "available")
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+                          "available, or with more than 4 workers per CPU")
+    run.add_argument("-q", "--quiet", action="store_true",
+                     help="no progress (a bar on a terminal, else a line every 30 s with "
+                          "the fraction done and an ETA) and no messages")
     _path_option(run)
     _set_option(run)
 
@@ -108,8 +112,11 @@ def _parser() -> argparse.ArgumentParser:
                          "may name (plugins included)")
     _path_option(lst)
 
-    rep = sub.add_parser("report", help="rebuild report.md and figures of a run directory")
+    rep = sub.add_parser("report", help="verify a run directory, rebuild its tables, "
+                         "report.md, report.html and figures from its cell files")
     rep.add_argument("run_dir", metavar="RUN_DIR")
+    rep.add_argument("--open", action="store_true",
+                     help="open report.html in the web browser afterwards")
     return parser
 
 
@@ -128,13 +135,20 @@ def _path_option(parser) -> None:
 
 
 def _use_paths(args, err) -> bool:
-    """Put ``--path`` folders on ``sys.path``; False (after a message) if one is missing."""
+    """Put ``--path`` folders on ``sys.path``; False (after a message) if one is missing or
+    holds a module that would shadow one recloop needs (``logging.py``)."""
     from pathlib import Path
 
     ok = True
     for p in args.path:
         if not Path(p).is_dir():
             print(f"recloop: --path: expected a folder, got {p!r} (no such folder)", file=err)
+            ok = False
+    if ok and args.path:
+        from recloop._plugins import path_problems
+
+        for line in path_problems(args.path):
+            print(f"recloop: {line}", file=err)
             ok = False
     if ok:
         for p in reversed(args.path):
@@ -250,6 +264,13 @@ def _cmd_report(args, out, err) -> int:
     if path is None:
         return USAGE
     print(f"{run_dir.name}: {path}", file=out)
+    if args.open:
+        import webbrowser
+
+        html = path.with_name("report.html").resolve()
+        if not webbrowser.open(html.as_uri()):
+            print(f"recloop report: --open: no web browser found; open {html} yourself",
+                  file=err)
     return USAGE if any(d.kind == "file" for d in damages) else OK
 
 
@@ -267,13 +288,15 @@ def _scheduler_problem(address: str) -> str | None:
 
 
 def _threads_problem() -> str | None:
-    from recloop_base.threads import THREADS_ENV, n_threads
+    from recloop_base.threads import MAX_THREADS, THREADS_ENV, n_threads
 
     try:
         n_threads()
     except ValueError:
-        return (f"environment variable {THREADS_ENV}: expected a positive integer, got "
-                f"{os.environ.get(THREADS_ENV)!r}")
+        value = os.environ.get(THREADS_ENV, "")
+        shown = repr(value[:40]) + ("..." if len(value) > 40 else "")
+        return (f"environment variable {THREADS_ENV}: expected an integer in [1, "
+                f"{MAX_THREADS}], got {shown}")
     return None
 
 
@@ -332,11 +355,27 @@ def _cmd_run(args, out, err, argv) -> int:
     from concurrent.futures.process import BrokenProcessPool
 
     from recloop._rundir import RunDirError
-    from recloop._runner import CellError, ExecutorError, _UsageError, plan_cells, run_scenario
+    from recloop._runner import (
+        CellError,
+        ExecutorError,
+        ReportError,
+        _UsageError,
+        plan_cells,
+        run_scenario,
+    )
 
     problems = []
     if args.workers is not None and args.workers < 1:
         problems.append(f"--workers: expected an integer >= 1, got {args.workers}")
+    elif args.workers is not None and not args.force:
+        from recloop._runner import workers_problem
+
+        found = workers_problem(args.workers, args.executor, args.scheduler)
+        if found:
+            problems.append(f"--workers: expected {found} (pass --force to run anyway)")
+    if not 0 < args.scheduler_timeout <= 86400:
+        problems.append(f"--scheduler-timeout: expected seconds in (0, 86400], got "
+                        f"{args.scheduler_timeout:g}")
     if args.seed is not None and not 0 <= args.seed <= 2**62:
         problems.append(f"--seed: expected an integer in [0, {2**62}], got {args.seed}")
     if args.scheduler is not None and args.executor != "dask":
@@ -385,13 +424,18 @@ def _cmd_run(args, out, err, argv) -> int:
                                    scheduler=args.scheduler, resume=args.resume,
                                    quiet=args.quiet, argv=["recloop"] + list(argv),
                                    paths=args.path, echo=lambda s: print(s, file=out),
-                                   on_damage=on_damage)
+                                   on_damage=on_damage,
+                                   scheduler_timeout=args.scheduler_timeout, force=args.force)
         except (_UsageError, RunDirError) as exc:
             print(f"recloop run: {exc}", file=err)
             return USAGE
         except CellError as exc:
-            print(f"recloop run: {_first_line(str(exc))} (traceback in errors.log of the run "
-                  "directory; fix it and continue with --resume)", file=err)
+            print(f"recloop run: {_first_line(str(exc))} (the other cells ran and are kept; "
+                  "traceback in errors.log of the run directory; fix it and continue with "
+                  "--resume)", file=err)
+            return FAILED
+        except ReportError as exc:
+            print(f"recloop run: {_first_line(str(exc))}", file=err)
             return FAILED
         except ExecutorError as exc:
             print(f"recloop run: {exc} (finished cells, if any, are kept: continue with "

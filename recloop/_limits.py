@@ -26,12 +26,16 @@ import math
 import os
 from typing import Iterator, Mapping
 
-__all__ = ["F8", "PROCESS_BYTES", "ab_test_rules", "available_memory", "bandit_sizes",
-           "drivers", "evaluation_bytes", "format_bytes", "log_bytes", "world_bytes",
-           "world_config_or_none"]
+__all__ = ["ESTIMATE_BYTES", "F8", "PROCESS_BYTES", "ab_test_rules", "available_memory",
+           "bandit_sizes", "drivers", "evaluation_bytes", "format_bytes", "log_bytes",
+           "traffic_bytes", "world_bytes", "world_config_or_none"]
 
 #: Bytes of a float64 / int64.
 F8 = 8
+
+#: One estimate kept per log until the cell's summary (an ``Estimate`` of five floats and
+#: the list slot holding it, with Python's object overhead).
+ESTIMATE_BYTES = 200
 
 #: Memory of a process running cells before its cell's arrays: the interpreter, numpy,
 #: scipy, matplotlib and the compiled kernels (measured: 140 MiB after the imports, about
@@ -139,6 +143,20 @@ def bandit_sizes(world) -> tuple[int, int]:
 def log_bytes(T: int, K: int, d: int) -> int:
     """One logged dataset: contexts, actions, rewards, propensities, times, availability."""
     return T * (d * F8 + 4 * F8 + K)
+
+
+def traffic_bytes(params, world) -> dict[str, int]:
+    """The logs a cell draws besides its ``n_logs`` ones: the online A/B test's
+    (``ab_users`` records per log, one log at a time) and the agent targets' training log
+    (``n_train`` records, kinds that have it)."""
+    K, d = bandit_sizes(world)
+    out = {}
+    if params.get("ab_users"):
+        out["ab_users x world.dim: the A/B test's log"] = log_bytes(params["ab_users"], K, d)
+    if params.get("n_train"):
+        out["n_train x world.dim: the agents' training log"] = log_bytes(params["n_train"], K,
+                                                                        d)
+    return out
 
 
 def _total(parts) -> int:

@@ -6,16 +6,29 @@ entry names a kind or an import path, or is a table ``{name, factory, params}``.
 loader calls :func:`try_agent` and :func:`try_estimator` on every user-supplied one before
 anything is written (so that a broken reference is one line at validation, not a traceback
 an hour into a run); the runner calls :func:`agent_factory` and :func:`bind_estimator` in
-the cells, with the cell's random streams.
+the cells, with the cell's random streams. Users' code runs behind the guards of
+:mod:`recloop._guard` (exits, time limits, read-only inputs, implausible results).
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from recloop._guard import (
+    TRIAL_TIMEOUT,
+    UserCodeError,
+    implausible,
+    inputs_after,
+    inputs_before,
+    read_only,
+    run_guarded,
+    section,
+)
 from recloop._registry import (
     AgentKind,
     EstimatorKind,
@@ -26,7 +39,7 @@ from recloop._registry import (
 )
 
 __all__ = ["PYTHON_KIND", "EstimatorEntry", "agent_factory", "agent_kind", "agent_params",
-           "bind_estimator", "estimator_entry", "try_agent", "try_estimator"]
+           "bind_estimator", "estimator_entry", "try_agent", "try_estimator", "users_code"]
 
 #: The agent kind whose table names a factory by import path.
 PYTHON_KIND = "python"
@@ -59,11 +72,14 @@ def agent_factory(table: dict) -> Callable:
     params = agent_params(table, kind)
     build = kind.factory
     takes_rng = _accepts(build, "rng") and not _has_reset(build)
+    what = f"agent {table['name']!r} ({kind.origin})"
+    guest = kind.origin != "built-in"
 
     def factory(rng=None):
-        agent = build(**params, rng=rng) if takes_rng else build(**params)
-        if callable(getattr(agent, "reset", None)):
-            agent.reset(rng)
+        with section(what) if guest else contextlib.nullcontext():
+            agent = build(**params, rng=rng) if takes_rng else build(**params)
+            if callable(getattr(agent, "reset", None)):
+                agent.reset(rng)
         return agent
 
     return factory
@@ -93,12 +109,15 @@ def _signature_problem(fn, args: tuple, kwargs: dict, what: str) -> str | None:
     return None
 
 
-def try_agent(table: dict, *, n_actions: int = 5, context_dim: int = 3) -> tuple[str, str | None]:
+def try_agent(table: dict, *, n_actions: int = 5, context_dim: int = 3,
+              timeout: float = TRIAL_TIMEOUT) -> tuple[str, str | None]:
     """Build a user's agent from its table and run ``agents.check_agent`` on it.
 
     Returns ``(family, problem)``: the family found by duck typing, and ``None`` or a line
     saying what failed (the key path is the caller's). Bandit agents are checked on
-    problems of the world's size (``n_actions`` arms, ``context_dim`` features).
+    problems of the world's size (``n_actions`` arms, ``context_dim`` features). The agent's
+    code runs guarded (:func:`recloop._guard.run_guarded`): ``sys.exit``, ``os._exit`` and a
+    call past ``timeout`` seconds are problems, not the end of the process.
     """
     import numpy as np
 
@@ -113,8 +132,12 @@ def try_agent(table: dict, *, n_actions: int = 5, context_dim: int = 3) -> tuple
                                  "table's params as keyword arguments")
     if problem:
         return "", problem
+    what = f"agent {table.get('name')!r} ({kind.origin})"
     try:
-        agent = agent_factory(table)(np.random.default_rng(0))
+        agent = run_guarded(agent_factory(table), np.random.default_rng(0), what=what,
+                            timeout=timeout)
+    except UserCodeError as exc:
+        return "", f"expected a factory that builds an agent from {params!r}, got: {exc}"
     except Exception as exc:
         return "", f"expected a factory that builds an agent from {params!r}, got " \
                    f"{type(exc).__name__}: {exc}"
@@ -122,10 +145,16 @@ def try_agent(table: dict, *, n_actions: int = 5, context_dim: int = 3) -> tuple
     if not family:
         return "", (f"expected an agent with act/update (a bandit) or fit/recommend (a "
                     f"recommender), got a {type(agent).__name__}")
-    try:
+
+    def trial():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             check_agent(agent, n_actions=n_actions, context_dim=context_dim, rng=0)
+
+    try:
+        run_guarded(trial, what=what, timeout=timeout)
+    except UserCodeError as exc:
+        return family, f"expected an agent that passes agents.check_agent, got: {exc}"
     except AgentCheckError as exc:
         return family, f"expected an agent that passes agents.check_agent, got: {exc}"
     except Exception as exc:
@@ -213,31 +242,74 @@ def estimator_entry(entry, family: str) -> EstimatorEntry:
                           builtin_name=builtin if kind.origin == "built-in" else None)
 
 
-def bind_estimator(entry: EstimatorEntry) -> Callable:
+def bind_estimator(entry: EstimatorEntry, *, on_problem: Callable | None = None) -> Callable:
     """``call(log, x, *, rng)`` of an entry: the estimator function with its params (``rng``
-    passed when it takes it), or an instance of its class built once with the params."""
+    passed when it takes it), or an instance of its class built once with the params.
+
+    A plugin (any origin but built-in) is called as a guest (:mod:`recloop._guard`): on
+    read-only views of ``log`` and ``x``, inside a :func:`~recloop._guard.section`; a change
+    of the shared inputs raises :class:`~recloop._guard.UserCodeError` naming it, and an
+    implausible estimate is reported to ``on_problem(what, ValueError)`` and replaced by
+    ``nan`` (without ``on_problem``: the ``ValueError`` is raised).
+    """
     factory = entry.kind.factory
-    if inspect.isclass(factory):
-        fn, kw = factory(**entry.params), {}
-    else:
-        fn, kw = factory, dict(entry.params)
+    guest = entry.kind.origin != "built-in"
+    what = f"estimator {entry.name!r} ({entry.kind.origin})"
+    with section(what) if guest else contextlib.nullcontext():
+        if inspect.isclass(factory):
+            fn, kw = factory(**entry.params), {}
+        else:
+            fn, kw = factory, dict(entry.params)
     takes_rng = _accepts(fn, "rng")
 
-    def call(log, x, *, rng=None):
+    def plain(log, x, *, rng=None):
         return fn(log, x, **kw, rng=rng) if takes_rng else fn(log, x, **kw)
 
+    def guarded(log, x, *, rng=None):
+        before = inputs_before(log, x)
+        with section(what):
+            out = plain(read_only(log), read_only(x), rng=rng)
+        if inputs_after(log, x) != before:
+            raise UserCodeError(f"{what} changed the inputs it shares with the other "
+                                "estimators (the log or action_dist, in place): every estimate "
+                                "after it would be computed on changed data")
+        problem = _implausible(out, log)
+        if problem is None:
+            return out
+        exc = ValueError(f"returned {problem}")
+        if on_problem is None:
+            raise exc
+        from evaluators import Estimate
+
+        on_problem(what, exc)
+        return Estimate(math.nan, math.nan, math.nan, math.nan, int(getattr(out, "n", 0) or 0))
+
+    call = guarded if guest else plain
     call.__name__ = entry.name
+    call.func, call.keywords = fn, kw  # like functools.partial: what the harness calls
     return call
+
+
+def _implausible(out, log) -> str | None:
+    """:func:`recloop._guard.implausible` of what an estimator returned (an Estimate-like
+    object or a number; anything else is the caller's ``TypeError``)."""
+    value = getattr(out, "value", out)
+    try:
+        numbers = [float(value)] + [float(getattr(out, k, math.nan))
+                                    for k in ("stderr", "ci_low", "ci_high")]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return implausible(*numbers, log)
 
 
 _WHAT = {"static": "an estimator callable as estimator(log, action_dist, *, rng, **params)",
          "learning": "an evaluator callable as evaluator(log, make_agent, *, rng, **params)"}
 
 
-def try_estimator(entry: EstimatorEntry, family: str) -> str | None:
-    """Call a user's estimator once on a small problem; ``None`` or what failed."""
-    import math
-
+def try_estimator(entry: EstimatorEntry, family: str, *,
+                  timeout: float = TRIAL_TIMEOUT) -> str | None:
+    """Call a user's estimator once on a small problem (guarded, see :func:`try_agent`);
+    ``None`` or what failed."""
     import numpy as np
 
     from recloop.experiments._common import as_estimate
@@ -250,16 +322,25 @@ def try_estimator(entry: EstimatorEntry, family: str) -> str | None:
         problem = _signature_problem(factory, (None, None), kw, _WHAT[family])
         if problem:
             return problem
+    what = f"estimator {entry.name!r} ({entry.kind.origin})"
     try:
-        call = bind_estimator(entry)
+        call = run_guarded(bind_estimator, entry, what=what, timeout=timeout)
+    except UserCodeError as exc:
+        return f"expected a class that builds an estimator from {entry.params!r}, got: {exc}"
     except Exception as exc:
         return (f"expected a class that builds an estimator from {entry.params!r}, got "
                 f"{type(exc).__name__}: {exc}")
     log, x = _small_problem(family)
-    try:
+
+    def trial():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            est = as_estimate(call(log, x, rng=np.random.default_rng(0)), "the estimator")
+            return as_estimate(call(log, x, rng=np.random.default_rng(0)), "the estimator")
+
+    try:
+        est = run_guarded(trial, what=what, timeout=timeout)
+    except UserCodeError as exc:
+        return f"expected {_WHAT[family]} that runs on a small log, got: {exc}"
     except Exception as exc:
         return f"expected {_WHAT[family]} that runs on a small log, got " \
                f"{type(exc).__name__}: {exc}"
@@ -287,3 +368,124 @@ def _small_problem(family: str) -> tuple[Any, Any]:
         return agent
 
     return log, make_agent
+
+
+def users_code(data: dict, evaluation: str, agent: str | None = None) -> list[str]:
+    """What users' code a cell of a resolved scenario runs -- its agents and estimators that
+    are plugins (import paths, entry points), each as ``"agent 'mine' (import path
+    m:Cls)"`` -- without importing anything (``[]``: the cell runs recloop's code only)."""
+    reg = registry()
+    ev = next(e for e in data["evaluations"] if e["name"] == evaluation)
+    names = [agent] if agent is not None else list(ev.get("agents") or ())
+    found = []
+    for table in data.get("agents") or ():
+        if table.get("name") not in names:
+            continue
+        if table.get("kind") == PYTHON_KIND:
+            found.append(f"agent {table['name']!r} (import path {table.get('factory')})")
+        else:
+            kind = reg.agents.get(table.get("kind"))
+            if kind is not None and kind.origin != "built-in":
+                found.append(f"agent {table['name']!r} ({kind.origin})")
+    for entry in ev.get("estimators") or ():
+        ref = entry.get("factory") if isinstance(entry, dict) else entry
+        if not isinstance(ref, str):
+            continue
+        if ":" in ref:
+            found.append(f"estimator {entry_name(entry)!r} (import path {ref})")
+        else:
+            kind = reg.estimators.get(ref)
+            if kind is not None and kind.origin != "built-in":
+                found.append(f"estimator {entry_name(entry)!r} ({kind.origin})")
+    return found
+
+
+def path_problems(paths) -> list[str]:
+    """Problems of ``--path`` folders: a module of the folder that would shadow a module
+    recloop or its dependencies import (``logging.py``, ``csv.py``, ``numpy/``): put first
+    on the import path, it would replace theirs in recloop and in every worker. One line per
+    shadowing file, naming it and what it shadows."""
+    import importlib.machinery
+    import sys
+    from pathlib import Path
+
+    problems = []
+    needed = None
+    for folder in paths:
+        try:
+            entries = sorted(Path(folder).iterdir())
+        except OSError:
+            continue  # a missing folder is the caller's problem
+        for entry in entries:
+            name = _module_name(entry)
+            if name is None:
+                continue
+            if name not in sys.stdlib_module_names and name not in _OURS:
+                # importable from elsewhere (installed)? most plugin modules are not
+                here = Path(folder).resolve()
+                others = [p for p in sys.path if _resolved(p) != here]
+                try:
+                    spec = importlib.machinery.PathFinder.find_spec(name, others)
+                except (ImportError, ValueError):
+                    spec = None
+                if spec is None:
+                    continue
+            if needed is None:
+                needed = _needed_modules()
+            if name in needed:
+                problems.append(f"--path {folder}: expected a folder whose modules do not "
+                                f"shadow those recloop needs, got {entry.name} (it would "
+                                f"replace {needed[name]}); rename it or move it elsewhere")
+    return problems
+
+
+def _module_name(entry) -> str | None:
+    """The top-level module a folder entry provides on the import path, if any."""
+    if entry.is_dir():
+        return entry.name if (entry / "__init__.py").is_file() else None
+    if entry.suffix == ".py":
+        return entry.stem
+    if entry.suffix in (".so", ".pyd"):
+        return entry.name.split(".")[0]
+    return None
+
+
+def _needed_modules() -> dict[str, str]:
+    """Top-level module names recloop may import, and whose they are: the standard
+    library, recloop's own packages, and the modules of every installed distribution that
+    recloop requires (directly or through its requirements, extras included)."""
+    import re
+    import sys
+    from importlib import metadata
+
+    found = {m: f"Python's {m!r}" for m in sys.stdlib_module_names}
+    seen, todo = set(), ["recloop"]
+    while todo:
+        dist = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if dist in seen:
+            continue
+        seen.add(dist)
+        try:
+            requires = metadata.requires(dist) or []
+        except metadata.PackageNotFoundError:
+            continue
+        todo += [re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0] for r in requires]
+    for module, dists in metadata.packages_distributions().items():
+        owner = next((d for d in dists if re.sub(r"[-_.]+", "-", d).lower() in seen), None)
+        if owner is not None and module not in found:
+            found[module] = f"{owner}'s {module!r}"
+    for ours in _OURS:
+        found[ours] = f"recloop's own {ours!r}"
+    return found
+
+
+_OURS = ("recloop", "recloop_base", "simulator", "agents", "evaluators")
+
+
+def _resolved(entry: str):
+    from pathlib import Path
+
+    try:
+        return Path(entry or ".").resolve()
+    except (OSError, RuntimeError):
+        return None

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import sys
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -109,18 +110,22 @@ class EvaluationKind:
     family of agents it accepts (``""``: none). ``check(params, agents, world)`` yields
     ``(key, message)`` for cross-key rules; ``figures(rows, out_dir, world)`` returns PNG
     paths (``figures_only``: they replace the report's generic figures); ``report(rows,
-    scenario)`` returns Markdown lines of the kind's own section of ``report.md`` (e.g. a
-    leaderboard; ``rows`` are the evaluation's result rows as dicts, ``scenario`` the
-    resolved scenario). ``function`` is the
+    scenario, summary)`` returns Markdown lines of the kind's own section of ``report.md``
+    (e.g. a leaderboard; ``rows`` are the evaluation's result rows as dicts, ``scenario``
+    the resolved scenario, ``summary`` the :func:`recloop.summarize` rows of its per-log
+    estimates: a leaderboard shows those numbers, the ones of every other summary).
+    ``unit``: what one estimate is computed from -- ``"log"``: the experiment records its
+    per-log estimates itself (it receives :meth:`CellContext.per_log`); ``"seed"``: each
+    row of a cell is one estimate, the seed is the log. ``function`` is the
     Python function behind it and ``python_kwargs(params)`` turns scenario values into its
     keyword arguments (identity when ``None``): the tests check that the function's defaults
     are the parameters' defaults. ``resources(params, world)`` estimates the peak memory of
     one cell's largest arrays from the sizes that drive it (``params``: one sweep
     combination): bytes, or a mapping ``"keys: what" -> bytes`` naming the keys behind each
     part (see :mod:`recloop._limits`); ``recloop run`` refuses a scenario whose cells need
-    more than the machine has (``--force`` runs it anyway). ``headline``: the metric(s) the
-    summaries of the report and of the CLI show first (a name, or a name followed by
-    ``@k``: ``loo_hit`` matches ``loo_hit@5``).
+    more than the machine has (``--force`` runs it anyway). ``headline``: the per-log
+    metric(s) the summaries of the report and of the CLI show first (a name, or a name
+    followed by ``@k``: ``loo_hit`` matches ``loo_hit@5``).
     """
 
     name: str
@@ -140,6 +145,11 @@ class EvaluationKind:
     origin: str = "built-in"
     resources: Callable | None = None
     headline: tuple[str, ...] = ()
+    unit: str = "seed"
+
+    def __post_init__(self):
+        if self.unit not in ("log", "seed"):
+            raise ValueError(f"`unit` must be 'log' or 'seed'; got {self.unit!r}.")
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
@@ -178,13 +188,16 @@ class Registry:
         return kind
 
     def _load(self, table: str, kind):
+        from recloop._guard import UserCodeError, run_guarded
+
         ep = self._lazy[table, kind.name]
+        what = f"entry point {kind.name!r} ({ep.value}) of group {ep.group!r}"
         try:
-            obj = ep.load()
+            obj = run_guarded(ep.load, what=what)
+        except UserCodeError as exc:  # sys.exit or os._exit at import, or an import that hangs
+            raise PluginError(f"{exc} while loading") from None
         except Exception as exc:
-            raise PluginError(f"entry point {kind.name!r} ({ep.value}) of group "
-                              f"{ep.group!r} failed to load: {type(exc).__name__}: {exc}"
-                              ) from None
+            raise PluginError(f"{what} failed to load: {type(exc).__name__}: {exc}") from None
         loaded = _as_kind(table, kind.name, obj, origin=kind.origin)
         getattr(self, table)[kind.name] = loaded
         return loaded
@@ -221,9 +234,16 @@ def resolve_reference(reference: str):
     if not isinstance(reference, str) or not re.fullmatch(REFERENCE_PATTERN, reference):
         raise PluginError(f"expected an import path \"package.module:attribute\", got "
                           f"{reference!r}")
+    from recloop._guard import UserCodeError, run_guarded
+
     module_name, _, attr = reference.partition(":")
     try:
-        obj = importlib.import_module(module_name)
+        obj = sys.modules.get(module_name) or run_guarded(
+            importlib.import_module, module_name, what=f"module {module_name!r} of "
+            f"{reference!r}")
+    except UserCodeError as exc:  # sys.exit or os._exit at import, or an import that hangs
+        raise PluginError(f"expected an importable module, got {reference!r}: {exc} while "
+                          "being imported") from None
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
         raise PluginError(f"expected an importable module, got {reference!r}: no module "

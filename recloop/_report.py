@@ -1,25 +1,41 @@
-"""``report.md`` and ``figures/*.png`` of a run directory, rebuilt from its results.
+"""``report.md``, ``report.html`` and ``figures/*.png`` of a run directory.
 
-Rows are aggregated over seeds per (evaluation, agent, variant, metric, tick, params) while
-``results.jsonl`` is streamed, so memory grows with the number of groups, not of rows.
-matplotlib (Agg backend) is imported only here, when a report is written.
+What the report prints comes from two tables the run directory holds, both written from its
+verified cell files (:func:`recloop._rundir.write_tables`):
 
-How rows are shown:
+* the **summary** -- the first table of the report, of ``report.html`` and of the terminal
+  -- is :func:`recloop.summarize` over ``estimates.csv.gz``, the per-log estimates: per
+  (evaluation, agent, variant, metric, tick, setting) the mean estimate, the truth, the
+  bias, the RMSE and the coverage of the intervals over independent logs. The kinds'
+  leaderboards (``ope``, ``estimator_selection``) are built from the same rows. Nothing is
+  ever averaged across ticks or swept values.
+* the **measurements** -- every row of ``results.csv`` (the cells' own statistics: their
+  bias, RMSE, coverage over their logs, BRED's matches, the truth's online values, ...) as
+  a mean over seeds with its standard error over seeds.
 
-* each evaluation's summary leads with its headline metric (its kind's ``headline``), with or
-  without a truth (``kendall_tau`` has none);
-* coverage is computed only over intervals of positive width: an exact computation (e.g.
-  exhaustive LOO, stderr 0) has nothing to cover, and its coverage is left blank;
+How the summary shows rows:
+
+* each evaluation's headline metric (its kind's ``headline``) first, with or without a
+  truth (``kendall_tau`` has none: then the estimate is shown ± its standard error);
+* coverage is blank where the estimator gives no interval, and where every interval has
+  zero width (an exact computation, e.g. exhaustive LOO, has nothing to cover);
 * rows that are errors already (``bias``, ``rmse``, ``coverage``, ``width``, ... with a truth
-  of 0 or none) are listed as such, never with an "error of the error";
-* rows whose estimate is the truth itself (the twin's score, an online value) are listed once
+  of 0 or none) are not compared with a truth again;
+* rows whose estimate is the truth itself (the twin's score, an exact LOO) are listed once
   as the ground truth, not as an estimate with error 0;
-* rows of agent ``world`` compare the world with its counterfactual twin: their error is the
-  campaigns' effect, labelled so.
+* rows of agent ``world`` compare the world with its counterfactual twin: their error is
+  the campaigns' effect, labelled so.
+
+Figures (``figures/*.png``): each evaluation kind's own, an estimates-with-intervals chart
+per evaluation that estimates per log (each estimator's mean estimate over the logs with
+its interval and the spread of the single logs, beside the truth), and one generic figure
+per (evaluation, metric) for kinds without figures of their own -- all drawn with the
+helpers of :mod:`recloop._plots` (matplotlib's Agg canvas, imported when figures are drawn).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -29,116 +45,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recloop import _rundir
+from recloop._summary import SummaryRow, summarize
 
 __all__ = ["rebuild_report", "summary_lines", "write_report"]
 
 #: Metrics that are already errors against the truth (suffixes such as ``_at_matches``
-#: allowed): shown as they are when their truth is 0 or missing.
+#: allowed): never compared with a truth of 0 or none.
 ERROR_METRICS = ("bias", "rmse", "relative_rmse", "coverage", "width", "nan_rate", "mse",
                  "mae")
 
 MAX_TABLE_ROWS = 200
 MAX_FIGURES = 24
-MAX_LINES = 12
-
-
-@dataclass
-class _Group:
-    n: int = 0
-    est: float = 0.0
-    est2: float = 0.0
-    truth: float = 0.0
-    n_truth: int = 0
-    err: float = 0.0
-    err2: float = 0.0
-    stderr: float = 0.0
-    n_stderr: int = 0
-    covered: int = 0
-    n_ci: int = 0
-    ci_low: float = 0.0
-    ci_high: float = 0.0
-    truth_abs: float = 0.0
-    n_exact_ci: int = 0
-
-    def add(self, row: dict) -> None:
-        e = row["estimate"]
-        if math.isnan(e):
-            return
-        self.n += 1
-        self.est += e
-        self.est2 += e * e
-        t = row["truth"]
-        if not math.isnan(t):
-            self.n_truth += 1
-            self.truth += t
-            self.truth_abs += abs(t)
-            self.err += e - t
-            self.err2 += (e - t) ** 2
-        if not math.isnan(row["stderr"]):
-            self.n_stderr += 1
-            self.stderr += row["stderr"]
-        lo, hi = row["ci_low"], row["ci_high"]
-        if not (math.isnan(lo) or math.isnan(hi)):
-            if hi > lo:  # a sampling interval: coverage means something
-                self.n_ci += 1
-                self.ci_low += lo
-                self.ci_high += hi
-                if not math.isnan(t):
-                    self.covered += lo <= t <= hi
-            else:  # zero width: an exact value, nothing to cover
-                self.n_exact_ci += 1
-
-    def merge(self, other: "_Group") -> None:
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-    @property
-    def mean(self) -> float:
-        return self.est / self.n if self.n else math.nan
-
-    @property
-    def spread(self) -> float:
-        """Standard error of the mean over seeds, or the mean reported stderr for one seed."""
-        if self.n > 1:
-            var = max(self.est2 / self.n - self.mean ** 2, 0.0) * self.n / (self.n - 1)
-            return math.sqrt(var / self.n)
-        return self.stderr / self.n_stderr if self.n_stderr else math.nan
-
-    @property
-    def truth_mean(self) -> float:
-        return self.truth / self.n_truth if self.n_truth else math.nan
-
-    @property
-    def bias(self) -> float:
-        return self.err / self.n_truth if self.n_truth else math.nan
-
-    @property
-    def rmse(self) -> float:
-        return math.sqrt(self.err2 / self.n_truth) if self.n_truth else math.nan
-
-    @property
-    def coverage(self) -> float:
-        """Share of the sampling intervals (positive width) that contain the truth."""
-        return self.covered / self.n_ci if self.n_ci and self.n_truth else math.nan
-
-    @property
-    def is_truth_itself(self) -> bool:
-        """Every estimate equals its truth exactly: the truth reported against itself."""
-        return self.n_truth == self.n > 0 and self.err2 == 0.0
+MAX_LINES = 16
+#: Rows of the summary the terminal shows at most.
+SCREEN_ROWS = 30
+#: The line of ``errors.log`` after which the report writes its own errors (everything
+#: after it is replaced by each report; what the run wrote before it stays).
+REPORT_ERRORS = "--- errors of the report (rewritten by each `recloop report`) ---"
 
 
 def _num(x: float, digits: int = 4) -> str:
     return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}g}"
 
 
-def _aggregate(run_dir: Path):
-    groups: dict[tuple, _Group] = {}
-    for row in _rundir.read_results(run_dir):
-        key = (row["evaluation"], row["agent"], row["variant"] or "", row["metric"],
-               row["tick"], json.dumps(row["params"], sort_keys=True))
-        groups.setdefault(key, _Group()).add(row)
-    return groups
-
+# --- which summary rows are shown, and how -----------------------------------------------------
 
 def _headlines(scenario: dict | None) -> dict[str, tuple[str, ...]]:
     """Headline metrics per evaluation name (its kind's ``headline``)."""
@@ -159,10 +89,10 @@ def _is_error_metric(metric: str) -> bool:
     return any(metric == m or metric.startswith(m + "_") for m in ERROR_METRICS)
 
 
-def _is_error_row(key: tuple, g: _Group) -> bool:
-    """An error already (bias, RMSE, coverage, ...): no truth, or a truth of 0 to which
-    an "error of the error" would be computed."""
-    return _is_error_metric(key[3]) and (g.n_truth == 0 or g.truth_abs == 0.0)
+def _is_error_row(s: SummaryRow) -> bool:
+    """An error already (bias, RMSE, coverage, ...): no truth, or a truth of 0 to which an
+    "error of the error" would be computed."""
+    return _is_error_metric(s.metric) and (not s.has_truth or s.truth == 0.0)
 
 
 def _metric_label(agent: str, metric: str) -> str:
@@ -171,122 +101,306 @@ def _metric_label(agent: str, metric: str) -> str:
     return f"{metric} [world - twin]" if agent == "world" else metric
 
 
-def _merge(groups: dict) -> dict[tuple, _Group]:
-    """Groups merged over ticks and swept parameters: one per (evaluation, agent, variant,
-    metric)."""
-    merged: dict[tuple, _Group] = {}
-    for key, g in groups.items():
-        merged.setdefault(key[:4], _Group()).merge(g)
-    return merged
-
-
 @dataclass
-class _Summary:
-    """The summary's parts: estimates against the truth (headline first, per evaluation),
-    headline metrics without a truth, and the truth reported against itself."""
+class _View:
+    """The summary as shown: estimates against the truth and headline metrics (display
+    order), the truth reported against itself, and per evaluation the parameters whose
+    values differ between its rows (the swept ones)."""
 
-    rows: list            # ((evaluation, agent, variant, metric), group), in display order
-    truths: list          # the truth against itself
+    rows: list
+    truths: list
+    varying: dict
 
 
-def _summary(groups: dict, scenario: dict | None) -> _Summary:
+def _view(summary: list[SummaryRow], scenario: dict | None) -> _View:
     heads = _headlines(scenario)
-    merged = _merge(groups)
     order = [ev.get("name") for ev in (scenario or {}).get("evaluations", ())]
-    order += [k[0] for k in merged if k[0] not in order]
-    rows, truths = [], []
+    order += [s.evaluation for s in summary if s.evaluation not in order]
+    rows, truths, varying = [], [], {}
     for evaluation in dict.fromkeys(order):
-        items = [(k, g) for k, g in merged.items() if k[0] == evaluation]
-        head = [(k, g) for k, g in items if _is_headline(k[3], heads.get(evaluation, ()))
-                and not _is_error_row(k, g)]
-        rest = [(k, g) for k, g in items if (k, g) not in head and g.n_truth
-                and not _is_error_row(k, g)]
-        for k, g in head + rest:
-            (truths if g.is_truth_itself else rows).append((k, g))
-    return _Summary(rows, truths)
+        mine = [s for s in summary if s.evaluation == evaluation]
+        values: dict[str, set] = {}
+        for s in mine:
+            for k, v in s.params.items():
+                values.setdefault(k, set()).add(json.dumps(v, sort_keys=True))
+        varying[evaluation] = [k for k, vs in values.items() if len(vs) > 1]
+        head = [s for s in mine if _is_headline(s.metric, heads.get(evaluation, ()))
+                and not _is_error_row(s)]
+        rest = [s for s in mine if s not in head and s.has_truth and not _is_error_row(s)]
+        # the truth itself: a series (agent, variant, metric) equal to its truth everywhere
+        # (the twin's score); an estimate that happens to equal it at one tick is an estimate
+        exact: dict[tuple, bool] = {}
+        for s in mine:
+            key = (s.agent, s.variant, s.metric)
+            exact[key] = exact.get(key, True) and s.is_truth_itself
+        for s in head + rest:
+            (truths if exact[s.agent, s.variant, s.metric] else rows).append(s)
+    return _View(rows, truths, varying)
 
 
-def _summary_table(summary: _Summary) -> list[str]:
-    out = ["| evaluation | agent | variant | metric | rows | mean estimate | mean truth | "
-           "mean error (bias) | RMSE | coverage |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for (evaluation, agent, variant, metric), g in summary.rows:
-        est = _num(g.mean) + (f" ± {_num(g.spread, 2)}" if not g.n_truth
-                              and not math.isnan(g.spread) else "")
-        out.append(f"| {evaluation} | {agent} | {variant} | {_metric_label(agent, metric)} | "
-                   f"{g.n} | {est} | {_num(g.truth_mean)} | {_num(g.bias, 3)} | "
-                   f"{_num(g.rmse, 3)} | {_num(g.coverage, 3)} |")
-    notes = ["", "Each evaluation's headline metric comes first (without a truth, the "
-             "estimate is shown ± its standard error). Coverage is the share of 95% "
-             "intervals that contain the truth; it is blank where the intervals have zero "
-             "width (an exact computation, such as the exhaustive LOO score, has nothing to "
-             "cover) or where there is no truth. Rows that are errors already (bias, RMSE, "
-             "coverage, width) are listed under *Error summaries*."]
-    if any(k[1] == "world" for k, _ in summary.rows):
-        notes.append("")
-        notes.append("Rows `[world - twin]` compare the simulated world with its "
-                     "counterfactual twin: their error is the campaigns' effect on that "
-                     "quantity, not the bias of an estimator.")
-    if summary.truths:
-        notes += ["", "The truth itself (estimates that are the ground truth, e.g. the twin's "
-                  "score or an online value; error 0 by construction):", ""]
-        notes += ["| evaluation | agent | variant | metric | rows | truth |",
-                  "|---|---|---|---|---|---|"]
-        notes += [f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {g.n} | {_num(g.truth_mean)} |"
-                  for k, g in summary.truths]
-    return out + notes
+def _value_text(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def summary_lines(run_dir, *, limit: int = 30) -> list[str]:
-    """The summary of a run's estimates against the truth, as plain text lines (each
-    evaluation's headline first; the truth against itself on one line per evaluation), and
-    the evaluation kinds' notes (e.g. why BRED is optimistic for LinUCB)."""
+def _setting(s: SummaryRow, varying: dict) -> str:
+    return ", ".join(f"{k}={_value_text(s.params[k])}" for k in varying.get(s.evaluation, ())
+                     if k in s.params)
+
+
+#: Columns of the summary table; ``setting`` and ``tick`` are left out when empty.
+_SUMMARY_COLUMNS = ("evaluation", "agent", "variant", "metric", "setting", "tick", "logs",
+                    "estimate", "truth", "bias", "RMSE", "coverage")
+
+
+def _summary_cells(s: SummaryRow, varying: dict) -> list[str]:
+    est = _num(s.estimate)
+    if not s.has_truth and not math.isnan(s.se):
+        est += f" ± {_num(s.se, 2)}"
+    logs = str(s.n) + (f" ({s.n_nan} nan)" if s.n_nan else "")
+    return [s.evaluation, s.agent, s.variant, _metric_label(s.agent, s.metric),
+            _setting(s, varying), "" if s.tick is None else str(s.tick), logs, est,
+            _num(s.truth), _num(s.bias, 3), _num(s.rmse, 3), _num(s.coverage, 3)]
+
+
+def _summary_grid(view: _View, rows: list) -> tuple[list[str], list[list[str]]]:
+    """Header and cells of the summary table (optional columns dropped when empty)."""
+    cells = [_summary_cells(s, view.varying) for s in rows]
+    keep = [j for j, c in enumerate(_SUMMARY_COLUMNS)
+            if c not in ("setting", "tick") or any(r[j] for r in cells)]
+    return [_SUMMARY_COLUMNS[j] for j in keep], [[r[j] for j in keep] for r in cells]
+
+
+def _screen(view: _View, limit: int) -> tuple[list, list, str | None]:
+    """At most ``limit`` rows for a terminal: when there are more, only the largest value of
+    each numeric swept parameter and the last tick (of the rows and of the truth itself),
+    with a line saying so."""
+    rows = view.rows
+    if len(rows) <= limit:
+        return rows, view.truths, None
+    largest: dict = {}
+    for evaluation, keys in view.varying.items():
+        mine = [s for s in rows if s.evaluation == evaluation]
+        for k in keys:
+            vals = [s.params[k] for s in mine if k in s.params]
+            if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                            for v in vals):
+                largest[evaluation, k] = max(vals)
+        ticks = [s.tick for s in mine if s.tick is not None]
+        if len(set(ticks)) > 1:
+            largest[evaluation, "tick"] = max(ticks)
+    if not largest:
+        return rows, view.truths, None
+
+    def shown(s):
+        return all((s.tick if k == "tick" else s.params.get(k)) == v
+                   for (ev, k), v in largest.items() if ev == s.evaluation)
+
+    what = ", ".join(f"{k} = {_value_text(v)}" for (_, k), v in largest.items())
+    which = " and ".join(x for x, there in (
+        ("the largest swept value", any(k != "tick" for _, k in largest)),
+        ("the last tick", any(k == "tick" for _, k in largest))) if there)
+    kept = [s for s in rows if shown(s)]
+    return (kept, [s for s in view.truths if shown(s)],
+            f"(showing {what} only, {which}: {len(kept)} of {len(rows)} rows; report.md "
+            "has them all)")
+
+
+def _truth_line(truths: list) -> str | None:
+    by_ev: dict[str, list[str]] = {}
+    for s in truths:
+        label = " ".join(x for x in (s.agent, s.variant) if x)
+        by_ev.setdefault(f"{s.evaluation} {s.metric}", []).append(f"{label} {_num(s.truth)}")
+    if not by_ev:
+        return None
+    return "truth itself: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in by_ev.items())
+
+
+def _read_summary(run_dir: Path) -> list[SummaryRow]:
+    return summarize(_rundir.read_estimates(run_dir))
+
+
+def summary_lines(run_dir, *, limit: int = SCREEN_ROWS) -> list[str]:
+    """The summary of a run for a terminal: per estimator and setting, over the logs, the
+    mean estimate, the truth, the bias, the RMSE and the coverage (the first table of
+    ``report.md``, at most ``limit`` rows: the largest swept value when there are more),
+    then the evaluation kinds' notes (e.g. why BRED is optimistic for LinUCB)."""
     run_dir = Path(run_dir)
     scenario = _read_scenario(run_dir)[0]
-    summary = _summary(_aggregate(run_dir), scenario)
-    rows = [("evaluation", "agent", "variant", "metric", "estimate", "truth", "bias", "RMSE")]
-    for key, g in summary.rows[:limit]:
-        est = _num(g.mean) + (f" ± {_num(g.spread, 2)}" if not g.n_truth
-                              and not math.isnan(g.spread) else "")
-        rows.append((key[0], key[1], key[2], _metric_label(key[1], key[3]), est,
-                     _num(g.truth_mean), _num(g.bias, 3), _num(g.rmse, 3)))
-    widths = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    if len(summary.rows) > limit:
-        lines.append(f"({len(summary.rows) - limit} more in report.md)")
-    by_ev: dict[str, list[str]] = {}
-    for (evaluation, agent, variant, metric), g in summary.truths:
-        label = " ".join(x for x in (agent, variant) if x)
-        by_ev.setdefault(f"{evaluation} {metric}", []).append(f"{label} {_num(g.truth_mean)}")
-    if by_ev:
-        lines.append("truth itself: " + "; ".join(f"{k}: {', '.join(v)}"
-                                                  for k, v in by_ev.items()))
+    summary = _read_summary(run_dir)
+    view = _view(summary, scenario)
+    rows, truths, note = _screen(view, limit)
+    header, cells = _summary_grid(view, rows[:limit])
+    table = [header] + cells
+    widths = [max(len(r[j]) for r in table) for j in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+             for r in table]
+    if note:
+        lines.append(note)
+    if len(rows) > limit:
+        lines.append(f"({len(rows) - limit} more rows in report.md)")
+    truth = _truth_line(truths)
+    if truth:
+        lines.append(truth)
     if scenario is None:
         return lines
-    notes = [line[2:] for line in _kind_sections(run_dir, scenario) if line.startswith("> ")]
+    notes = [line[2:] for line in _kind_sections(run_dir, scenario, _read_results(run_dir),
+                                                 summary, [])
+             if line.startswith("> ")]
     return lines + ([""] + notes if notes else [])
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:80] or "figure"
+def _md_row(cells) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
-def _log_error(run_dir: Path, what: str, exc: BaseException) -> None:
-    """Append a failure of the report's own drawing or writing to ``errors.log``."""
+def _summary_section(view: _View, seed_units: list[str]) -> list[str]:
+    out = ["", "## Summary", ""]
+    if not view.rows and not view.truths:
+        return out + ["No per-log estimate has a ground truth in this run (see the "
+                      "measurements below)."]
+    out += ["Each row summarises one estimator's estimates over independent logs (the logs "
+            "of every seed pooled"
+            + (f"; for {', '.join(f'`{e}`' for e in seed_units)} each seed is one log"
+               if seed_units else "")
+            + "): *estimate* is their mean (± its standard error where there is no truth), "
+            "*bias* the mean of estimate - truth, *RMSE* the root mean square of estimate - "
+            "truth, *coverage* the share of the 95% intervals that contain the truth -- "
+            "blank where the estimator gives no interval, or where the intervals have zero "
+            "width (an exact computation has nothing to cover). Never averaged across ticks "
+            "or swept values; every log is in [estimates.csv.gz](estimates.csv.gz).", ""]
+    if view.rows:
+        header, cells = _summary_grid(view, view.rows[:MAX_TABLE_ROWS])
+        out += [_md_row(header), "|" + "---|" * len(header)]
+        out += [_md_row(r) for r in cells]
+        if len(view.rows) > MAX_TABLE_ROWS:
+            out += ["", f"({len(view.rows) - MAX_TABLE_ROWS} more rows: "
+                    "`recloop.load_results(RUN_DIR).summary()`)"]
+    if any(s.agent == "world" for s in view.rows):
+        out += ["", "Rows `[world - twin]` compare the simulated world with its "
+                "counterfactual twin: their error is the campaigns' effect on that quantity, "
+                "not the bias of an estimator."]
+    if view.truths:
+        out += ["", "The truth itself (estimates that are the ground truth, e.g. the twin's "
+                "score or an exact computation; error 0 by construction):", "",
+                "| evaluation | agent | variant | metric | tick | logs | truth |",
+                "|---|---|---|---|---|---|---|"]
+        out += [_md_row([s.evaluation, s.agent, s.variant, s.metric,
+                         "" if s.tick is None else str(s.tick), str(s.n), _num(s.truth)])
+                for s in view.truths[:MAX_TABLE_ROWS]]
+    return out
+
+
+def _varying(groups: list) -> dict[str, list[str]]:
+    """Per evaluation, the parameters whose values differ between its rows."""
+    values: dict[tuple, set] = {}
+    for g in groups:
+        for k, v in g.params.items():
+            values.setdefault((g.evaluation, k), set()).add(json.dumps(v, sort_keys=True))
+    out: dict[str, list[str]] = {}
+    for (evaluation, k), vs in values.items():
+        if len(vs) > 1:
+            out.setdefault(evaluation, []).append(k)
+    return out
+
+
+def _measurements_section(rows: list[dict]) -> list[str]:
+    """Every row of ``results.csv``, mean over seeds."""
+    groups = summarize(rows)
+    varying = _varying(groups)
+    out = ["", "## Measurements", "",
+           "Every row of [results.csv](results.csv), mean over seeds (± the standard error "
+           "over seeds, or the row's own standard error for one seed); *setting*: the "
+           "parameters that differ between an evaluation's rows (the others are under *What "
+           "was run*). Rows such as `bias`, `rmse` and `coverage` are the cells' own "
+           "statistics over their logs; the summary above computes them from the per-log "
+           "estimates, the logs of every seed pooled (with one seed they are the same "
+           "numbers).", "",
+           "| evaluation | agent | variant | metric | setting | tick | seeds | estimate | "
+           "truth |", "|---|---|---|---|---|---|---|---|---|"]
+    for j, g in enumerate(groups):
+        if j == MAX_TABLE_ROWS:
+            out += ["", f"({len(groups) - MAX_TABLE_ROWS} more rows in results.csv)"]
+            break
+        est = _num(g.estimate) + (f" ± {_num(g.se, 2)}" if not math.isnan(g.se) else "")
+        seeds = str(g.n) + (f" ({g.n_nan} nan)" if g.n_nan else "")
+        out.append(_md_row([g.evaluation, g.agent, g.variant, _metric_label(g.agent, g.metric),
+                            _setting(g, varying), "" if g.tick is None else str(g.tick),
+                            seeds, est, _num(g.truth)]))
+    return out
+
+
+# --- errors of the report -------------------------------------------------------------------
+
+def _disk_error(exc: BaseException) -> bool:
+    """A file that cannot be written (full disk, quota, read-only or failing device): the
+    run's failure, not one odd figure (issue 25, section 3: exit 1, not a report that
+    quietly lacks its figures)."""
+    import errno
+
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS,
+                                                      errno.EIO)
+
+
+def _error(errors: list, what: str, exc: BaseException) -> None:
+    """Note a failure of the report's own drawing or writing (for ``errors.log``)."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    try:
-        with open(run_dir / "errors.log", "a", encoding="utf-8") as f:
-            f.write(f"report: {what}: {type(exc).__name__}: {exc}\n{text}\n")
-    except OSError:
-        pass
+    errors.append(f"report: {what}: {type(exc).__name__}: {exc}\n{text}")
 
 
-def _kind_figures(run_dir: Path, scenario: dict, folder: Path) -> tuple[list, set]:
-    """Figures drawn by the evaluation kinds themselves (rows of the first seed; the title
-    names the seed when there are several)."""
-    from recloop._registry import registry
+def _write_errors(run_dir: Path, errors: list) -> None:
+    """``errors.log``: what the run wrote, then this report's errors (an earlier report's
+    are dropped)."""
+    path = run_dir / "errors.log"
+    text, problem = _rundir.read_small_text(path)
+    if problem is not None and problem != "missing":
+        # not ours to rewrite (too large, not text): this report's errors go at its end
+        if errors:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write("\n" + REPORT_ERRORS + "\n" + "\n".join(errors))
+        return
+    text = text or ""
+    kept = text.split(REPORT_ERRORS, 1)[0]
+    if not errors and kept == text:
+        return
+    new = kept + (("" if not kept or kept.endswith("\n") else "\n") + REPORT_ERRORS + "\n"
+                  + "\n".join(errors) if errors else "")
+    if new:
+        _rundir.atomic_write(path, new)
+    else:
+        path.unlink(missing_ok=True)
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+def _measurements(rows: list[dict], evaluation: str, seed: int | None = None) -> list:
     from recloop._results import Measurement
 
-    made, covered = [], set()
+    return [Measurement(evaluation=r["evaluation"], agent=r["agent"], metric=r["metric"],
+                        estimate=r["estimate"], stderr=r["stderr"], ci_low=r["ci_low"],
+                        ci_high=r["ci_high"], truth=r["truth"], n=r["n"], tick=r["tick"],
+                        variant=r["variant"] or "", params=r["params"] or {})
+            for r in rows if r["evaluation"] == evaluation and (seed is None
+                                                                 or r["seed"] == seed)]
+
+
+def _world_table(run_dir: Path, world: dict | None) -> dict | None:
+    """The ``[world]`` the kinds' figures see: a world fitted to a log is read from the
+    run's ``world.npz`` (what the cells ran on), not fitted again."""
+    from recloop._calibrated_world import is_calibrated
+
+    if world and is_calibrated(world) and (run_dir / "world.npz").is_file():
+        return {"file": str(run_dir / "world.npz"), "campaigns": world.get("campaigns", [])}
+    return world
+
+
+def _kind_figures(rows: list[dict], scenario: dict, folder: Path,
+                  errors: list) -> tuple[list, set, bool]:
+    """Figures drawn by the evaluation kinds themselves (rows of the first seed; the title
+    names the seed when there are several): ``(made, evaluations covered, any failed)``."""
+    from recloop._registry import registry
+
+    made, covered, failed = [], set(), False
+    world = _world_table(folder.parent, scenario.get("world"))
     seeds = scenario["run"]["seeds"]
     first_seed = seeds[0]
     which = f" (seed {first_seed})" if len(seeds) > 1 else ""
@@ -295,29 +409,338 @@ def _kind_figures(run_dir: Path, scenario: dict, folder: Path) -> tuple[list, se
         if kind is None or not kind.figures:
             continue
         try:
-            rows = [Measurement(evaluation=r["evaluation"], agent=r["agent"],
-                                metric=r["metric"], estimate=r["estimate"], stderr=r["stderr"],
-                                ci_low=r["ci_low"], ci_high=r["ci_high"], truth=r["truth"],
-                                n=r["n"], tick=r["tick"], variant=r["variant"] or "",
-                                params=r["params"] or {})
-                    for r in _rundir.read_results(run_dir)
-                    if r["evaluation"] == ev["name"] and r["seed"] == first_seed]
-            if not rows:
+            mine = _measurements(rows, ev["name"], first_seed)
+            if not mine:
                 continue
-            paths = kind.figures(rows, folder, scenario.get("world"))
+            paths = kind.figures(mine, folder, world)
         except Exception as exc:  # a figure must not cost the report
-            _log_error(run_dir, f"figures of {ev['name']}", exc)
+            if _disk_error(exc):
+                raise
+            _error(errors, f"figures of {ev['name']}", exc)
             made.append((f"{ev['name']}: figures failed ({type(exc).__name__}, see "
                          "errors.log)", None))
+            failed = True
             continue
         for path in paths:
             made.append((f"{ev['name']}: {Path(path).stem}{which}", f"figures/{Path(path).name}"))
         if kind.figures_only:
             covered.add(ev["name"])
-    return made, covered
+    return made, covered, failed
 
 
-def _kind_sections(run_dir: Path, scenario: dict) -> list[str]:
+def _figures(run_dir: Path, rows: list[dict], scenario: dict | None, summary: list,
+             errors: list) -> list[tuple[str, str | None]]:
+    """Draw the kinds' own figures, the estimates-with-intervals charts of the evaluations
+    that estimate per log, then one figure per (evaluation, metric) for the others, from the
+    measurements' mean over seeds. Figures of an earlier report are removed once every
+    figure of this one is drawn (never when one failed: what cannot be redrawn stays)."""
+    folder = run_dir / "figures"
+    folder.mkdir(exist_ok=True)
+    before = {p.name for p in folder.glob("*.png")}
+    made, covered, failed = (_kind_figures(rows, scenario, folder, errors) if scenario
+                             else ([], set(), False))
+    drawings = [(f"{evaluation}: estimates", functools.partial(
+                    _estimates_figures, run_dir, folder, evaluation, chosen))
+                for evaluation, chosen in _estimate_rows(summary, scenario).items()]
+    by_plot: dict[tuple, list] = {}
+    for g in summarize(rows):
+        if g.evaluation not in covered:
+            by_plot.setdefault((g.evaluation, g.metric), []).append(g)
+    drawings += [(f"{evaluation}: {metric}", functools.partial(
+                     _generic_figure, folder, evaluation, metric, items))
+                 for (evaluation, metric), items in list(by_plot.items())[:MAX_FIGURES]]
+    for what, draw in drawings:
+        try:
+            made += draw()
+        except Exception as exc:  # one odd figure must not cost the report
+            if _disk_error(exc):
+                raise
+            _error(errors, f"figure {what}", exc)
+            made.append((f"{what}: figure failed ({type(exc).__name__}, see errors.log)",
+                         None))
+            failed = True
+    if not failed:
+        drawn = {Path(p).name for _, p in made if p}
+        for name in before - drawn:
+            (folder / name).unlink(missing_ok=True)
+    return made
+
+
+# --- the generic figure: one (evaluation, metric) ---------------------------------------------
+
+def _differing(items: list, keys=None) -> list[str]:
+    """Parameters whose values differ between ``items`` (rows with ``params``)."""
+    values: dict[str, set] = {}
+    for g in items:
+        for k, v in g.params.items():
+            values.setdefault(k, set()).add(json.dumps(v, sort_keys=True))
+    return [k for k, vs in values.items() if len(vs) > 1 and (keys is None or k in keys)]
+
+
+def _x_key(items: list, varying: list[str]) -> str | None:
+    """The x axis: the tick when it varies, else the numeric varying parameter with the
+    most values (``None``: nothing to put on an x axis)."""
+    if len({g.tick for g in items if g.tick is not None}) > 1:
+        return "tick"
+    numeric = [k for k in varying if all(
+        isinstance(g.params.get(k), (int, float)) and not isinstance(g.params.get(k), bool)
+        for g in items if k in g.params)]
+    if not numeric:
+        return None
+    return max(numeric, key=lambda k: (len({g.params.get(k) for g in items}), k))
+
+
+def _x_of(g, x_key: str | None):
+    return g.tick if x_key == "tick" else g.params.get(x_key) if x_key else None
+
+
+def _bars_note(items: list) -> str:
+    """What the error bars of the measurements' mean over seeds are."""
+    if all(math.isnan(g.se) for g in items):
+        return "no interval (no standard error)"
+    seeds = max(g.n for g in items)
+    if seeds > 1:
+        return (f"bars: 95% intervals of the mean over {seeds} seeds (±1.96 standard errors "
+                "over seeds)")
+    return "bars: 95% intervals (±1.96 x each measurement's own standard error; one seed)"
+
+
+def _generic_figure(folder: Path, evaluation: str, metric: str, items: list) -> list:
+    """One (evaluation, metric), mean over seeds: lines against the tick or the swept
+    parameter with the most values, one series per variant (and value of the other swept
+    parameters), one panel per agent when there are several (a shared legend); the truth
+    black and dashed; a dot plot with intervals when there is a single x."""
+    from recloop import _plots
+
+    varying = _differing(items)
+    x_key = _x_key(items, varying)
+    xs_all = sorted({_x_of(g, x_key) for g in items if _x_of(g, x_key) is not None})
+    panel_key = _panel_key(items, varying, x_key)
+    panels = list(dict.fromkeys(_panel_of(g, panel_key) for g in items))
+    several_agents = len({g.agent for g in items}) > 1
+    others = [k for k in varying if k not in (x_key, panel_key)]
+
+    def label(g) -> str:
+        parts = ([g.agent] if several_agents and panel_key != "agent" else []) + (
+            [g.variant] if g.variant else []) + [
+            f"{k}={_value_text(g.params[k])}" for k in others if k in g.params]
+        return " / ".join(parts) or g.agent or metric
+
+    labels = list(dict.fromkeys(label(g) for g in items))
+    in_panel = {p: list(dict.fromkeys(label(g) for g in items if _panel_of(g, panel_key) == p))
+                for p in panels}
+    cut = {p: labs[MAX_LINES:] for p, labs in in_panel.items() if len(labs) > MAX_LINES}
+    note = _bars_note(items) + ("" if not cut else
+                                f"; at most {MAX_LINES} series per panel, "
+                                f"{sum(map(len, cut.values()))} not drawn")
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    dots = len(xs_all) <= 1
+    height = (0.32 * max(min(len(v), MAX_LINES) for v in in_panel.values()) + 1.4) \
+        if dots else 3.4
+    fig, axes = _plots.figure(nrows, ncols, width=4.6 * ncols + 1.0,
+                              height=height * nrows + 0.9)
+    flat = list(axes.flat)
+    for ax, panel in zip(flat, panels, strict=False):
+        series = []
+        for lab in in_panel[panel][:MAX_LINES]:
+            pts = [g for g in items if _panel_of(g, panel_key) == panel and label(g) == lab]
+            if not dots:
+                pts = [g for g in pts if _x_of(g, x_key) is not None]
+            series.append(_plots.Series(
+                lab, [_x_of(g, x_key) if not dots else 0 for g in pts],
+                [g.estimate for g in pts], [1.96 * g.se for g in pts],
+                [g.truth for g in pts], j=labels.index(lab)))
+        _plots.series_plot(ax, series, x_label=x_key or "", y_label=metric,
+                           log_x=None if x_key != "tick" else False,
+                           dot_label="mean (95% interval)")
+        if panel_key is not None:
+            ax.set_title(panel, fontsize=9)
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    _plots.legend(fig)
+    _plots.caption(fig, f"{evaluation}: {metric}" + (f" against {x_key}" if not dots else ""),
+                   note)
+    name = f"{_slug(evaluation)}__{_slug(metric)}.png"
+    _plots.save(fig, folder / name, dpi=100)
+    return [(f"{evaluation}: {metric}", f"figures/{name}")]
+
+
+def _panel_key(items: list, varying: list[str], x_key: str | None) -> str | None:
+    """What splits a figure into panels: the agent when there are several (2 to 6) and
+    variants within them, else the varying parameter off the x axis with the fewest
+    values (2 to 6) that is not numeric (``family``, ``click_model``); ``None``: one
+    panel."""
+    agents = {g.agent for g in items}
+    if 1 < len(agents) <= 6 and any(g.variant for g in items):
+        return "agent"
+    cats = []
+    for k in varying:
+        vals = {json.dumps(g.params.get(k), sort_keys=True) for g in items}
+        if k != x_key and 1 < len(vals) <= 6 and not all(
+                isinstance(g.params.get(k), (int, float)) for g in items if k in g.params):
+            cats.append((len(vals), k))
+    return min(cats)[1] if cats else None
+
+
+def _panel_of(g, panel_key: str | None) -> str:
+    if panel_key is None:
+        return ""
+    if panel_key == "agent":
+        return g.agent
+    return f"{panel_key} = {_value_text(g.params.get(panel_key))}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:80] or "figure"
+
+
+# --- the estimates-with-intervals charts --------------------------------------------------------
+
+#: Swept values shown as rows of an estimates chart, and panels across, at most.
+ESTIMATE_ROWS, ESTIMATE_COLUMNS, ESTIMATE_FIGURES = 3, 4, 8
+
+
+def _estimate_rows(summary: list, scenario: dict | None) -> dict[str, list]:
+    """Per evaluation whose kind estimates per log (``unit = "log"``: ``ope``,
+    ``slate_ope``, the bandit kinds, ...), its summary rows of a headline metric with a
+    truth -- an estimator against the truth -- in the order of the summary."""
+    from recloop._registry import registry
+
+    if scenario is None:
+        return {}
+    heads = _headlines(scenario)
+    out: dict[str, list] = {}
+    for ev in scenario["evaluations"]:
+        kind = registry().evaluations.get(ev["kind"])
+        if kind is None or kind.unit != "log":
+            continue
+        chosen = [s for s in summary if s.evaluation == ev["name"] and s.has_truth
+                  and s.n > 0 and _is_headline(s.metric, heads.get(ev["name"], ()))
+                  and not _is_error_row(s)]
+        if chosen:
+            out[ev["name"]] = chosen
+    return out
+
+
+def _log_spreads(run_dir: Path, keys: set) -> dict[tuple, tuple[float, float]]:
+    """Per summary key, the 2.5th and 97.5th percentiles of the single logs' estimates."""
+    import numpy as np
+
+    from recloop._summary import _key as group_key
+
+    values: dict[tuple, list] = {}
+    for r in _rundir.read_estimates(run_dir):
+        key = group_key(r)
+        if key in keys and not math.isnan(r["estimate"]):
+            values.setdefault(key, []).append(r["estimate"])
+    return {k: tuple(float(q) for q in np.percentile(v, [2.5, 97.5]))
+            for k, v in values.items()}
+
+
+def _spaced(values: list, at_most: int) -> list:
+    """``at_most`` of the sorted ``values``, evenly spaced, the first and the last kept."""
+    if len(values) <= at_most:
+        return values
+    idx = sorted({round(j * (len(values) - 1) / (at_most - 1)) for j in range(at_most)})
+    return [values[j] for j in idx]
+
+
+def _estimates_figures(run_dir: Path, folder: Path, evaluation: str, rows: list) -> list:
+    """Each estimator's mean estimate over the logs with the 95% interval of that mean and
+    the spread of the single logs' estimates, beside the truth (OBP's
+    ``visualize_off_policy_estimates`` over many logs): a panel per target (or per value of
+    a second swept parameter) across, rows of panels for up to three values of the swept
+    parameter with the most values, one figure per setting of the others."""
+    from matplotlib.lines import Line2D
+
+    from recloop import _plots
+
+    spreads = _log_spreads(run_dir, {s.key for s in rows})
+    varying = _differing(rows)
+    x_key = _x_key(rows, varying)
+    agents = list(dict.fromkeys(s.agent for s in rows))
+    rest = [k for k in varying if k != x_key]
+    col_key = "agent" if len(agents) > 1 else (
+        max(rest, key=lambda k: (len({json.dumps(s.params.get(k)) for s in rows}), k))
+        if rest else None)
+    fig_keys = [k for k in rest if k != col_key]
+    variants = list(dict.fromkeys(s.variant or s.agent for s in rows))
+
+    def col_of(s):
+        return s.agent if col_key == "agent" else json.dumps(s.params.get(col_key))
+
+    def setting_of(s):
+        return ", ".join(f"{k}={_value_text(s.params[k])}" for k in fig_keys
+                         if k in s.params)
+
+    settings = list(dict.fromkeys(setting_of(s) for s in rows))
+    out = []
+    for setting in settings[:ESTIMATE_FIGURES]:
+        mine = [s for s in rows if setting_of(s) == setting]
+        xs = sorted({_x_of(s, x_key) for s in mine if _x_of(s, x_key) is not None})
+        x_shown = _spaced(xs, ESTIMATE_ROWS) or [None]
+        cols = list(dict.fromkeys(col_of(s) for s in mine))
+        cols_shown = cols[:ESTIMATE_COLUMNS]
+        n_cat = max(len({s.variant for s in mine if col_of(s) == c}) for c in cols_shown)
+        fig, axes = _plots.figure(len(x_shown), len(cols_shown),
+                                  width=3.9 * len(cols_shown) + 1.4,
+                                  height=(0.3 * n_cat + 1.0) * len(x_shown) + 1.2,
+                                  sharex="col")
+        for r, x in enumerate(x_shown):
+            for c, col in enumerate(cols_shown):
+                ax = axes[r, c]
+                panel = [s for s in mine if col_of(s) == col and _x_of(s, x_key) == x]
+                if not panel:
+                    ax.set_visible(False)
+                    continue
+                cats = [s.variant or s.agent for s in panel]
+                est = [s.estimate for s in panel]
+                half = [1.96 * s.se if not math.isnan(s.se) else math.nan for s in panel]
+                spread = [spreads.get(s.key, (math.nan, math.nan)) for s in panel]
+                _plots.dot_plot(ax, cats, [_plots.Dots(
+                    "mean", est, [e - h for e, h in zip(est, half, strict=True)],
+                    [e + h for e, h in zip(est, half, strict=True)],
+                    [a for a, _ in spread], [b for _, b in spread], by_row=True)],
+                    truths=[s.truth for s in panel],
+                    row_styles=[variants.index(c) for c in cats])
+                head = (panel[0].agent if col_key in ("agent", None) else
+                        f"{col_key} = {_value_text(json.loads(col))}")
+                where = f"{x_key} = {_plots.number(x)}" if x_key and x is not None else ""
+                ax.set_title(", ".join(t for t in (head, where) if t), fontsize=9)
+                if r == len(x_shown) - 1:
+                    ax.set_xlabel(panel[0].metric)
+        n_logs = sorted({s.n for s in mine})
+        logs = (f"{n_logs[0]:,}" if len(n_logs) == 1 else f"{n_logs[0]:,}-{n_logs[-1]:,}")
+        note = (f"Dot: mean estimate over {logs} logs; thick bar: its 95% interval (±1.96 "
+                "standard errors over the logs); thin line: 2.5th-97.5th percentile of the "
+                "single logs' estimates; black: the truth.")
+        if len(xs) > len(x_shown):
+            note += (f" {x_key} = {', '.join(_plots.number(v) for v in x_shown)} of "
+                     f"{len(xs)} swept values.")
+        if len(cols) > len(cols_shown):
+            note += f" The first {len(cols_shown)} of {len(cols)} panels across."
+        gray = "0.35"
+        _plots.legend(fig, handles=[
+            Line2D([], [], color=gray, marker="o", markerfacecolor="none", lw=2.4),
+            Line2D([], [], color=gray, lw=1.0), _plots.truth_handle()], labels=[
+            "mean estimate, 95% interval", "single logs (2.5-97.5%)", "truth"])
+        _plots.caption(fig, f"{evaluation}: estimates beside the truth"
+                       + (f" ({setting})" if setting else ""), note)
+        name = f"{_slug(evaluation)}__estimates" + (f"_{_slug(setting)}" if setting else "")
+        _plots.save(fig, folder / f"{name}.png", dpi=100)
+        out.append((f"{evaluation}: estimates" + (f" ({setting})" if setting else ""),
+                    f"figures/{name}.png"))
+    if len(settings) > ESTIMATE_FIGURES:
+        out.append((f"{evaluation}: estimates of {len(settings) - ESTIMATE_FIGURES} more "
+                    "settings not drawn (their numbers are in the summary table)", None))
+    return out
+
+
+# --- the kinds' own sections -----------------------------------------------------------------
+
+def _kind_sections(run_dir: Path, scenario: dict, rows: list[dict], summary: list,
+                   errors: list) -> list[str]:
     """The evaluation kinds' own sections (e.g. the ``ope`` leaderboard), all seeds."""
     from recloop._registry import registry
 
@@ -327,124 +750,14 @@ def _kind_sections(run_dir: Path, scenario: dict) -> list[str]:
         if kind is None or kind.report is None:
             continue
         try:
-            rows = [r for r in _rundir.read_results(run_dir) if r["evaluation"] == ev["name"]]
-            lines = kind.report(rows, scenario) if rows else []
+            mine = [r for r in rows if r["evaluation"] == ev["name"]]
+            lines = kind.report(mine, scenario, [s for s in summary
+                                                 if s.evaluation == ev["name"]]) if mine else []
         except Exception as exc:
-            _log_error(run_dir, f"section of {ev['name']}", exc)
+            _error(errors, f"section of {ev['name']}", exc)
             lines = [f"(this section failed: {type(exc).__name__}, see errors.log)"]
         if lines:
             out += ["", f"## {ev['name']}", ""] + list(lines)
-    return out
-
-
-def _figures(run_dir: Path, groups: dict, scenario: dict | None) -> list[tuple[str, str]]:
-    """Draw the kinds' own figures, then one per (evaluation, metric) for the others."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    folder = run_dir / "figures"
-    folder.mkdir(exist_ok=True)
-    for old in folder.glob("*.png"):
-        old.unlink()
-    made, covered = _kind_figures(run_dir, scenario, folder) if scenario else ([], set())
-    by_plot: dict[tuple, list] = {}
-    for key, g in groups.items():
-        if key[0] not in covered:
-            by_plot.setdefault((key[0], key[3]), []).append((key, g))
-    for (evaluation, metric), items in list(by_plot.items())[:MAX_FIGURES]:
-        try:
-            ticks = [k[4] for k, _ in items if k[4] is not None]
-            params = [json.loads(k[5]) for k, _ in items]
-            # x axis: a numeric parameter that varies (a swept one, typically)
-            values: dict[str, set] = {}
-            for d in params:
-                for p, v in d.items():
-                    if isinstance(v, (int, float)) and not isinstance(v, bool):
-                        values.setdefault(p, set()).add(v)
-            numeric = sorted((p for p, vs in values.items() if len(vs) > 1),
-                             key=lambda p: (-len(values[p]), p))
-            fig, ax = plt.subplots(figsize=(7, 4.2))
-            lines: dict[str, list] = {}
-            if ticks:
-                xlabel = "tick"
-                for k, g in items:
-                    label = " / ".join(x for x in (k[1], k[2]) if x)
-                    if len({k[5] for k, _ in items}) > 1:
-                        label += f" {k[5]}"
-                    lines.setdefault(label, []).append((k[4] if k[4] is not None else 0, g))
-            elif numeric:
-                xlabel = numeric[0]
-                for (k, g), p in zip(items, params, strict=True):
-                    rest = {a: b for a, b in p.items() if a != xlabel}
-                    label = " / ".join(x for x in (k[1], k[2]) if x) + (f" {rest}" if rest else "")
-                    lines.setdefault(label, []).append((p.get(xlabel, math.nan), g))
-            else:
-                xlabel = ""
-            if lines:
-                for j, (label, pts) in enumerate(list(lines.items())[:MAX_LINES]):
-                    pts.sort(key=lambda t: t[0])
-                    xs = [x for x, _ in pts]
-                    color = f"C{j % 10}"
-                    ys = [g.mean for _, g in pts]
-                    yerr = [1.96 * g.spread if not math.isnan(g.spread) else 0.0 for _, g in pts]
-                    ax.errorbar(xs, ys, yerr=yerr, color=color, marker="o", ms=3, capsize=2,
-                                label=label)
-                    truths = [g.truth_mean for _, g in pts]
-                    if any(not math.isnan(t) for t in truths):
-                        ax.plot(xs, truths, color=color, ls="--", lw=1)
-                ax.set_xlabel(xlabel)
-                xs_all = [x for pts in lines.values() for x, _ in pts if not math.isnan(x)]
-                if xs_all and min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 20:
-                    ax.set_xscale("log")
-            else:
-                labels = [" / ".join(x for x in (k[1], k[2]) if x) or k[3] for k, _ in items]
-                xs = list(range(len(items)))
-                ax.errorbar(xs, [g.mean for _, g in items],
-                            yerr=[1.96 * g.spread if not math.isnan(g.spread) else 0.0
-                                  for _, g in items],
-                            fmt="o", capsize=3, label="estimate (95% interval)")
-                truths = [g.truth_mean for _, g in items]
-                if any(not math.isnan(t) for t in truths):
-                    ax.plot(xs, truths, "k_", ms=18, mew=2, label="truth")
-                ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=8)
-            ax.set_ylabel(metric)
-            ax.set_title(f"{evaluation}: {metric} ({'dashed' if lines else 'bars'}: truth)")
-            ax.legend(fontsize=7, loc="best")
-            fig.tight_layout()
-            name = f"{_slug(evaluation)}__{_slug(metric)}.png"
-            _rundir.atomic_savefig(fig, folder / name, dpi=100)
-            plt.close(fig)
-            made.append((f"{evaluation}: {metric}", f"figures/{name}"))
-        except Exception as exc:  # one odd figure must not cost the report
-            plt.close("all")
-            _log_error(run_dir, f"figure {evaluation}: {metric}", exc)
-            made.append((f"{evaluation}: {metric}: figure failed ({type(exc).__name__}, see "
-                         "errors.log)", None))
-    return made
-
-
-def _table(items, *, truth: bool, limit: int = MAX_TABLE_ROWS) -> list[str]:
-    head = "| evaluation | agent | variant | metric | tick | params | seeds | estimate |"
-    rule = "|---|---|---|---|---|---|---|---|"
-    if truth:
-        head += " truth | error (bias) | RMSE | coverage |"
-        rule += "---|---|---|---|"
-    out = [head, rule]
-    for j, (key, g) in enumerate(items):
-        if j == limit:
-            out += ["", f"({len(items) - limit} more rows in results.csv)"]
-            break
-        evaluation, agent, variant, metric, tick, params = key
-        est = _num(g.mean) + (f" ± {_num(g.spread, 2)}" if not math.isnan(g.spread) else "")
-        line = (f"| {evaluation} | {agent} | {variant} | {_metric_label(agent, metric)} | "
-                f"{'' if tick is None else tick} | {'' if params == '{}' else params} | {g.n} | "
-                f"{est} |")
-        if truth:
-            line += (f" {_num(g.truth_mean)} | {_num(g.bias, 3)} | {_num(g.rmse, 3)} | "
-                     f"{_num(g.coverage, 3)} |")
-        out.append(line)
     return out
 
 
@@ -489,36 +802,66 @@ def _read_scenario(run_dir: Path) -> tuple[dict | None, str | None, str | None]:
     return data, text, None
 
 
-def _rebuild_results(run_dir: Path, scenario: dict, text: str) -> str | None:
-    """Rewrite ``results.*`` from the cell files (verified); ``None``, or why it cannot."""
-    from recloop._runner import iter_rows, plan_cells
+def _read_results(run_dir: Path) -> list[dict]:
+    return list(_rundir.read_results(run_dir))
 
+
+def _check_cells(run_dir: Path) -> tuple[tuple | None, tuple[str, str] | None]:
+    """``((scenario, cells, digest), None)`` when ``scenario.toml`` and every cell file are
+    sound, else ``(None, (path, problem))`` naming the first file at fault."""
+    from recloop._runner import plan_cells
+
+    scenario, text, problem = _read_scenario(run_dir)
+    if problem is not None:
+        return None, (str(run_dir / "scenario.toml"), f"{problem}; the cell files cannot be "
+                      "verified without it (`recloop run SCENARIO --resume` rewrites it from "
+                      "the scenario file)")
     try:
         cells = plan_cells(scenario)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        return f"scenario.toml does not say which cells there are ({type(exc).__name__})"
+        return None, (str(run_dir / "scenario.toml"), "does not say which cells there are "
+                      f"({type(exc).__name__}: {exc})")
     digest = _rundir.scenario_hash(text)
-    bad = [c for c in cells if _rundir.check_cell(
-        _rundir.cell_path(run_dir, c.filename), cell_id=c.id, seed=c.seed,
-        scenario=digest)[1] is not None]
+    bad = []
+    for c in cells:
+        path = _rundir.cell_path(run_dir, c.filename)
+        problem = _rundir.check_cell(path, cell_id=c.id, seed=c.seed, scenario=digest)[1]
+        if problem is not None:
+            bad.append((path, c, problem))
     if bad:
-        return (f"{len(bad)} of {len(cells)} cell files are missing or damaged (first: "
-                f"{bad[0].id}); continue the run with `recloop run SCENARIO --resume`")
-    _rundir.write_results(run_dir, iter_rows(run_dir, cells, scenario=digest))
-    return None
+        path, c, problem = bad[0]
+        return None, (str(path), f"{problem} (cell {c.id}); {len(bad)} of {len(cells)} cell "
+                      "files are missing or damaged: continue the run with `recloop run "
+                      "SCENARIO --resume`")
+    return (scenario, cells, digest), None
+
+
+def verified_cells(run_dir) -> tuple[dict, list, str]:
+    """The scenario of a finished run directory, its cells and its scenario hash, after
+    checking every cell file; :class:`recloop._rundir.RunDirError` naming the file at fault
+    (``scenario.toml`` missing or damaged, a cell file missing or damaged)."""
+    found, bad = _check_cells(Path(run_dir))
+    if bad is not None:
+        raise _rundir.RunDirError(f"{bad[0]}: {bad[1]}")
+    return found
 
 
 def rebuild_report(run_dir, *, on_damage=None) -> Path | None:
-    """``recloop report``: check a run directory, repair what it can, rewrite the report.
+    """``recloop report``: verify a run directory, rebuild its tables from the cell files,
+    rewrite the report.
 
     Takes the directory's lock (:class:`recloop._rundir.RunDirError` if a run uses it),
-    removes temporary files, checks ``scenario.toml``, ``environment.json`` and
-    ``results.jsonl``; a damaged ``results.jsonl`` is rebuilt from the cell files (when they
-    are all there and intact), a damaged ``scenario.toml`` or ``environment.json`` gives a
-    report without the parts they hold. Each problem goes to ``on_damage`` as a
-    :class:`recloop._rundir.Damage`. Returns the report's path, or ``None`` when there is
-    no results table to report on.
+    removes temporary files and verifies every cell file against ``scenario.toml`` (their
+    identity, the scenario's hash, their checksum). The tables -- ``results.csv``,
+    ``results.jsonl``, ``estimates.csv.gz`` -- are then rewritten from the cells every time,
+    never trusted: one that differed (a changed value, a dropped line, half the lines, a
+    truncated or deleted file) is named. When the cells cannot be verified (``scenario.toml``
+    or a cell file missing or damaged) nothing is rewritten -- report, figures and tables
+    stay as they were -- and ``None`` is returned. Each problem goes to ``on_damage`` as a
+    :class:`recloop._rundir.Damage`. Returns the report's path.
     """
+    from recloop._runner import iter_cells
+
     run_dir = Path(run_dir)
     report = on_damage or (lambda d: None)
     Damage = _rundir.Damage
@@ -535,74 +878,80 @@ def rebuild_report(run_dir, *, on_damage=None) -> Path | None:
         if removed:
             report(Damage(str(run_dir), f"{len(removed)} temporary file(s) of an interrupted "
                           f"write (e.g. {removed[0].name})", "removed", "note"))
-        scenario, text, problem = _read_scenario(run_dir)
-        if problem is not None:
-            report(Damage(str(run_dir / "scenario.toml"), problem, "the report lacks what was "
-                          "run and the evaluations' own figures and sections"))
+        found, bad = _check_cells(run_dir)
+        if bad is not None:
+            report(Damage(bad[0], bad[1], "nothing was rewritten (tables, report and figures "
+                          "are as they were)"))
+            return None
+        scenario, cells, digest = found
         _, problem = _rundir.check_json_object(run_dir / "environment.json")
         if problem is not None:
             report(Damage(str(run_dir / "environment.json"), problem, "the report lacks the "
                           "command, times and timing"))
-        problem = _rundir.check_results(run_dir)
-        if problem is not None:
-            path = str(run_dir / "results.jsonl")
-            if scenario is None:
-                report(Damage(path, problem, "cannot be rebuilt without scenario.toml"))
-                return None
-            why = _rebuild_results(run_dir, scenario, text)
-            if why is not None:
-                report(Damage(path, problem, f"cannot be rebuilt: {why}"))
-                return None
-            report(Damage(path, problem, "rebuilt (with results.csv) from the cell files"))
+        tables = _rundir.write_tables(run_dir, iter_cells(run_dir, cells, scenario=digest))
+        for name, problem in tables.differed.items():
+            report(Damage(str(run_dir / name), problem, "rewritten from the verified cell "
+                          "files"))
         return write_report(run_dir)
     finally:
         lock.release()
 
 
 def write_report(run_dir) -> Path:
-    """(Re)write ``report.md`` and ``figures/`` of ``run_dir`` from its results files.
+    """(Re)write ``report.md``, ``report.html`` and ``figures/`` of ``run_dir`` from its
+    tables (``results.jsonl`` and ``estimates.csv.gz``, which the caller has just written
+    from the verified cells: the end of a run, :func:`rebuild_report`).
 
-    A missing or damaged ``scenario.toml`` or ``environment.json`` leaves out the parts
-    they hold (what was run, the kinds' own figures and sections; command, times and
-    timing); see :func:`rebuild_report` for the checks and repairs.
+    A damaged ``environment.json`` leaves out what it holds (command, times, timing).
     """
+    from recloop import _html
+    from recloop._registry import registry
+
     run_dir = Path(run_dir)
     scenario = _read_scenario(run_dir)[0]
     env = _rundir.check_json_object(run_dir / "environment.json")[0] or {}
-    groups = _aggregate(run_dir)
-    figures = _figures(run_dir, groups, scenario)
+    rows = _read_results(run_dir)
+    summary = _read_summary(run_dir)
+    errors: list[str] = []
+    figures = _figures(run_dir, rows, scenario, summary, errors)
     run = scenario["run"] if scenario else {"name": run_dir.name}
     out = [f"# {run['name']}", ""]
     if run.get("description"):
         out += [str(run["description"]), ""]
     out += ["## What was run", ""]
     if scenario is None:
-        out += ["scenario.toml is missing or damaged: what was run is unknown; the tables "
-                "below come from results.jsonl.", ""]
+        out += ["scenario.toml is missing or damaged: what was run is unknown.", ""]
     else:
         command = env.get("command")
         out += [f"- seeds: {', '.join(map(str, run['seeds']))}",
-                "- agents: " + ", ".join(f"`{a['name']}` ({a['kind']})"
-                                         for a in scenario["agents"]),
-                f"- cells: {env.get('cells', '?')}, rows: {env.get('rows', '?')}",
+                "- agents: " + (", ".join(f"`{a['name']}` ({a['kind']})"
+                                          for a in scenario["agents"]) or "none"),
+                f"- cells: {env.get('cells', '?')}, rows: {env.get('rows', '?')}, per-log "
+                f"estimates: {env.get('estimates', '?')}",
                 f"- command: `{' '.join(map(str, command)) if isinstance(command, list) else '?'}`",
                 f"- started {env.get('start', '?')}, finished {env.get('end', '?')}"
                 + (f" (resumed {len(env['resumed'])} time(s))"
                    if isinstance(env.get("resumed"), list) and env["resumed"] else ""),
                 "- full scenario with defaults: [scenario.toml](scenario.toml); every row: "
-                "[results.csv](results.csv)", ""]
+                "[results.csv](results.csv); every log's estimates: "
+                "[estimates.csv.gz](estimates.csv.gz)", ""]
         for ev in scenario["evaluations"]:
             params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in ev.items()
                                if k not in ("kind", "name", "agents", "sweep"))
             sweep = ev.get("sweep")
-            out.append(f"- evaluation `{ev['name']}` ({ev['kind']}) on "
-                       f"{', '.join(map(str, ev.get('agents', [])))}: {params}"
+            agents = ", ".join(map(str, ev.get("agents", [])))
+            out.append(f"- evaluation `{ev['name']}` ({ev['kind']})"
+                       + (f" on {agents}" if agents else "") + f": {params}"
                        + (f"; swept {json.dumps(sweep)}" if sweep else ""))
-        out += _kind_sections(run_dir, scenario)
+    seed_units = [ev["name"] for ev in (scenario or {}).get("evaluations", ())
+                  if getattr(registry().evaluations.get(ev["kind"]), "unit", "") == "seed"]
+    out += _summary_section(_view(summary, scenario), seed_units)
+    if scenario is not None:
+        out += _kind_sections(run_dir, scenario, rows, summary, errors)
     fidelity = run_dir / "fidelity.md"
     if fidelity.is_file():  # a world fitted to a real log: how faithful it is
         env_hash = env.get("world_sha256") if isinstance(env, dict) else None
-        fitted_to = (scenario.get("world") or {}).get("calibrate_from", "?")
+        fitted_to = ((scenario or {}).get("world") or {}).get("calibrate_from", "?")
         out += ["", "## The fitted world", "",
                 f"The world was fitted to `{fitted_to}`"
                 + (f" (sha256 {env_hash})" if env_hash else "") + "; saved as "
@@ -610,30 +959,7 @@ def write_report(run_dir) -> Path:
         # its own headings one level down, inside this section
         out += [("#" + line if line.startswith("#") else line)
                 for line in fidelity.read_text(encoding="utf-8").strip().splitlines()]
-    summary = _summary(groups, scenario)
-    if summary.rows or summary.truths:
-        out += ["", "## Summary", "",
-                "Per evaluation, merged over ticks and swept parameters (the tables below have "
-                "them one by one): error is estimate - truth, RMSE its root mean square.", ""]
-        out += _summary_table(summary)
-    with_truth = [(k, g) for k, g in groups.items() if g.n_truth and not _is_error_row(k, g)]
-    errors = [(k, g) for k, g in groups.items() if _is_error_row(k, g)]
-    others = [(k, g) for k, g in groups.items() if not g.n_truth and not _is_error_row(k, g)]
-    out += ["", "## Estimates against the truth", "",
-            "Mean over seeds; `±` is the standard error over seeds (or the estimator's own "
-            "standard error for one seed); error is estimate - truth (its mean: the bias); "
-            "coverage is the share of 95% intervals of positive width that contain the "
-            "truth (blank for exact values).", ""]
-    out += _table(with_truth, truth=True) if with_truth else ["No measurement has a ground "
-                                                               "truth in this run."]
-    if errors:
-        out += ["", "## Error summaries", "",
-                "Rows that are already errors against the truth, computed by the evaluation "
-                "(bias, RMSE, coverage of intervals, their width, ...): shown as they are.", ""]
-        out += _table(errors, truth=False, limit=MAX_TABLE_ROWS // 2)
-    if others:
-        out += ["", "## Other measurements (no ground truth)", ""]
-        out += _table(others, truth=False, limit=MAX_TABLE_ROWS // 2)
+    out += _measurements_section(rows)
     out += ["", "## Figures", ""]
     for title, path in figures:
         out += [f"### {title}", ""] + ([f"![{title}]({path})"] if path else []) + [""]
@@ -644,4 +970,7 @@ def write_report(run_dir) -> Path:
                    else f"| {name} | ? |")
     out.append("")
     _rundir.atomic_write(run_dir / "report.md", "\n".join(out))
+    _rundir.atomic_write(run_dir / "report.html", _html.render(out, run_dir,
+                                                                title=str(run["name"])))
+    _write_errors(run_dir, errors)
     return run_dir / "report.md"

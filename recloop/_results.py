@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -18,6 +19,12 @@ class Measurement:
     the rest. ``truth`` is ``nan`` when the simulator has no ground truth for the metric;
     ``error`` is ``estimate - truth``. ``params`` holds the cell's swept parameters
     (e.g. ``{"T": 1000}``).
+
+    ``log`` is ``None`` for a row of the results table (often a summary over the cell's
+    logs: a mean, a bias, an RMSE) and the index of the log for a *per-log estimate*: one
+    estimator's estimate on one independent log, with its interval and the truth, from
+    which :func:`recloop.summarize` computes bias, RMSE and coverage over logs (the harness
+    writes them to ``estimates.csv.gz``).
     """
 
     evaluation: str
@@ -32,9 +39,15 @@ class Measurement:
     tick: int | None = None
     variant: str = ""
     params: Mapping[str, Any] = field(default_factory=dict)
+    log: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        if self.log is not None:
+            if isinstance(self.log, bool) or not isinstance(self.log, numbers.Integral) \
+                    or self.log < 0:
+                raise ValueError(f"`log` must be None or an integer >= 0; got {self.log!r}.")
+            object.__setattr__(self, "log", int(self.log))
         for name in ("estimate", "stderr", "ci_low", "ci_high", "truth"):
             object.__setattr__(self, name, float(getattr(self, name)))
 

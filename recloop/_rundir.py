@@ -8,16 +8,25 @@ Layout of a run directory::
     cells/quarantine/  cell files found damaged by a resume (moved aside, then recomputed)
     results.csv        long format, one row per measurement, in cell order
     results.jsonl      the same rows as JSON objects
+    estimates.csv.gz   the per-log estimates (one row per estimator and log: estimate,
+                       interval, truth), from which every summary is computed
     figures/*.png      figures of the report
-    report.md          the report
+    report.md          the report, and report.html (the same, self-contained, sortable)
     errors.log         tracebacks: a failed cell, errors of users' code a cell survived
     .lock              the process id of the run using the directory (while it runs)
 
 Every file is written to a temporary name in the same folder and renamed into place
 (``os.replace`` is atomic on POSIX and Windows), so a killed run leaves either the old file or
-the new one, never half of one. ``results.*`` are assembled from the cell files at the end of a
-run, streaming one cell at a time, in the order of the cells' keys -- never in completion
-order -- so the tables do not depend on the executor or the number of workers.
+the new one, never half of one. ``results.*`` and ``estimates.csv.gz`` are assembled from the
+cell files at the end of a run, streaming one cell at a time, in the order of the cells' keys
+-- never in completion order -- so the tables do not depend on the executor or the number of
+workers. They are derived files: ``recloop report`` rewrites them from the verified cell files
+every time and names any that differed (:func:`write_tables`).
+
+``estimates.csv.gz`` is gzip-compressed CSV, whatever is installed: the standard library
+writes and reads it, pandas reads it with ``pandas.read_csv``, and its bytes are the same on
+every machine (no time stamp in the gzip header). Parquet would need pyarrow, which recloop
+does not require, and a second format would give two run directories for one run.
 
 A directory checks itself: each cell file carries its cell id, its seed, the hash of the
 scenario and a SHA-256 checksum of its content (:func:`write_cell`), and a resume verifies
@@ -29,8 +38,10 @@ takes the lock (:func:`remove_temporary`).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
+import io
 import json
 import math
 import os
@@ -41,18 +52,23 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 __all__ = [
-    "COLUMNS", "Damage", "LOCK", "RunDirError", "RunLock", "atomic_savefig", "atomic_write",
-    "cell_path",
+    "COLUMNS", "Damage", "ESTIMATES", "ESTIMATE_COLUMNS", "LOCK", "RunDirError", "RunLock",
+    "Tables", "atomic_savefig", "atomic_write", "cell_path",
     "check_cell", "check_json_object", "check_results", "done_cells", "layout_problems",
     "new_run_dir",
-    "quarantine", "read_cell", "read_results", "read_small_text", "remove_temporary",
-    "scenario_hash",
-    "to_jsonable", "verify_cells", "write_cell", "write_results",
+    "quarantine", "read_cell", "read_estimates", "read_results", "read_small_text",
+    "remove_temporary", "scenario_hash",
+    "to_jsonable", "verify_cells", "write_cell", "write_tables",
 ]
 
 COLUMNS = ("scenario", "cell", "seed", "evaluation", "agent", "tick", "variant", "metric",
            "estimate", "stderr", "ci_low", "ci_high", "truth", "error", "n", "params")
+#: Columns of ``estimates.csv.gz``: the results' columns and ``log``, the index of the log
+#: (within its cell) the estimate comes from.
+ESTIMATE_COLUMNS = COLUMNS[:3] + ("log",) + COLUMNS[3:]
 FLOAT_COLUMNS = ("estimate", "stderr", "ci_low", "ci_high", "truth", "error")
+#: The per-log estimates' file.
+ESTIMATES = "estimates.csv.gz"
 
 
 class RunDirError(Exception):
@@ -104,29 +120,6 @@ def atomic_savefig(fig, path, *, dpi: int = 110) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     atomic_write(Path(path), buf.getvalue())
-
-
-class _AtomicFile:
-    """A text file written through a temporary name and renamed on success only."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-
-    def __enter__(self):
-        self.f = open(self.tmp, "w", encoding="utf-8", newline="")
-        return self.f
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.f.flush()
-            os.fsync(self.f.fileno())
-            self.f.close()
-            os.replace(self.tmp, self.path)
-        else:
-            self.f.close()
-            self.tmp.unlink(missing_ok=True)
-        return False
 
 
 def _inside(child: Path, parent: Path) -> bool:
@@ -188,9 +181,10 @@ def _existing(out: Path, name: str) -> list[Path]:
 # --- cells ------------------------------------------------------------------------------------
 
 #: Layout version of the cell files (``format`` key); files without it are not trusted.
-CELL_FORMAT = 1
+#: Format 2 added ``estimates``, the cell's per-log estimates.
+CELL_FORMAT = 2
 _CELL_KEYS = {"format": int, "cell": str, "seed": int, "scenario": str, "seconds": (int, float),
-              "rows": list, "checksum": str}
+              "rows": list, "estimates": list, "checksum": str}
 QUARANTINE = "quarantine"
 #: Largest cell file read (the largest built-in cells are below a MiB).
 MAX_CELL_BYTES = 2**30
@@ -212,12 +206,14 @@ def _checksum(payload: dict) -> str:
 
 
 def write_cell(run_dir: Path, filename: str, cell_id: str, rows: list[dict], seconds: float,
-               errors: list[str] = (), *, seed: int, scenario: str) -> None:
+               errors: list[str] = (), *, seed: int, scenario: str,
+               estimates: list[dict] = ()) -> None:
     """Store one finished cell (atomic) with what identifies it -- its id, its seed, the
     hash of the scenario (:func:`scenario_hash`) -- and a checksum of its content;
-    ``errors``: users' code the cell survived."""
+    ``rows``: its results rows, ``estimates``: its per-log estimates (rows of
+    :data:`ESTIMATE_COLUMNS`), ``errors``: users' code the cell survived."""
     payload = {"format": CELL_FORMAT, "cell": cell_id, "seed": seed, "scenario": scenario,
-               "seconds": seconds, "rows": rows}
+               "seconds": seconds, "rows": rows, "estimates": list(estimates)}
     if errors:
         payload["errors"] = list(errors)
     payload["checksum"] = _checksum(payload)
@@ -270,11 +266,13 @@ def check_cell(path: Path, *, cell_id: str, seed: int, scenario: str) -> tuple[d
         return None, "belongs to another scenario (its scenario hash differs)"
     if _checksum(payload) != payload["checksum"]:
         return None, "checksum mismatch (its content was altered)"
-    for j, row in enumerate(payload["rows"]):
-        if not isinstance(row, dict) or set(row) != set(COLUMNS):
-            return None, f"wrong shape (row {j} has not the results' columns)"
-        if row["cell"] != cell_id:
-            return None, f"row {j} belongs to cell {str(row['cell'])[:120]!r}"
+    for what, columns in (("rows", COLUMNS), ("estimates", ESTIMATE_COLUMNS)):
+        name = "row" if what == "rows" else "estimate"
+        for j, row in enumerate(payload[what]):
+            if not isinstance(row, dict) or set(row) != set(columns):
+                return None, f"wrong shape ({name} {j} has not the {what}' columns)"
+            if row["cell"] != cell_id:
+                return None, f"{name} {j} belongs to cell {str(row['cell'])[:120]!r}"
     return payload, None
 
 
@@ -341,7 +339,7 @@ def verify_cells(run_dir: Path, expected: dict[str, tuple[str, int]],
 
 # --- temporary files and the lock -----------------------------------------------------------
 
-#: Temporary files of :func:`atomic_write` and :class:`_AtomicFile`: ``.NAME.PID.tmp``.
+#: Temporary files of :func:`atomic_write` and :func:`write_tables`: ``.NAME.PID.tmp``.
 _TMP = re.compile(r"\..+\.[0-9]+\.tmp")
 
 
@@ -473,8 +471,8 @@ def _read_pid(fd: int) -> int | None:
 
 #: What each entry of a run directory must be when it exists.
 _FOLDERS = ("cells", "figures", "cells/" + QUARANTINE)
-_FILES = ("scenario.toml", "environment.json", "results.csv", "results.jsonl", "report.md",
-          "errors.log")
+_FILES = ("scenario.toml", "environment.json", "results.csv", "results.jsonl", ESTIMATES,
+          "report.md", "report.html", "errors.log")
 
 
 def layout_problems(run_dir: Path) -> list[str]:
@@ -612,18 +610,159 @@ def _json_value(v):
     return v
 
 
-def write_results(run_dir: Path, rows: Iterable[dict]) -> int:
-    """Stream ``rows`` into ``results.csv`` and ``results.jsonl`` (atomic); returns the count."""
+@dataclass(frozen=True)
+class Tables:
+    """What :func:`write_tables` wrote: the number of results rows and of per-log estimates,
+    and ``differed``: file name -> how the file it replaced differed from the cell files
+    (``"missing"``, ``"line 17 differs from the cell files"``, ``"truncated: 3 of 360
+    lines"``, ...); empty when every file was already what the cells give."""
+
+    rows: int
+    estimates: int
+    differed: dict
+
+
+class _Table:
+    """A table file written through a temporary file, line by line, each line compared
+    with the line of the file it replaces (read as it goes, never more than needed)."""
+
+    def __init__(self, path: Path, *, gz: bool = False):
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self.gz = gz
+        self.n = 0
+        self.problem: str | None = None
+        self.old = None
+        self.old_n = 0
+        self.old_ended = False
+        self._raw = open(self.tmp, "wb")
+        if gz:
+            import gzip
+
+            # no file name or time stamp in the header: the same rows, the same bytes
+            self._gz = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, mtime=0,
+                                     compresslevel=6)
+            self.f = io.TextIOWrapper(self._gz, encoding="utf-8", newline="")
+        else:
+            self.f = io.TextIOWrapper(self._raw, encoding="utf-8", newline="")
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            self.problem = "missing"
+            return
+        except OSError as exc:
+            self.problem = f"unreadable ({exc.strerror or exc})"
+            return
+        if not stat.S_ISREG(st.st_mode):
+            self.problem = "not a regular file"
+            return
+        try:
+            if gz:
+                import gzip
+
+                raw = gzip.open(self.path, "rb")
+            else:
+                raw = open(self.path, "rb")
+            self.old = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        except OSError as exc:
+            self.problem = f"unreadable ({exc.strerror or exc})"
+
+    def _next_old(self) -> str | None:
+        try:
+            line = self.old.readline()
+        except (OSError, EOFError, ValueError) as exc:  # gzip, zlib and UTF-8 errors
+            self.problem = f"unreadable after line {self.old_n} ({type(exc).__name__})"
+            return None
+        if line:
+            self.old_n += 1
+        return line or None
+
+    def write(self, line: str) -> None:
+        self.f.write(line)
+        self.n += 1
+        if self.problem is None and self.old is not None and not self.old_ended:
+            old = self._next_old()
+            if old is None:
+                self.old_ended = self.problem is None
+            elif old != line:
+                self.problem = f"line {self.n} differs from the cell files"
+
+    def close(self) -> str | None:
+        """Finish the file (atomic rename); the problem of the file it replaced, or ``None``."""
+        self.f.flush()
+        self.f.detach()
+        if self.gz:
+            self._gz.close()
+        self._raw.flush()
+        os.fsync(self._raw.fileno())
+        self._raw.close()
+        if self.problem is None and self.old is not None:
+            if self.old_ended:
+                self.problem = ("empty" if self.old_n == 0
+                                else f"truncated: {self.old_n} of {self.n} lines")
+            elif self._next_old() is not None:
+                self.problem = "has lines the cell files do not give"
+        if self.old is not None:
+            with contextlib.suppress(Exception):
+                self.old.close()
+        os.replace(self.tmp, self.path)
+        return self.problem
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self.f.close()
+        with contextlib.suppress(Exception):
+            self._raw.close()
+        if self.old is not None:
+            with contextlib.suppress(Exception):
+                self.old.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+def _csv_line(values) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(values)
+    return buf.getvalue()
+
+
+def write_tables(run_dir: Path, payloads: Iterable[dict]) -> Tables:
+    """Stream the cells' ``rows`` into ``results.csv`` and ``results.jsonl`` and their
+    ``estimates`` into ``estimates.csv.gz`` (each file atomic: a temporary file renamed
+    into place once complete).
+
+    ``payloads`` are verified cell files (:func:`read_cell`) in cell order. Every line is
+    compared with the file it replaces, so that a caller can say which files differed
+    from their cells (:attr:`Tables.differed`).
+    """
     run_dir = Path(run_dir)
-    n = 0
-    with _AtomicFile(run_dir / "results.csv") as fc, _AtomicFile(run_dir / "results.jsonl") as fj:
-        writer = csv.writer(fc, lineterminator="\n")
-        writer.writerow(COLUMNS)
-        for row in rows:
-            writer.writerow([_csv_value(c, row.get(c)) for c in COLUMNS])
-            fj.write(json.dumps({c: _json_value(row.get(c)) for c in COLUMNS}) + "\n")
-            n += 1
-    return n
+    files = {"results.csv": _Table(run_dir / "results.csv"),
+             "results.jsonl": _Table(run_dir / "results.jsonl"),
+             ESTIMATES: _Table(run_dir / ESTIMATES, gz=True)}
+    n_rows = n_est = 0
+    try:
+        files["results.csv"].write(_csv_line(COLUMNS))
+        files[ESTIMATES].write(_csv_line(ESTIMATE_COLUMNS))
+        for payload in payloads:
+            for row in payload["rows"]:
+                files["results.csv"].write(_csv_line([_csv_value(c, row.get(c))
+                                                      for c in COLUMNS]))
+                files["results.jsonl"].write(json.dumps({c: _json_value(row.get(c))
+                                                         for c in COLUMNS}) + "\n")
+                n_rows += 1
+            for row in payload.get("estimates", ()):
+                files[ESTIMATES].write(_csv_line([_csv_value(c, row.get(c))
+                                                  for c in ESTIMATE_COLUMNS]))
+                n_est += 1
+    except BaseException:
+        for t in files.values():
+            t.abort()
+        raise
+    differed = {}
+    for name, table in files.items():
+        problem = table.close()
+        if problem is not None:
+            differed[name] = problem
+    return Tables(n_rows, n_est, differed)
 
 
 def read_results(run_dir: Path) -> Iterator[dict]:
@@ -634,6 +773,31 @@ def read_results(run_dir: Path) -> Iterator[dict]:
             for c in FLOAT_COLUMNS:
                 v = row.get(c)
                 row[c] = math.nan if v is None else float(v)
+            yield row
+
+
+def _int_or_none(text: str) -> int | None:
+    return None if text == "" else int(text)
+
+
+def read_estimates(run_dir: Path) -> Iterator[dict]:
+    """Rows of ``estimates.csv.gz`` (missing numbers as ``nan``, ``tick`` and ``n`` as
+    ``None`` when empty, ``params`` as a dict), one at a time."""
+    import gzip
+
+    with gzip.open(Path(run_dir) / ESTIMATES, "rt", encoding="utf-8", newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None or tuple(header) != ESTIMATE_COLUMNS:
+            raise ValueError(f"{Path(run_dir) / ESTIMATES}: expected the header "
+                             f"{','.join(ESTIMATE_COLUMNS)}, got {header!r}")
+        for values in reader:
+            row = dict(zip(ESTIMATE_COLUMNS, values, strict=True))
+            for c in FLOAT_COLUMNS:
+                row[c] = math.nan if row[c] == "" else float(row[c])
+            for c in ("seed", "log", "tick", "n"):
+                row[c] = _int_or_none(row[c])
+            row["params"] = json.loads(row["params"]) if row["params"] else {}
             yield row
 
 

@@ -34,8 +34,8 @@ from recloop._registry import registry
 from recloop._scenario import Scenario, sweep_values
 
 __all__ = [
-    "Cell", "CellContext", "CellError", "Damage", "ExecutorError", "execute_cell", "iter_rows",
-    "plan_cells", "run_scenario",
+    "Cell", "CellContext", "CellError", "Damage", "ExecutorError", "ReportError",
+    "execute_cell", "iter_cells", "out_problem", "plan_cells", "run_scenario", "workers_problem",
 ]
 
 #: Spawn key (under the cell's seed sequence) of the streams :meth:`CellContext.agent_rng`
@@ -99,6 +99,8 @@ class CellContext:
     horizon: int
     progress: bool = False
     errors: list = field(default_factory=list)
+    #: The per-log estimates the experiment recorded (:meth:`per_log`).
+    estimates: list = field(default_factory=list)
     #: ``None``, or the run's ``dask.distributed.Client`` when the cell is the only one of a
     #: Dask run: its large inner work (``loo_knn``, ``bred``, ``online_value``, ...) is then
     #: partitioned over the cluster (the rule: the cell runs in the driver process, its inner
@@ -143,8 +145,18 @@ class CellContext:
                 out.append(entry)
                 continue
             resolved = estimator_entry(entry, family)
-            out.append((resolved.name, bind_estimator(resolved)))
+            out.append((resolved.name, bind_estimator(resolved, on_problem=self.report_error)))
         return out
+
+    def per_log(self, measurement) -> None:
+        """Record one per-log estimate (a :class:`recloop.Measurement` whose ``log`` is the
+        log's index): the cell file keeps it, the run directory's ``estimates.csv.gz``
+        lists it, and every summary of the run is computed from these (evaluation kinds
+        whose ``unit`` is ``"log"`` pass this method to their experiment)."""
+        if measurement.log is None:
+            raise ValueError(f"a per-log estimate must say which log it comes from; got "
+                             f"`log` = None in {measurement!r}")
+        self.estimates.append(measurement)
 
     def report_error(self, what: str, exc: BaseException) -> None:
         """Record a user's code failing inside the cell without failing the cell (e.g. one
@@ -156,11 +168,12 @@ class CellContext:
         """A Generator on the cell's seed sequence."""
         return np.random.default_rng(self.seed_sequence)
 
-    def bar(self, iterable, **kw):
-        """A tqdm bar for a long loop inside the cell (silent unless progress is on)."""
-        from tqdm.auto import tqdm
+    def bar(self, iterable, *, desc: str | None = None, total: int | None = None):
+        """Iterate over a long loop of the cell, reporting its progress to the run's
+        display (:mod:`recloop_base.progress`: whatever process runs the cell)."""
+        from recloop_base.progress import bar
 
-        return tqdm(iterable, disable=not self.progress, leave=False, **kw)
+        return bar(iterable, desc=desc, total=total, show=self.progress)
 
 
 class CellError(Exception):
@@ -188,15 +201,19 @@ def _context(data: dict, cell: Cell, progress: bool, executor=None) -> CellConte
         horizon=data["run"]["horizon"], progress=progress, executor=executor)
 
 
-def _row(m, *, scenario: str, cell: Cell) -> dict:
+def _row(m, *, scenario: str, cell: Cell, log: int | None = None) -> dict:
+    """A results row of a measurement; with ``log``, a row of the per-log estimates."""
     params = {**dict(cell.swept), **dict(m.params)}
     n = m.n if m.n is None else int(m.n)
-    return {
+    row = {
         "scenario": scenario, "cell": cell.id, "seed": cell.seed, "evaluation": cell.evaluation,
         "agent": m.agent, "tick": m.tick, "variant": m.variant, "metric": m.metric,
         "estimate": m.estimate, "stderr": m.stderr, "ci_low": m.ci_low, "ci_high": m.ci_high,
         "truth": m.truth, "error": m.error, "n": n, "params": params,
     }
+    if log is not None:
+        row["log"] = log
+    return row
 
 
 def use_paths(paths) -> None:
@@ -207,28 +224,63 @@ def use_paths(paths) -> None:
 
 
 def execute_cell(data: dict, cell: Cell, progress: bool = False, paths=(), executor=None
-                 ) -> tuple[list[dict], float, list[str]]:
-    """Run one cell (in any process): its rows as plain dicts, the seconds it took, and the
-    errors of users' code it survived (see :meth:`CellContext.report_error`). ``paths``
-    are put on the import path first (users' plugins); ``executor`` is the client that
-    runs the cell's inner partitions (see :attr:`CellContext.executor`)."""
+                 ) -> tuple[list[dict], float, list[str], list[dict]]:
+    """Run one cell (in any process): its rows as plain dicts, the seconds it took, the
+    errors of users' code it survived (see :meth:`CellContext.report_error`) and its
+    per-log estimates (:meth:`CellContext.per_log`; for a kind whose ``unit`` is
+    ``"seed"``, its rows themselves, as log 0: the seed is the log). ``paths`` are put on
+    the import path first (users' plugins); ``executor`` is the client that runs the
+    cell's inner partitions (see :attr:`CellContext.executor`)."""
+    from recloop._guard import UserCodeError, last_section
+
     start = time.perf_counter()
     try:
         use_paths(paths)
         ctx = _context(data, cell, progress, executor)
-        measurements = registry().evaluations[ctx.kind].run(ctx)
+        kind = registry().evaluations[ctx.kind]
+        measurements = kind.run(ctx)
         rows = [_row(m, scenario=ctx.scenario, cell=cell) for m in measurements]
-    except (Exception, SystemExit) as exc:  # reported by the parent with the cell's id
-        # (SystemExit too: a user's sys.exit() fails its cell, not the run's process)
+        if kind.unit == "seed":
+            per_log = [_row(m, scenario=ctx.scenario, cell=cell, log=0) for m in measurements]
+        else:
+            per_log = [_row(m, scenario=ctx.scenario, cell=cell, log=m.log)
+                       for m in ctx.estimates]
+    except UserCodeError as exc:  # a plugin ended the process or changed shared inputs
+        raise CellError(cell.id, str(exc), traceback.format_exc()) from None
+    except SystemExit as exc:  # a user's sys.exit() fails its cell, not the run's process
+        last = last_section()
+        raise CellError(cell.id, f"SystemExit: {exc.code!r}: users' code called sys.exit("
+                        f"{exc.code!r})" + (f" (the users' code called last: {last})" if last
+                                            else ""), traceback.format_exc()) from None
+    except Exception as exc:  # reported by the parent with the cell's id
         raise CellError(cell.id, f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
-    return rows, time.perf_counter() - start, [f"{cell.id}: {e}" for e in ctx.errors]
+    return (rows, time.perf_counter() - start, [f"{cell.id}: {e}" for e in ctx.errors],
+            per_log)
 
 
 # --- executors --------------------------------------------------------------------------------
 
-def _run_inline(data, todo, progress, on_done, paths=()):
+def _run_inline(data, todo, on_done, on_failed, reporter=None, paths=()):
+    """The cells in this process, one after the other (recloop's own code only: cells that
+    run users' code go to worker processes, see :func:`_executes_users_code`)."""
+    from recloop_base.progress import reporting_to
+
     for cell in todo:
-        on_done(cell, *execute_cell(data, cell, progress, paths))
+        receiver = (None if reporter is None or reporter.quiet else
+                    lambda f, label, cell=cell: reporter.cell_progress(cell.id, f, label))
+        with reporting_to(receiver) if receiver else contextlib.nullcontext():
+            try:
+                result = execute_cell(data, cell, receiver is not None, paths)
+            except CellError as exc:
+                on_failed(cell, exc)
+                continue
+        on_done(cell, *result)
+
+
+def _executes_users_code(data, todo) -> bool:
+    from recloop._plugins import users_code
+
+    return any(users_code(data, c.evaluation, c.agent) for c in todo)
 
 
 def _worker_env(workers: int) -> dict:
@@ -306,51 +358,92 @@ def _die_with_parent(parent_pid: int) -> str:
     return "poll"
 
 
-def _stop_workers(pool) -> None:
-    """Terminate the pool's worker processes now (a cell in flight is abandoned: without it,
-    interpreter exit would wait for every worker to finish its cell)."""
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
-        with contextlib.suppress(Exception):
-            proc.terminate()
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
-        with contextlib.suppress(Exception):
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
+def _run_pool(data, todo, workers, on_done, on_failed, *, reporter=None, paths=(),
+              timeout=600.0, note=lambda line: None):
+    """The cells on local worker processes (:class:`recloop._workers.WorkerPool`)."""
+    from recloop._plugins import users_code
+    from recloop._workers import WorkerPool
 
+    def progress(cell, fraction, label):
+        if reporter is not None:
+            reporter.cell_progress(cell.id, fraction, label)
 
-def _run_pool(data, todo, workers, on_done, paths=()):
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    # spawn, not fork: the parent may hold threads (tqdm monitor), and forked children would
-    # inherit their locks.
-    ctx = multiprocessing.get_context("spawn")
-    pending: dict = {}
-    it = iter(todo)
-    with _environ(_worker_env(workers)), \
-            ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                                initargs=(os.getpid(),)) as pool:
-        try:
-            while True:
-                while len(pending) < 2 * workers:  # bounded: thousands of cells stay lazy
-                    cell = next(it, None)
-                    if cell is None:
-                        break
-                    pending[pool.submit(execute_cell, data, cell, False, paths)] = cell
-                if not pending:
-                    break
-                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-                for fut in done:
-                    on_done(pending.pop(fut), *fut.result())
-        except BaseException:
-            _stop_workers(pool)
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+    pool = WorkerPool(data, workers, paths=paths, timeout=timeout, note=note,
+                      users_code=lambda c: users_code(data, c.evaluation, c.agent),
+                      on_progress=progress)
+    with _environ(_worker_env(workers)):
+        pool.run(todo, on_done, on_failed)
 
 
 class _UsageError(Exception):
     """A problem with the command line or the run directory (exit code 2)."""
+
+
+#: Seconds a cell running users' code may go without a sign of progress (``[run]
+#: plugin_timeout``'s default).
+DEFAULT_PLUGIN_TIMEOUT = 600.0
+
+#: Local workers per CPU above which a run is refused without ``force``: each worker is a
+#: process of about 256 MiB running its own kernels, and beyond a few per CPU they only
+#: compete for the same cores.
+MAX_WORKERS_PER_CPU = 4
+
+
+def workers_problem(workers: int, executor: str, scheduler: str | None) -> str | None:
+    """``None``, or the rule that ``workers`` local processes break (a remote Dask
+    scheduler's workers are not this machine's)."""
+    if executor == "dask" and scheduler:
+        return None
+    from recloop_base.threads import cpus
+
+    most = MAX_WORKERS_PER_CPU * cpus()
+    if workers > most:
+        return (f"at most {MAX_WORKERS_PER_CPU} per CPU ({most} on the {cpus()} CPU(s) "
+                f"here), got {workers}")
+    return None
+
+
+#: What the run directory adds below ``--out``: NAME-NNN/cells/quarantine/<24 hex>.json and
+#: the suffix of a temporary file being written.
+_RUN_DIR_TAIL = 64 + 5 + len("/cells/quarantine/") + 24 + len(".json") + 40
+
+
+def out_problem(out, name: str) -> str | None:
+    """``None``, or why the run directory under ``out`` cannot be written: a folder name
+    longer than the file system allows (``NAME_MAX`` bytes, 255 on most), or a path longer
+    than ``PATH_MAX`` with the run's files inside -- said before anything is created."""
+    path = Path(os.path.abspath(os.path.expanduser(str(out))))
+    probe = path
+    while probe != probe.parent:
+        try:
+            if probe.exists():
+                break
+        except OSError:  # a name too long for the file system is not there either
+            pass
+        probe = probe.parent
+    try:
+        name_max = os.pathconf(probe, "PC_NAME_MAX")
+        path_max = os.pathconf(probe, "PC_PATH_MAX")
+    except (OSError, ValueError, AttributeError):
+        name_max, path_max = 255, 4096
+    for part in [*path.parts[1:], name]:
+        size = len(os.fsencode(part))
+        if size > name_max:
+            shown = part if len(part) <= 40 else part[:37] + "..."
+            return (f"--out {_short(path)}: expected folder names of at most {name_max} "
+                    f"bytes (the file system's limit), got {shown!r} of {size} bytes")
+    total = len(os.fsencode(str(path))) + _RUN_DIR_TAIL
+    if total > path_max:
+        return (f"--out {_short(path)}: expected a path short enough for the run's files "
+                f"below it (at most {path_max} bytes in all, the file system's limit; the "
+                f"run directory adds up to {_RUN_DIR_TAIL}), got {total - _RUN_DIR_TAIL} "
+                "bytes")
+    return None
+
+
+def _short(path) -> str:
+    text = str(path)
+    return text if len(text) <= 80 else text[:38] + "..." + text[-38:]
 
 
 class ExecutorError(Exception):
@@ -404,11 +497,68 @@ class _DaskLog:
         self.saved = {}
 
 
+def _probe_scheduler(address: str, timeout: float) -> None:
+    """Refuse, within ``timeout`` seconds, a TCP address that does not answer like a Dask
+    scheduler: one that cannot be reached, or that accepts the connection and stays silent
+    (a scheduler sends its handshake as soon as it accepts; dask's own ``Client(timeout=)``
+    waits forever for it). Other schemes (tls, ws, ucx) are left to the client."""
+    import socket
+
+    scheme, sep, rest = address.partition("://")
+    if sep and scheme != "tcp":
+        return
+    host, _, port = (rest if sep else address).rstrip("/").rpartition(":")
+    host = host.strip("[]")
+    try:
+        sock = socket.create_connection((host, int(port)), timeout=timeout)
+    except (OSError, ValueError) as exc:
+        raise ExecutorError(f"cannot reach the Dask scheduler at {address}: "
+                            f"{_dask_problem(exc)}") from None
+    try:
+        sock.settimeout(timeout)
+        first = sock.recv(1)
+    except socket.timeout:
+        raise ExecutorError(f"the Dask scheduler at {address} accepted the connection but "
+                            f"did not answer within {timeout:g} s (--scheduler-timeout)"
+                            ) from None
+    except OSError as exc:
+        raise ExecutorError(f"the Dask scheduler at {address} dropped the connection: "
+                            f"{_dask_problem(exc)}") from None
+    finally:
+        sock.close()
+    if not first:
+        raise ExecutorError(f"the Dask scheduler at {address} closed the connection without "
+                            "a word (not a Dask scheduler?)")
+
+
+#: Topic of the Dask events that carry the cells' progress to the client.
+_PROGRESS_TOPIC = "recloop-progress"
+
+
+def _dask_cell(data, cell, progress, paths):
+    """A cell as a Dask task: :func:`execute_cell`, its progress sent to the client as
+    events of :data:`_PROGRESS_TOPIC` (when ``progress``)."""
+    if not progress:
+        return execute_cell(data, cell, False, paths)
+    from distributed import get_worker
+
+    from recloop_base.progress import reporting_to
+
+    worker = get_worker()
+
+    def send(fraction, label):
+        worker.log_event(_PROGRESS_TOPIC, {"cell": cell.id, "fraction": fraction,
+                                           "label": label})
+
+    with reporting_to(send):
+        return execute_cell(data, cell, True, paths)
+
+
 class _Dask:
     """A Dask client: on ``scheduler`` when given, else on a LocalCluster of ``workers``.
     Dask's own log records go to :class:`_DaskLog` while it runs."""
 
-    def __init__(self, workers: int, scheduler: str | None):
+    def __init__(self, workers: int, scheduler: str | None, timeout: float = 30.0):
         try:
             from dask.distributed import Client, LocalCluster
         except ImportError:
@@ -418,11 +568,21 @@ class _Dask:
         self.log = _DaskLog()
         try:
             if scheduler:
-                self.client = self._connect(Client, scheduler)
+                self.client = self._connect(Client, scheduler, timeout)
             else:
+                import logging
+
+                # the workers' own log records (a task that raised: "Compute Failed" and its
+                # traceback) would bury recloop's lines: recloop names each failed cell
+                # itself, with its traceback in errors.log
                 self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1,
                                             processes=True, dashboard_address=None,
-                                            env=_worker_env(workers))
+                                            env=_worker_env(workers),
+                                            silence_logs=logging.CRITICAL,
+                                            # no dashboard; the scheduler's HTTP server
+                                            # (/health) on any free port, not 8787 (taken:
+                                            # a warning on the user's terminal)
+                                            scheduler_kwargs={"dashboard_address": ":0"})
                 self.client = Client(self.cluster)
             try:
                 n = len(self.client.scheduler_info().get("workers", {}))
@@ -435,9 +595,10 @@ class _Dask:
         self.window = 2 * max(workers, n, 1)
 
     @staticmethod
-    def _connect(Client, scheduler: str):
+    def _connect(Client, scheduler: str, timeout: float):
+        _probe_scheduler(scheduler, timeout)
         try:
-            return Client(scheduler)
+            return Client(scheduler, timeout=timeout)
         except (ValueError, TypeError) as exc:
             raise _UsageError(f"--scheduler: expected a Dask scheduler address like "
                               f"tcp://HOST:8786, got {scheduler!r} ({exc})") from None
@@ -449,9 +610,16 @@ class _Dask:
                               f"a service that does not answer like one "
                               f"({_dask_problem(exc)})") from None
 
-    def run(self, data, todo, on_done, paths=()):
+    def run(self, data, todo, on_done, on_failed, paths=(), reporter=None):
         try:
-            self._run(data, todo, on_done, paths)
+            if reporter is not None and not reporter.quiet:
+                def on_event(event):
+                    msg = event[1] if isinstance(event, tuple) else event
+                    with contextlib.suppress(Exception):
+                        reporter.cell_progress(msg["cell"], msg["fraction"], msg["label"])
+
+                self.client.subscribe_topic(_PROGRESS_TOPIC, on_event)
+            self._run(data, todo, on_done, on_failed, paths, reporter)
         except (CellError, KeyboardInterrupt, _rundir.RunDirError, _UsageError):
             raise
         except OSError as exc:
@@ -463,29 +631,54 @@ class _Dask:
             raise ExecutorError(f"the Dask scheduler or its workers went away: "
                                 f"{_dask_problem(exc)}") from None
 
-    def _run(self, data, todo, on_done, paths=()):
+    def _run(self, data, todo, on_done, on_failed, paths=(), reporter=None):
         from dask.distributed import as_completed
+        from distributed import KilledWorker
 
-        if len(todo) == 1:
+        from recloop_base.progress import reporting_to
+
+        progress = reporter is not None and not reporter.quiet
+        if len(todo) == 1 and not _executes_users_code(data, todo):
             # the only cell: run it here, its inner work partitioned over the cluster
-            # (never tasks inside tasks: no nested deadlock, the same numbers)
+            # (never tasks inside tasks: no nested deadlock, the same numbers); users' code
+            # never runs in this process (an os._exit would end the run)
             cell = todo[0]
-            on_done(cell, *execute_cell(data, cell, False, paths, self.client))
+            receiver = (lambda f, label: reporter.cell_progress(cell.id, f, label)) \
+                if progress else None
+            with reporting_to(receiver) if receiver else contextlib.nullcontext():
+                try:
+                    result = execute_cell(data, cell, progress, paths, self.client)
+                except CellError as exc:
+                    on_failed(cell, exc)
+                    return
+            on_done(cell, *result)
             return
+
+        def submit(cell):
+            return self.client.submit(_dask_cell, data, cell, progress, paths, pure=False)
+
         it = iter(todo)
         futures = {}
         for cell in it:  # bounded window: thousands of cells are submitted as others finish
-            futures[self.client.submit(execute_cell, data, cell, False, paths, pure=False)] = cell
+            futures[submit(cell)] = cell
             if len(futures) >= self.window:
                 break
         queue = as_completed(list(futures))
         for fut in queue:
             cell = futures.pop(fut)
-            on_done(cell, *fut.result())
+            try:
+                result = fut.result()
+            except CellError as exc:
+                on_failed(cell, exc)
+            except KilledWorker as exc:  # the task's workers died, each time it ran
+                on_failed(cell, CellError(cell.id, f"the Dask workers running it died ("
+                                          f"{_dask_problem(exc)})", ""))
+            else:
+                on_done(cell, *result)
             fut.release()
             nxt = next(it, None)
             if nxt is not None:
-                f = self.client.submit(execute_cell, data, nxt, False, paths, pure=False)
+                f = submit(nxt)
                 futures[f] = nxt
                 queue.add(f)
 
@@ -523,10 +716,10 @@ def _print_damage(damage: Damage) -> None:
     print(f"recloop: {damage}", file=sys.stderr)
 
 
-def iter_rows(run_dir: Path, cells: list[Cell], timing: dict | None = None,
-              errors: list | None = None, *, scenario: str) -> Iterator[dict]:
-    """Rows of the finished cells in cell order, one cell file at a time (bounded memory),
-    each file verified against its cell and the scenario hash ``scenario``
+def iter_cells(run_dir: Path, cells: list[Cell], timing: dict | None = None,
+               errors: list | None = None, *, scenario: str) -> Iterator[dict]:
+    """The finished cells' files in cell order, one at a time (bounded memory), each
+    verified against its cell and the scenario hash ``scenario``
     (:class:`recloop._rundir.RunDirError` otherwise); adds each evaluation's cell seconds
     to ``timing`` and the errors of users' code the cells survived to ``errors``."""
     for cell in cells:
@@ -536,56 +729,15 @@ def iter_rows(run_dir: Path, cells: list[Cell], timing: dict | None = None,
             timing[cell.evaluation] = timing.get(cell.evaluation, 0.0) + stored["seconds"]
         if errors is not None:
             errors.extend(str(e) for e in stored.get("errors", ()))
-        yield from stored["rows"]
-
-
-class _Progress:
-    """Cells done: a tqdm bar on a terminal; elsewhere (a log file, a pipe, CI) plain lines
-    without escape codes, at most one every :attr:`every` seconds, and the last."""
-
-    every = 10.0
-
-    def __init__(self, total: int, initial: int, *, name: str, quiet: bool, stream=None):
-        self.stream = stream if stream is not None else sys.stderr
-        self.total, self.done, self.name = total, initial, name
-        self.quiet = quiet
-        self.tty = _isatty(self.stream)
-        self.bar = None
-        self.last = time.monotonic()
-        if not quiet and self.tty:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total, initial=initial, unit="cell", desc=name,
-                            file=self.stream)
-
-    def update(self) -> None:
-        self.done += 1
-        if self.bar is not None:
-            self.bar.update(1)
-        elif not self.quiet:
-            now = time.monotonic()
-            if now - self.last >= self.every or self.done == self.total:
-                self.last = now
-                print(f"{self.name}: {self.done}/{self.total} cells", file=self.stream,
-                      flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _isatty(stream) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):
-        return False
+        yield stored
 
 
 def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "local",
                  scheduler: str | None = None, resume: bool = False, quiet: bool = False,
                  argv: list[str] | None = None, report: bool = True, paths=(),
                  echo: Callable[[str], None] = print,
-                 on_damage: Callable[[Damage], None] | None = None) -> Path:
+                 on_damage: Callable[[Damage], None] | None = None,
+                 scheduler_timeout: float = 30.0, force: bool = False) -> Path:
     """Run (or resume) ``scenario`` into a run directory under ``out``; returns its path.
 
     Parameters
@@ -604,7 +756,8 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
         verified (damaged ones are moved to ``cells/quarantine/``), then only missing cells
         run.
     quiet : bool
-        No progress bars or messages.
+        No progress (a bar on a terminal, else a line every 30 s with the fraction done and
+        an ETA, see :mod:`recloop._progress`) and no messages.
     argv : list of str, optional
         The command line recorded in ``environment.json`` (default ``sys.argv``).
     report : bool
@@ -618,17 +771,27 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
     on_damage : callable, optional
         Receives a :class:`Damage` for each problem found in the run directory and what was
         done about it (default: one line on standard error, even when ``quiet``).
+    scheduler_timeout : float
+        Seconds the Dask ``scheduler`` has to answer before the run gives up (one that
+        accepts the connection and stays silent included).
+    force : bool
+        Run with more than :data:`MAX_WORKERS_PER_CPU` local workers per CPU.
 
     Raises
     ------
     ValueError
-        Unknown ``executor``, ``workers`` < 1, or an environment variable
-        ``RECLOOP_THREADS`` that is not a positive integer.
+        Unknown ``executor``, ``workers`` < 1 or above :data:`MAX_WORKERS_PER_CPU` times the
+        CPUs (without ``force``), or an environment variable ``RECLOOP_THREADS`` that is not
+        an integer in [1, 1024].
     CellError
-        A cell raised (its traceback is also written to ``errors.log``).
+        A cell failed: it raised, its worker died (the signal is named) or it ran users'
+        code past ``[run] plugin_timeout``. The other cells run first and are kept; every
+        failure and its traceback are in ``errors.log``; ``resume=True`` retries them.
     ExecutorError
         The Dask scheduler could not be reached or went away during the run (finished
         cells are kept).
+    ReportError
+        The report could not be written (a full disk): cells and results are kept.
 
     Notes
     -----
@@ -640,16 +803,27 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
         raise ValueError(f"`executor` must be 'local' or 'dask'; got {executor!r}.")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"`workers` must be an integer >= 1; got {workers!r}.")
+    problem = None if force else workers_problem(workers, executor, scheduler)
+    if problem:
+        raise ValueError(f"`workers` must be {problem}.")
     from recloop_base.threads import n_threads
 
-    n_threads()  # a RECLOOP_THREADS that is not a positive integer: refused before anything
+    n_threads()  # a RECLOOP_THREADS out of [1, 1024]: refused before anything
+    problem = out_problem(out, scenario.name)
+    if problem:
+        raise _UsageError(problem)
+    from recloop._plugins import path_problems
+
+    shadowing = path_problems(paths)
+    if shadowing:
+        raise _UsageError("; ".join(shadowing))
     data = scenario.data
     cells = plan_cells(data)
     # a world fitted to a log: fitted here, once, and checked against the scenario's rules
     # before anything is written; the cells then load it from the run directory
     world = _fitted_world(scenario, quiet=quiet, echo=echo)
     # connect before anything is written: an unreachable scheduler leaves no run directory
-    dask = _Dask(workers, scheduler) if executor == "dask" else None
+    dask = _Dask(workers, scheduler, scheduler_timeout) if executor == "dask" else None
     try:
         return _run(scenario, cells, dask, out=out, workers=workers, executor=executor,
                     scheduler=scheduler, resume=resume, quiet=quiet, argv=argv, report=report,
@@ -802,6 +976,7 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
     env_path = run_dir / "environment.json"
     fresh = dict(argv=argv, executor=executor, workers=workers, scheduler=scheduler,
                  paths=paths)
+    plugin_timeout = scenario.options.get("plugin_timeout", DEFAULT_PLUGIN_TIMEOUT)
     if resuming:
         _check_scenario_file(run_dir, text, digest, on_damage)
         env, problem = _rundir.check_json_object(env_path)
@@ -825,6 +1000,7 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
         env["world_sha256"] = world.sha256
         data = {**data, "world": {"file": str(npz),
                                   "campaigns": data["world"].get("campaigns", [])}}
+    env["options"] = dict(scenario.options)  # how it executes (not in scenario.toml)
     _rundir.atomic_write(run_dir / "scenario.toml", text)
     _rundir.atomic_write(env_path, _rundir.to_jsonable(env))
 
@@ -841,35 +1017,49 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
         verb = "resuming" if resuming else "running"
         echo(f"{verb} {scenario.name}: {len(cells)} cells ({len(cells) - len(todo)} done) "
              f"-> {run_dir}")
-    progress = _Progress(len(cells), len(cells) - len(todo), name=scenario.name, quiet=quiet)
-    # cells' own bars only on a terminal: in a log file they are escape codes
-    cell_progress = not quiet and progress.tty
+    from recloop._progress import Reporter
 
-    def on_done(cell: Cell, rows: list[dict], seconds: float, errors: list[str]) -> None:
+    progress = Reporter(len(cells), len(cells) - len(todo), name=scenario.name, quiet=quiet)
+    failed: list[CellError] = []
+
+    def on_done(cell: Cell, rows: list[dict], seconds: float, errors: list[str],
+                estimates: list[dict]) -> None:
         _rundir.write_cell(run_dir, cell.filename, cell.id, rows, seconds, errors,
-                           seed=cell.seed, scenario=digest)
-        progress.update()
+                           seed=cell.seed, scenario=digest, estimates=estimates)
+        progress.cell_done(cell.id)
+
+    def on_failed(cell: Cell, exc: CellError) -> None:
+        # the run goes on with the other cells; this one is missing, --resume retries it
+        failed.append(exc)
+        progress.cell_gone(cell.id)
+        if not quiet:
+            echo(f"{scenario.name}: cell {cell.id} failed: {exc.message.splitlines()[0]} "
+                 "(the other cells go on)")
 
     try:
         if dask is not None:
-            dask.run(data, todo, on_done, paths)
-        elif workers <= 1 or len(todo) <= 1:  # a pool would only add start-up time
-            _run_inline(data, todo, cell_progress, on_done, paths)
-        else:
-            _run_pool(data, todo, workers, on_done, paths)
-    except CellError as exc:
-        _rundir.atomic_write(run_dir / "errors.log", f"{exc}\n{exc.tb}")
-        raise
+            dask.run(data, todo, on_done, on_failed, paths, progress)
+        elif (workers <= 1 or len(todo) <= 1) and not _executes_users_code(data, todo):
+            _run_inline(data, todo, on_done, on_failed, progress, paths)  # no pool start-up
+        else:  # users' code never runs in this process (os._exit, a hang, a segfault)
+            _run_pool(data, todo, workers, on_done, on_failed, reporter=progress, paths=paths,
+                      timeout=plugin_timeout, note=lambda line: echo(f"recloop: {line}"))
     except ExecutorError as exc:
         log = dask.log.text() if dask is not None else ""
-        _rundir.atomic_write(run_dir / "errors.log", f"{exc}\n{log}\n")
+        _rundir.atomic_write(run_dir / "errors.log", "".join(
+            f"{e}\n{e.tb}\n" for e in failed) + f"{exc}\n{log}\n")
         raise
     finally:
         progress.close()
+    if failed:
+        _rundir.atomic_write(run_dir / "errors.log", "".join(f"{e}\n{e.tb}\n" for e in failed))
+        first = failed[0]
+        more = f" (and {len(failed) - 1} more cell(s))" if len(failed) > 1 else ""
+        raise CellError(first.cell_id, first.message + more, first.tb)
 
     timing: dict[str, float] = {}
     errors: list[str] = []
-    n_rows = _rundir.write_results(run_dir, iter_rows(run_dir, cells, timing, errors,
+    tables = _rundir.write_tables(run_dir, iter_cells(run_dir, cells, timing, errors,
                                                       scenario=digest))
     if errors:  # users' code that failed without failing its cell (e.g. one estimator)
         _rundir.atomic_write(run_dir / "errors.log", "\n".join(errors) + "\n")
@@ -877,12 +1067,33 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
             echo(f"{scenario.name}: {len(errors)} error(s) of your code were recorded as nan "
                  f"(see {run_dir / 'errors.log'}); first: {errors[0].splitlines()[0]}")
     env["end"] = _now()
-    env["rows"] = n_rows
+    env["rows"] = tables.rows
+    env["estimates"] = tables.estimates
     env["errors"] = len(errors)
     env["cell_seconds"] = {k: round(v, 3) for k, v in timing.items()}
     _rundir.atomic_write(env_path, _rundir.to_jsonable(env))
     if report:
-        from recloop._report import write_report
-
-        write_report(run_dir)
+        _write_report(run_dir)
     return run_dir
+
+
+class ReportError(Exception):
+    """The report or its figures could not be written (a full disk, a read-only folder):
+    the cells and results are kept, ``recloop report DIR`` writes it again (exit code 1)."""
+
+
+def _write_report(run_dir: Path) -> None:
+    """``report.md`` and its figures; a failure to write them is a :class:`ReportError`,
+    named in ``errors.log`` when that can still be written."""
+    from recloop._report import write_report
+
+    try:
+        write_report(run_dir)
+    except OSError as exc:
+        message = (f"the report could not be written: {_os_message(exc)} (the cells and "
+                   f"results are kept: `recloop report {run_dir}` writes it again)")
+        with contextlib.suppress(OSError):
+            old, _ = _rundir.read_small_text(run_dir / "errors.log")
+            _rundir.atomic_write(run_dir / "errors.log",
+                                 (old or "") + message + "\n" + traceback.format_exc())
+        raise ReportError(message) from None

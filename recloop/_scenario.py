@@ -3,7 +3,7 @@
 A scenario is a TOML file with the tables ``[run]``, ``[world]`` (optional, with
 ``[[world.campaigns]]``), ``[[agents]]`` and ``[[evaluations]]``; the keys each accepts are
 declared in :data:`RUN_PARAMS`, :data:`AGENT_KEYS`, :data:`EVALUATION_KEYS` and, per ``kind``,
-in the registry (:func:`recloop._registry.registry`). ``recloop/scenarios/README.md`` documents
+in the registry (:func:`recloop._registry.registry`). ``scenarios/README.md`` documents
 them all.
 
 Validation collects *every* problem before anything runs, each as
@@ -18,7 +18,7 @@ import json
 import math
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from recloop._schema import (
     REQUIRED,
     Bool,
     EstimatorList,
+    Float,
     Int,
     ListOf,
     Param,
@@ -65,7 +66,19 @@ RUN_PARAMS: tuple[Param, ...] = (
           "Explicit replicate seeds (instead of `seed` and `replicates`)."),
     Param("horizon", Int(low=0, high=MAX_TICKS), 0, "Ticks the world is simulated: sets "
           "`world.n_ticks` for world presets that have it (0: the preset's value)."),
+    Param("plugin_timeout", Float(low=0.0, high=7 * 86400.0, low_open=True), 600.0,
+          "Seconds a cell running your agents or estimators (plugins) may go without a sign "
+          "of progress -- a step of its loops, a call of your code returning -- before it is "
+          "stopped and recorded as failed (the run goes on; `--resume` retries it). At "
+          "validation each trial call of your code has min(60, this) seconds. How the run "
+          "executes, not what it computes: it is left out of `scenario.toml` and recorded in "
+          "`environment.json`, so raising it and resuming keeps the finished cells."),
 )
+
+#: ``[run]`` keys that say how a run executes, not what it computes: kept out of the
+#: resolved scenario (whose text is the scenario's identity in its cells) in
+#: :attr:`Scenario.options`.
+EXECUTION_KEYS = ("plugin_timeout",)
 
 AGENT_KEYS: tuple[Param, ...] = (
     Param("name", _IDENT, REQUIRED, "Name of the agent in results and in evaluations' "
@@ -112,10 +125,13 @@ class ScenarioError(Exception):
 
 @dataclass(frozen=True)
 class Scenario:
-    """A validated scenario with every default filled in (``data`` is plain TOML data)."""
+    """A validated scenario with every default filled in (``data`` is plain TOML data:
+    what determines the results); ``options`` holds the ``[run]`` keys of
+    :data:`EXECUTION_KEYS` (how the run executes)."""
 
     path: str
     data: dict
+    options: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -132,9 +148,8 @@ class Scenario:
     def with_seed(self, seed: int) -> "Scenario":
         """The same scenario with its replicate seeds moved to ``seed, seed + 1, ...``."""
         data = json.loads(json.dumps(self.data))
-        n = len(data["run"]["seeds"])
-        data["run"].update(seed=seed, seeds=[seed + i for i in range(n)], replicates=n)
-        return Scenario(self.path, data)
+        data["run"]["seeds"] = [seed + i for i in range(len(data["run"]["seeds"]))]
+        return Scenario(self.path, data, dict(self.options))
 
     def to_toml(self) -> str:
         return dumps_toml(self.data)
@@ -143,11 +158,12 @@ class Scenario:
 # --- finding scenario files -------------------------------------------------------------------
 
 def scenarios_dir() -> Path:
-    """The built-in scenarios: package data of ``recloop.scenarios`` (a real folder in a
-    wheel and in an editable install alike)."""
-    from importlib.resources import files
-
-    return Path(str(files("recloop.scenarios")))
+    """The built-in scenarios: the repository's top-level ``scenarios/`` folder (a source
+    checkout or an editable install), which a wheel ships as ``recloop/scenarios/`` (the
+    package-dir mapping of ``pyproject.toml``)."""
+    package = Path(__file__).resolve().parent
+    shipped = package / "scenarios"
+    return shipped if shipped.is_dir() else package.parent / "scenarios"
 
 
 def builtin_scenarios() -> dict[str, Path]:
@@ -172,9 +188,16 @@ def find_scenario(arg: str) -> Path:
 # --- validation ---------------------------------------------------------------------------------
 
 class _Problems:
+    """The problems found so far, and what the checks of users' code need to know: the
+    time limit of a trial call (:data:`recloop._guard.TRIAL_TIMEOUT`, or a smaller
+    ``run.plugin_timeout``)."""
+
     def __init__(self, file: str):
+        from recloop._guard import TRIAL_TIMEOUT
+
         self.file = file
         self.items: list[str] = []
+        self.trial_timeout = TRIAL_TIMEOUT
 
     def add(self, path: str, message: str) -> None:
         self.items.append(f"{self.file}: {path}: {message}" if path else f"{self.file}: {message}")
@@ -253,26 +276,24 @@ def _expect_tables(problems, path, value) -> list:
 
 
 def _validate_run(problems, raw) -> dict:
+    """The resolved ``[run]`` table: the replicate seeds as ``seeds`` (from ``seeds``, or
+    ``seed`` and ``replicates``; both ways at once are refused)."""
     if not _expect_table(problems, "run", raw, "a [run] table"):
         return {}
     run = _check_table(problems, "run.", raw, RUN_PARAMS)
-    if "seeds" in raw and "seeds" in run:
-        seeds = run["seeds"]
-        if "replicates" in raw and raw["replicates"] != len(seeds):
-            problems.add("run.replicates", f"expected {len(seeds)} (the length of run.seeds), "
-                         f"got {raw['replicates']!r}")
-        if "seed" in raw and raw["seed"] != seeds[0]:
-            problems.add("run.seed", f"expected {seeds[0]} (the first of run.seeds) or no "
-                         f"key, got {raw['seed']!r}")
+    if "seeds" in raw:
+        for key in ("seed", "replicates"):
+            if key in raw:
+                problems.add(f"run.{key}", f"expected either `seeds` or `seed` and "
+                             f"`replicates`, got both `seeds` and `{key}` (`seeds` lists the "
+                             "replicate seeds itself)")
     elif "seed" in run and "replicates" in run:
         if run["seed"] + run["replicates"] - 1 > 2**63 - 1:
             problems.add("run.seed", f"expected seed + replicates - 1 <= {2**63 - 1}, got "
                          f"{run['seed']}")
         else:
             run["seeds"] = [run["seed"] + i for i in range(run["replicates"])]
-    if "seeds" in run:
-        run["seed"], run["replicates"] = run["seeds"][0], len(run["seeds"])
-    return {k: run[k] for k in ("name", "description", "seed", "replicates", "seeds", "horizon")
+    return {k: run[k] for k in ("name", "description", "seeds", "horizon") + EXECUTION_KEYS
             if k in run}
 
 
@@ -339,7 +360,7 @@ def _validate_agents(problems, raw, world: dict | None = None) -> tuple[list[dic
         if kind is not None and kind.origin == "built-in":
             families[resolved.get("name")] = kind.family
         elif {"name", "kind"} <= set(resolved) and (kind is not None or "factory" in resolved):
-            family, problem = _try_agent(resolved, world)
+            family, problem = _try_agent(resolved, world, problems.trial_timeout)
             if problem:
                 key = "factory" if kind_name == PYTHON_KIND else "kind"
                 problems.add(f"{prefix}{key}", problem)
@@ -348,10 +369,10 @@ def _validate_agents(problems, raw, world: dict | None = None) -> tuple[list[dic
     return agents, families
 
 
-def _try_agent(table, world):
+def _try_agent(table, world, timeout):
     from recloop._plugins import try_agent
 
-    return try_agent(table, **_world_sizes(world))
+    return try_agent(table, **_world_sizes(world), timeout=timeout)
 
 
 def _validate_estimators(problems, path: str, entries: list, family: str) -> None:
@@ -372,7 +393,7 @@ def _validate_estimators(problems, path: str, entries: list, family: str) -> Non
                          "again (give the table a `name`)")
         seen.add(resolved.name)
         if resolved.kind.origin != "built-in" or resolved.params:
-            problem = try_estimator(resolved, family)
+            problem = try_estimator(resolved, family, timeout=problems.trial_timeout)
             if problem:
                 problems.add(f"{here}.factory" if isinstance(entry, dict) else here, problem)
 
@@ -528,6 +549,9 @@ def validate(data: Any, file: str, *, fitted: bool = False) -> Scenario:
         problems.add("run", "expected a [run] table with at least `name`, got nothing")
     else:
         out["run"] = _validate_run(problems, data["run"])
+    options = {k: out.get("run", {}).pop(k) for k in EXECUTION_KEYS if k in out.get("run", {})}
+    if "plugin_timeout" in options:
+        problems.trial_timeout = min(problems.trial_timeout, options["plugin_timeout"])
     if "world" in data:
         out["world"] = _validate_world(problems, data["world"],
                                        out.get("run", {}).get("horizon", 0))
@@ -549,7 +573,7 @@ def validate(data: Any, file: str, *, fitted: bool = False) -> Scenario:
                          f"{n_cells} (seeds x agents x sweep values)")
     if problems.items:
         raise ScenarioError(problems.items)
-    return Scenario(file, out)
+    return Scenario(file, out, options)
 
 
 def count_cells(data: dict) -> int:
@@ -612,19 +636,38 @@ def _read_scenario_file(path: Path, file: str) -> str:
         raise refuse(f"{type(exc).__name__}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
+    raw = b"".join(chunks)
     try:
-        return b"".join(chunks).decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ScenarioError([f"{file}: expected a readable UTF-8 TOML file, got "
-                             f"UnicodeDecodeError: {exc}"]) from None
+        raise ScenarioError([f"{file}: {_not_utf8(raw, exc)}"]) from None
+
+
+def _not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
+    """What is wrong with a scenario file that is not UTF-8: where, and the likely encoding
+    (TOML is UTF-8 by definition; guessing another encoding would misread values)."""
+    head = raw[:exc.start]
+    line = head.count(b"\n") + 1
+    column = exc.start - (head.rfind(b"\n") + 1) + 1
+    byte = raw[exc.start]
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        guess = "UTF-16 text with its byte-order mark"
+    elif byte >= 0x80 and b"\x00" not in raw:
+        guess = "Latin-1 or Windows-1252 text"
+    else:
+        guess = "a binary file"
+    return (f"expected a UTF-8 TOML file, got byte 0x{byte:02x} at line {line}, column "
+            f"{column}, which is not UTF-8 (it looks like {guess}; save it as UTF-8)")
 
 
 def load_scenario(path, *, overrides=()) -> Scenario:
-    """Read and validate a scenario file; raises :class:`ScenarioError` listing every problem
-    (also when the path is not a regular file or is larger than
-    :data:`MAX_SCENARIO_BYTES`: refused before anything is read). ``overrides`` are
-    ``KEY=VALUE`` strings applied before validation (see :func:`apply_overrides`)."""
-    path = Path(path)
+    """Read and validate a scenario file, or a built-in scenario by name (``"quickstart"``:
+    :func:`builtin_scenarios`; a file of that name in the current folder comes first, as on
+    the command line); raises :class:`ScenarioError` listing every problem (also when the
+    path is not a regular file or is larger than :data:`MAX_SCENARIO_BYTES`: refused before
+    anything is read). ``overrides`` are ``KEY=VALUE`` strings applied before validation
+    (see :func:`apply_overrides`)."""
+    path = find_scenario(str(path)) if isinstance(path, str) else Path(path)
     file = str(path)
     return loads_scenario(_read_scenario_file(path, file), file, overrides=overrides)
 
@@ -982,7 +1025,7 @@ def validate_world(problems: _Problems, raw: dict, horizon: int = 0) -> dict:
     return out
 
 
-# --- recloop/scenarios/README.md --------------------------------------------------------------
+# --- scenarios/README.md ---------------------------------------------------------------------
 
 _README_HEAD = """\
 # Scenario files
@@ -1047,7 +1090,7 @@ def _param_table(params, none_text: str = "*derived*") -> list[str]:
 
 
 def reference_markdown() -> str:
-    """The text of ``recloop/scenarios/README.md``: every key, type, range and default."""
+    """The text of ``scenarios/README.md``: every key, type, range and default."""
     out = [_README_HEAD, "## Tables", "", "### `run`", "", "The `[run]` table.", ""]
     out += _param_table(RUN_PARAMS)
     out += ["", "### `world`", "", "The `[world]` table (needed by evaluation kinds that "

@@ -3,7 +3,7 @@
 Each type describes itself ("an integer >= 1") and checks a value, returning ``None`` when
 the value is fine or ``"expected ..., got ..."`` otherwise. A :class:`Param` is one key of a
 scenario table: its type, default (:data:`REQUIRED` if none) and meaning. The scenario
-loader validates against them and ``recloop/scenarios/README.md`` is generated from them.
+loader validates against them and ``scenarios/README.md`` is generated from them.
 """
 
 from __future__ import annotations

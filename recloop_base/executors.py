@@ -110,14 +110,6 @@ def split_by_cost(cost, parts: int) -> list[range]:
     return [range(int(lo), int(hi)) for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo]
 
 
-class _NoBar:
-    def update(self, n=1):
-        pass
-
-    def close(self):
-        pass
-
-
 def _in_dask_task() -> bool:
     try:
         from distributed.worker import thread_state
@@ -147,7 +139,8 @@ def run_partitions(fn, parts, *, shared=(), executor=None, threads: int = 1,
         Threads of this process for the partitions when ``executor`` is None (``fn`` must
         release the GIL to gain from more than one).
     progress : bool
-        A tqdm bar over the partitions (local and distributed).
+        A tqdm bar over the partitions (local and distributed); inside a harness cell the
+        partitions report to the harness instead (:mod:`recloop_base.progress`).
     desc : str, optional
         The bar's label.
     stop : threading.Event, optional
@@ -160,13 +153,10 @@ def run_partitions(fn, parts, *, shared=(), executor=None, threads: int = 1,
         ``fn``'s results in the order of ``parts``. The first exception raised by a
         partition is re-raised here (the other partitions are cancelled).
     """
-    parts = list(parts)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import Bar
 
-        bar = tqdm(total=len(parts), desc=desc, unit="partition", leave=False)
-    else:
-        bar = _NoBar()
+    parts = list(parts)
+    bar = Bar(len(parts), desc=desc, show=progress, unit="partition")
     try:
         if executor is None:
             lock = threading.Lock()

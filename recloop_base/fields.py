@@ -16,6 +16,7 @@ raise the same structured errors.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from dataclasses import MISSING, dataclass
 
@@ -62,8 +63,11 @@ def spec(default=MISSING, *, doc: str, low=None, high=None, low_open: bool = Fal
     return dataclasses.field(default=default, metadata=meta)
 
 
+@functools.cache
 def field_specs(cls) -> tuple[FieldSpec, ...]:
-    """The :class:`FieldSpec` of every field of ``cls`` declared with :func:`spec`."""
+    """The :class:`FieldSpec` of every field of ``cls`` declared with :func:`spec` (computed
+    once per class: ``typing.get_type_hints`` compiles the annotations' text each time, about
+    2 ms a config)."""
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):

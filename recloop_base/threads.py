@@ -22,18 +22,23 @@ def cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+#: The most threads ``$RECLOOP_THREADS`` may ask for (far above any machine's cores: a value
+#: beyond it is a typo, and numba refuses thread counts above its own pool).
+MAX_THREADS = 1024
+
+
 def n_threads() -> int:
-    """Threads for a kernel: ``$RECLOOP_THREADS`` if set, else :func:`cpus`."""
+    """Threads for a kernel: ``$RECLOOP_THREADS`` if set (an integer in ``[1,``
+    :data:`MAX_THREADS` ``]``, else ``ValueError``), else :func:`cpus`."""
     value = os.environ.get(THREADS_ENV, "").strip()
     if not value:
         return cpus()
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ValueError(f"environment variable {THREADS_ENV} must be a positive integer; "
-                         f"got {value!r}.")
+    # ASCII digits only (str.isdigit takes superscripts that int() refuses), a few of them
+    n = int(value) if len(value) <= 6 and value.isascii() and value.isdigit() else 0
+    if not 1 <= n <= MAX_THREADS:
+        raise ValueError(f"environment variable {THREADS_ENV} must be an integer in "
+                         f"[1, {MAX_THREADS}]; got {value[:40]!r}"
+                         + ("..." if len(value) > 40 else "") + ".")
     return n
 
 

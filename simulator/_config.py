@@ -22,6 +22,12 @@ __all__ = ["WorldConfig", "CampaignConfig", "AppealShock", "FittedArrays", "CLIC
 #: Click / adoption models: ``p = expit(score)`` or ``p = clip(score, 0, 1)``.
 CLICK_MODELS = ("logistic", "linear")
 
+#: Bound of the score-scale fields (appeals, the taste score's scale, exposure, drift): on the
+#: logistic scale a score of 100 is a probability within exp(-100) ~ 4e-44 of 0 or 1, which no
+#: simulation can tell apart from more; far beyond it ``exp`` and the sums of scores overflow
+#: (``appeal_mean = 1e308`` gave inf - inf = nan probabilities).
+SCORE_BOUND = 100.0
+
 
 # -- validators: structured errors (recloop_base.validation) naming field, rule, value -----
 def _int_tuple(value, label: str, lo: int, hi: int | None, length: int | None = None) -> tuple:
@@ -248,15 +254,17 @@ class WorldConfig:
                                            "constant.", low=0.0, low_open=True)
     n_universal: int = spec(5, doc="Number of \"universal\" items (ids ``0 .. n_universal - "
                             "1``) with high appeal (at most ``n_items``).", low=0)
-    universal_appeal: float = spec(0.0, doc="Appeal (score scale) of the universal items.")
-    appeal_mean: float = spec(-3.0, doc="Mean of the normal law of the other items' appeal.")
+    universal_appeal: float = spec(0.0, doc="Appeal (score scale) of the universal items.",
+                                   low=-SCORE_BOUND, high=SCORE_BOUND)
+    appeal_mean: float = spec(-3.0, doc="Mean of the normal law of the other items' appeal.",
+                              low=-SCORE_BOUND, high=SCORE_BOUND)
     appeal_std: float = spec(0.75, doc="Standard deviation of the normal law of the other "
-                             "items' appeal.", low=0.0)
+                             "items' appeal.", low=0.0, high=SCORE_BOUND)
     taste_scale: float = spec(1.0, doc="Standard deviation of the taste-feature score "
-                              "``taste . features``.", low=0.0)
+                              "``taste . features``.", low=0.0, high=SCORE_BOUND)
     exposure: float = spec(1.0, doc="Organic exposure: an active user meets item ``i`` with "
                            "probability proportional to ``exp(exposure * appeal_i(t))`` among "
-                           "alive items (0 is uniform).", low=0.0)
+                           "alive items (0 is uniform).", low=0.0, high=SCORE_BOUND)
     item_birth: tuple | None = spec(None, doc="Birth tick of every item (its lifetime is "
                                     "``[birth, death)``); ``None``: alive from tick 0.")
     item_death: tuple | None = spec(None, doc="Death tick (first tick not alive) of every "
@@ -265,7 +273,7 @@ class WorldConfig:
                                       "after its birth; ``None``: no decay.", low=0.0,
                                       low_open=True)
     drift_rate: float = spec(0.0, doc="Taste random walk: per-coordinate standard deviation "
-                             "per sqrt(tick).", low=0.0)
+                             "per sqrt(tick).", low=0.0, high=SCORE_BOUND)
     drift_terms: int = spec(8, doc="Terms of the Karhunen-Loeve expansion used for the random "
                             "walk.", low=1)
     shocks: tuple = spec((), doc="Scheduled appeal changes (promotions): ``AppealShock``s.",

@@ -187,8 +187,17 @@ class BanditLog:
         A discrete embedding of every action (OBP's ``action_context``), for estimators
         that weight embeddings instead of actions (``evaluators.mips``).
     pi_b : array (n_rounds, n_actions) float, optional
-        The logging policy's action probabilities on each record (OBP's ``pi_b``); its
-        entry at the logged action must equal ``pscore``.
+        The logging policy's action probabilities on each record (OBP's ``pi_b``), at the
+        record's position when the log has several; its entry at the logged action must
+        equal ``pscore``.
+    position : array (n_rounds,) int, optional
+        The slot of a recommendation list in which the logged action was shown, in
+        ``[0, len_list)`` (OBP's ``position``; the Open Bandit Dataset shows 3 items per
+        impression). ``None``: every record at position 0. ``pscore`` is then the
+        probability of the logged action *at that position*.
+    len_list : int >= 1, optional
+        Number of positions (OBP's ``len_list``). Default: ``max(position) + 1``, or 1
+        without ``position``.
 
     Raises
     ------
@@ -196,7 +205,7 @@ class BanditLog:
         On unequal lengths, propensities outside (0, 1], actions out of range or logged
         while unavailable, non-finite contexts or rewards, embeddings that are not
         non-negative integers of shape (n_actions, F), a ``pi_b`` that is not a distribution
-        or disagrees with ``pscore``.
+        or disagrees with ``pscore``, positions outside ``[0, len_list)``.
     """
 
     context: np.ndarray
@@ -210,6 +219,8 @@ class BanditLog:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     action_embeddings: np.ndarray | None = None
     pi_b: np.ndarray | None = None
+    position: np.ndarray | None = None
+    len_list: int | None = None
 
     def __post_init__(self):
         if isinstance(self.n_actions, bool) or not isinstance(self.n_actions, (int, np.integer)):
@@ -304,6 +315,31 @@ class BanditLog:
                     raise ValueError(f"`pi_b` at the logged action must equal `pscore`; got "
                                      f"{got[j]} against {self.pscore[j]} at record {j}.")
             set_("pi_b", _frozen(pb, np.float64, "pi_b", 2))
+        self._check_positions(n)
+
+    def _check_positions(self, n: int) -> None:
+        len_list = self.len_list
+        if self.position is not None:
+            _check_int_array(self.position, "position")
+            pos = _frozen(self.position, np.int64, "position", 1)
+            if pos.shape[0] != n:
+                raise ValueError(f"`position` must have {n} entries; got {pos.shape[0]}.")
+            object.__setattr__(self, "position", pos)
+            if len_list is None:
+                len_list = int(pos.max()) + 1 if n and pos.max() > 0 else 1
+        if len_list is None:
+            len_list = 1
+        if isinstance(len_list, bool) or not isinstance(len_list, (int, np.integer)):
+            raise TypeError(f"`len_list` must be an int; got {type(len_list).__name__}.")
+        if len_list < 1:
+            raise ValueError(f"`len_list` must be >= 1; got {len_list}.")
+        object.__setattr__(self, "len_list", int(len_list))
+        if self.position is not None:
+            bad = np.flatnonzero((self.position < 0) | (self.position >= len_list))
+            if bad.size:
+                raise ValueError(f"`position` must be in [0, {len_list}) (`len_list` = "
+                                 f"{len_list}); got {self.position[bad[0]]} at index "
+                                 f"{bad[0]}.")
 
     # -- shape ---------------------------------------------------------------------------
     @property
@@ -325,10 +361,18 @@ class BanditLog:
         mask.setflags(write=False)
         return mask
 
+    def positions(self) -> np.ndarray:
+        """``position`` as an array, all 0 (a read-only view) when the log has none."""
+        if self.position is not None:
+            return self.position
+        return np.broadcast_to(np.zeros(1, dtype=np.int64), (self.n_rounds,))
+
     def observation(self, j: int) -> dict:
         """The observation a bandit agent receives for record ``j``."""
         avail = self.available[j] if self.available is not None else np.ones(self.n_actions, bool)
         obs = {"context": self.context[j], "available": avail}
+        if self.position is not None:
+            obs["position"] = int(self.position[j])
         if self.tick is not None:
             obs["tick"] = int(self.tick[j])
         if self.user is not None:
@@ -344,6 +388,7 @@ class BanditLog:
             pscore=self.pscore[index], n_actions=self.n_actions, available=opt(self.available),
             tick=opt(self.tick), user=opt(self.user), metadata=self.metadata,
             action_embeddings=self.action_embeddings, pi_b=opt(self.pi_b),
+            position=opt(self.position), len_list=self.len_list,
         )
 
     # -- Open Bandit Pipeline ------------------------------------------------------------
@@ -352,7 +397,10 @@ class BanditLog:
 
         ``action_context`` is the log's ``action_embeddings`` when it has them (OBP's MIPS
         reads the logged action's embedding as ``action_context[action]``), the identity
-        otherwise; ``pi_b`` is added as ``(n_rounds, n_actions, 1)`` when the log has it.
+        otherwise; ``pi_b`` is added as ``(n_rounds, n_actions, 1)`` when the log has it and
+        one position (with several, the log holds ``pi_b`` at each record's position only,
+        which is not OBP's ``(n_rounds, n_actions, len_list)``: it is left out).
+        ``position`` (all 0 without positions) and ``len_list`` are always there.
 
         ``expected_reward`` (n_rounds, n_actions), the simulator's ground truth, may be added
         for OBP's synthetic-data tools; recloop's estimators never read it.
@@ -362,13 +410,14 @@ class BanditLog:
             "n_actions": self.n_actions,
             "context": self.context.copy(),
             "action": self.action.copy(),
-            "position": np.zeros(self.n_rounds, dtype=np.int64),
+            "position": np.array(self.positions(), dtype=np.int64),
+            "len_list": self.len_list,
             "reward": self.reward.copy(),
             "pscore": self.pscore.copy(),
             "action_context": (np.eye(self.n_actions) if self.action_embeddings is None
                                else self.action_embeddings.copy()),
         }
-        if self.pi_b is not None:
+        if self.pi_b is not None and self.len_list == 1:
             fb["pi_b"] = self.pi_b[:, :, None].copy()
         if expected_reward is not None:
             er = np.asarray(expected_reward, dtype=np.float64)
@@ -391,7 +440,10 @@ class BanditLog:
         """Build a log from Open Bandit Pipeline's ``bandit_feedback`` dict.
 
         An integer ``action_context`` other than the identity becomes ``action_embeddings``;
-        ``pi_b`` is kept when present.
+        ``pi_b`` is kept when present (of shape ``(n_rounds, n_actions, len_list)``, it is
+        read at each record's position). ``position`` (OBP's 0-based slots; ``None`` or all
+        0: one slot) becomes the log's ``position``; ``len_list`` is the dict's own when it
+        has one, ``max(position) + 1`` otherwise (as OBP's ``OpenBanditDataset.len_list``).
         """
         if not isinstance(bandit_feedback, Mapping):
             raise TypeError(
@@ -401,9 +453,14 @@ class BanditLog:
                    if k not in bandit_feedback]
         if missing:
             raise ValueError(f"`bandit_feedback` lacks the key(s) {', '.join(missing)}.")
-        pos = bandit_feedback.get("position")
-        if pos is not None and np.any(np.asarray(pos) != 0):
-            raise ValueError("`bandit_feedback['position']` must be all 0 (one slot per round).")
+        pos, len_list = bandit_feedback.get("position"), bandit_feedback.get("len_list")
+        if pos is not None:
+            pos = np.asarray(pos)
+            if pos.ndim != 1 or pos.shape[0] != np.shape(bandit_feedback["action"])[0]:
+                raise ValueError(f"`bandit_feedback['position']` must have one entry per "
+                                 f"round; got shape {pos.shape}.")
+            if not pos.any() and len_list in (None, 1):
+                pos = None  # one slot: the log has no positions
         K = int(bandit_feedback["n_actions"])
         emb = bandit_feedback.get("action_context")
         if emb is not None:
@@ -418,16 +475,36 @@ class BanditLog:
             n_actions=K,
             available=bandit_feedback.get("available"), tick=bandit_feedback.get("tick"),
             user=bandit_feedback.get("user"), action_embeddings=emb,
-            pi_b=bandit_feedback.get("pi_b"),
+            pi_b=cls._pi_b_at_position(bandit_feedback.get("pi_b"), pos),
+            position=pos, len_list=len_list,
         )
+
+    @staticmethod
+    def _pi_b_at_position(pi_b, pos):
+        """OBP's ``(n_rounds, n_actions, len_list)`` ``pi_b`` read at each record's slot."""
+        if pi_b is None:
+            return None
+        pi_b = np.asarray(pi_b)
+        if pi_b.ndim != 3 or pi_b.shape[2] == 1:
+            return pi_b
+        p = np.zeros(pi_b.shape[0], dtype=np.int64) if pos is None else pos.astype(np.int64)
+        if p.shape[0] != pi_b.shape[0] or p.min(initial=0) < 0 or p.max(
+                initial=0) >= pi_b.shape[2]:
+            raise ValueError(f"`bandit_feedback['pi_b']` of shape {pi_b.shape} cannot be read "
+                             "at the records' positions (one row per round, len_list > "
+                             "every position).")
+        return pi_b[np.arange(pi_b.shape[0]), :, p]
 
     # -- files ---------------------------------------------------------------------------
     def save(self, path) -> Path:
         """Write the log to ``path`` (``.npz``, no pickle, atomic); returns the path written."""
         arrays = {f.name: getattr(self, f.name) for f in fields(self)
-                  if f.name not in ("n_actions", "metadata") and getattr(self, f.name) is not None}
+                  if f.name not in ("n_actions", "metadata", "len_list")
+                  and getattr(self, f.name) is not None}
         header = {"kind": "BanditLog", "format": _FORMAT_VERSION, "n_actions": self.n_actions,
                   "metadata": dict(self.metadata)}
+        if self.len_list != 1:  # a one-slot log's file stays as it was before positions
+            header["len_list"] = self.len_list
         arrays["__header__"] = np.array(json.dumps(header))
         return _atomic_savez(path, arrays)
 
@@ -448,11 +525,13 @@ class BanditLog:
         data, header = _open_npz(path, "BanditLog")
         with data:
             kw = _read_arrays(data, path, ("context", "action", "reward", "pscore"),
-                              ("available", "tick", "user", "action_embeddings", "pi_b"))
+                              ("available", "tick", "user", "action_embeddings", "pi_b",
+                               "position"))
         n_actions = _header_int(header, "n_actions", path)
+        len_list = _header_int(header, "len_list", path) if "len_list" in header else 1
         meta = _header_metadata(header, path)
         try:
-            return cls(n_actions=n_actions, metadata=meta, **kw)
+            return cls(n_actions=n_actions, metadata=meta, len_list=len_list, **kw)
         except (TypeError, ValueError) as exc:
             raise LogFormatError(f"{path}: the arrays do not make a valid BanditLog: "
                                  f"{exc}") from None

@@ -57,16 +57,63 @@ def test_bring_your_own_estimator_study_runs(tmp_path):
         assert f"| {name} |" in report
 
 
-def test_readme_test_your_own_estimator_snippet_passes():
-    # the README's snippet, as a user would paste it into a test file
-    import re
+def run_example(name, *args, monkeypatch):
+    """Run ``examples/NAME`` top to bottom as ``python examples/NAME ARGS`` would."""
+    monkeypatch.setattr(sys, "argv", [name, *args])
+    monkeypatch.syspath_prepend(str(EXAMPLES))  # the script's folder, as python puts it
+    try:
+        runpy.run_path(str(EXAMPLES / name), run_name="__main__")
+    finally:
+        for module in ("my_bandit_agent", "my_estimators"):
+            sys.modules.pop(module, None)
 
-    readme = (EXAMPLES.parent / "README.md").read_text()
-    section = readme.split("## Test your own estimator", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)
-    namespace["test_my_ips"]()
+
+def test_check_your_estimator_script(capsys, monkeypatch):
+    # the README's "Test your own estimator", run as a script: a correct IPS passes, a
+    # classic mistake fails with the failing log given back
+    run_example("test_my_estimator.py", "--quick", monkeypatch=monkeypatch)
+    out = capsys.readouterr().out
+    good, bad = out.split("logged_mean fails, as it should")
+    assert "[ok] unbiased" in good and "FAIL" not in good
+    assert "[FAIL] unbiased" in bad and "`unbiased` failed on logs like this one" in bad
+
+
+def _estimates(out: str) -> dict:
+    """``{estimator: value}`` of the lines on the user's log."""
+    mine = out.split("On the simulated twin")[0]
+    return {ln.split()[0]: float(ln.split()[1]) for ln in mine.splitlines()
+            if "95% interval" in ln}
+
+
+def test_compare_estimators_on_a_simulated_log_and_on_its_twin(capsys, monkeypatch):
+    run_example("compare_estimators.py", "--quick", monkeypatch=monkeypatch)
+    out = capsys.readouterr().out
+    names = ["ips", "snips", "direct_method", "doubly_robust"]
+    assert list(_estimates(out)) == names
+    twin = out.split("On the simulated twin (uniform logging)")[1].splitlines()
+    assert twin[0].endswith("over 10 logs:")
+    assert twin[1].split() == ["variant", "estimate", "truth", "bias", "rmse", "coverage"]
+    assert [ln.split()[0] for ln in twin[2:6]] == names
+    for ln in twin[2:6]:  # bias = estimate - truth, as printed
+        est, truth, bias = map(float, ln.split()[1:4])
+        assert bias == pytest.approx(est - truth, abs=1.5e-4)
+
+
+def test_compare_estimators_reads_your_log_and_the_open_bandit_layout(tmp_path, capsys,
+                                                                     monkeypatch):
+    import simulator
+    from tests.evaluators.test_real_data import _rows, _write
+
+    log, _ = simulator.collect_log(simulator.preset("bred_linear"), 300, rng=5)
+    path = log.save(tmp_path / "mine.npz")
+    run_example("compare_estimators.py", str(path), "--quick", monkeypatch=monkeypatch)
+    out = capsys.readouterr().out
+    assert "Your log: 300 records, 10 arms. The target's value on 150 of them" in out
+    # the Open Bandit Dataset's layout (a stand-in of 5 items), uniformly logged
+    root = _write(tmp_path / "obd", rows=[dict(r, propensity_score=0.2) for r in _rows()])
+    run_example("compare_estimators.py", str(root), "--quick", monkeypatch=monkeypatch)
+    out = capsys.readouterr().out
+    assert "5 arms" in out and "(uniform logging)" in out
 
 
 def test_gymnasium_quickstart_runs(capsys):
@@ -75,8 +122,11 @@ def test_gymnasium_quickstart_runs(capsys):
     assert "cascade clicks" in out and "LinearBandit-v0" in out and "64 environments" in out
 
 
-def test_bring_your_own_bandit_agent_runs(capsys, monkeypatch):
-    monkeypatch.setattr(sys, "argv", ["my_bandit_agent.py", "--quick"])
-    runpy.run_path(str(EXAMPLES / "my_bandit_agent.py"), run_name="__main__")
+def test_evaluate_your_bandit_agent(capsys, monkeypatch):
+    run_example("my_bandit_agent.py", "--quick", monkeypatch=monkeypatch)
     out = capsys.readouterr().out
-    assert "honours the bandit protocol" in out and "bred_once" in out and "V(400)" in out
+    assert "honours the bandit protocol" in out and "V(200)" in out
+    table = out.split("each one used:")[1].splitlines()[1:]
+    assert [ln.split()[:2] for ln in table[1:5]] == [
+        ["replay", "value"], ["replay", "value_at_matches"], ["bred_once", "value"],
+        ["bred_once", "value_at_matches"]]

@@ -23,7 +23,7 @@ from recloop.experiments._bandit_eval import (
 from recloop.experiments._campaign_bias import RECOMMENDER_KINDS, campaign_bias, plot_campaign_bias
 from recloop.experiments._slate_ope import SLATE_OPE_PARAMS, plot_slate_ope, slate_ope
 
-#: Every built-in evaluation kind, in the order ``recloop/scenarios/README.md`` lists them.
+#: Every built-in evaluation kind, in the order ``scenarios/README.md`` lists them.
 KINDS = (_campaign_bias.KIND, *_bandit_eval.KINDS, _loo_cf.KIND, _offline_vs_online.KIND,
          _ope.KIND, _selection.KIND, _slate_ope.KIND)
 

@@ -23,12 +23,12 @@ import evaluators
 import simulator
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
-from recloop._rundir import atomic_savefig
 from recloop._schema import REQUIRED, EstimatorList, Float, Int, OneOf, Param, Str
 from recloop.experiments._common import (
     ab_evaluator,
     as_estimate,
     child_rng,
+    emit_per_log,
     estimator_table,
     name_key,
     seed_sequence,
@@ -230,11 +230,9 @@ def _check_ab_users(ab_users, table, config) -> int:
 
 
 def _bar(progress, iterable, desc):
-    if not progress:
-        return iterable
-    from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-    return tqdm(iterable, desc=desc, leave=False)
+    return bar(iterable, desc=desc, show=progress)
 
 
 # -- experiments -----------------------------------------------------------------------------
@@ -247,7 +245,7 @@ VARIANTS = ("replay", "bred", "bred_nojitter", "bred_once")
 def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: int = 50,
                    n_bootstrap: int = 100, n_truth_runs: int = 200, estimators=VARIANTS,
                    ab_users: int = 0, rng=None, progress: bool = False,
-                   executor=None) -> list[Measurement]:
+                   executor=None, per_log=None) -> list[Measurement]:
     """Replay and BRED variants against the online value, for one log size T.
 
     Parameters
@@ -283,6 +281,11 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
     executor : None or dask.distributed.Client
         Where BRED's replicates and the truth's online runs are computed (partitioned over
         the cluster's workers; the same numbers).
+    per_log : callable, optional
+        Receives every variant's estimate on every log as a ``Measurement`` (``log`` = the
+        log's index, its interval): metric ``value`` with ``truth`` ``V(T)``, and --
+        where the horizon is known -- ``value_at_matches`` with ``truth`` ``V(m)``; the
+        per-log estimates :func:`recloop.summarize` turns into bias, RMSE and coverage.
 
     Returns
     -------
@@ -350,13 +353,14 @@ def bred_vs_replay(config, agents: Mapping[str, Callable], *, T: int, n_logs: in
                                        executor=executor)
         for variant, f in table.items():
             es = ests[name, variant]
-            rows += _summary_rows(es, truth.value, truth.stderr,
-                                  evaluation=EVALUATION, agent=name, variant=variant,
-                                  params=params)
+            kw = dict(evaluation=EVALUATION, agent=name, variant=variant, params=params)
+            emit_per_log(per_log, es, truth.value, **kw)
+            rows += _summary_rows(es, truth.value, truth.stderr, **kw)
             if f is not None and variant != "ab_test":  # a user's evaluator: the horizon
                 continue                                   # it measures is unknown
             m = np.array([_n_matches(e) for e in es])
             at = [truth.at(min(int(T), max(1, int(round(x))))) for x in m]
+            emit_per_log(per_log, es, [v for v, _ in at], metric="value_at_matches", **kw)
             rows += _summary_rows(es, np.array([v for v, _ in at]),
                                   float(np.mean([se for _, se in at])),
                                   evaluation=EVALUATION, agent=name, variant=variant,
@@ -380,7 +384,8 @@ def _window_starts(T: int, window: int) -> list[int]:
 
 def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
                  n_logs: int = 20, n_bootstrap: int = 50, n_truth_runs: int = 100,
-                 jitter="auto", rng=None, progress: bool = False) -> list[Measurement]:
+                 jitter="auto", rng=None, progress: bool = False,
+                 per_log=None) -> list[Measurement]:
     """Replay's time-acceleration bias and windowed BRED on the drifting news world.
 
     Parameters
@@ -399,6 +404,10 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
         As for :func:`bred_vs_replay`.
     jitter : "auto" or float
         BRED's jitter.
+    per_log : callable, optional
+        Receives every estimate as a ``Measurement`` (metric ``value``, ``log`` = the log's
+        index, its interval and truth): one per log for ``replay`` and ``bred_window``, one
+        per window of each log for ``bred_window_local`` (each against its window's value).
 
     Returns
     -------
@@ -460,6 +469,9 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
         key = name_key(name)
         truth = simulator.online_value(config, make, int(T), n_runs=n_truth_runs,
                                        rng=child_rng(root, 5, key))
+        kw = dict(evaluation=EVALUATION_DYNAMIC, agent=name, params=params)
+        emit_per_log(per_log, replay_est[name], truth.value, variant="replay", **kw)
+        emit_per_log(per_log, window_mean[name], truth.value, variant="bred_window", **kw)
         rows += _summary_rows(replay_est[name], truth.value, truth.stderr,
                               evaluation=EVALUATION_DYNAMIC, agent=name, variant="replay",
                               params=params)
@@ -467,13 +479,16 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
                               evaluation=EVALUATION_DYNAMIC, agent=name, variant="bred_window",
                               params=params)
         # local truths: an agent launched at each window's start, for `window` steps
-        pooled, pooled_truth, pooled_se = [], [], []
+        pooled, pooled_truth, pooled_se, pooled_log = [], [], [], []
         for j, s in enumerate(starts):
             local = simulator.online_value(config, make, int(window), start=s,
                                            n_runs=n_truth_runs, rng=child_rng(root, 6, key, j))
             pooled += window_each[name][j]
             pooled_truth += [local.value] * len(window_each[name][j])
+            pooled_log += list(range(len(window_each[name][j])))
             pooled_se.append(local.stderr)
+        emit_per_log(per_log, pooled, pooled_truth, variant="bred_window_local",
+                     logs=pooled_log, **kw)
         rows += _summary_rows(pooled, np.array(pooled_truth), float(np.mean(pooled_se)),
                               evaluation=EVALUATION_DYNAMIC, agent=name,
                               variant="bred_window_local", params=params)
@@ -483,8 +498,10 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
 def plot_bred_vs_replay(rows, out_dir, *, prefix: str = "bred_vs_replay") -> list:
     """Figures like Mary et al.'s Figure 2 from :func:`bred_vs_replay` rows (all T).
 
-    One figure per agent: RMSE (solid, with standard errors) and bias (dashed) of each
-    variant against the log size T, log-scaled T. Returns the PNG paths.
+    One figure per agent, two panels: the bias and the RMSE of each variant against the
+    online value V(T), against the log size T (log scale; a dot plot per variant when there
+    is a single T), with 95% intervals from the cell's standard errors over its logs.
+    Returns the PNG paths.
 
     Parameters
     ----------
@@ -497,41 +514,36 @@ def plot_bred_vs_replay(rows, out_dir, *, prefix: str = "bred_vs_replay") -> lis
     """
     from pathlib import Path
 
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from recloop import _plots
 
     rows = [r for r in rows if "T" in r.params]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    variants = list(dict.fromkeys(r.variant for r in rows if r.metric == "rmse"))
     paths = []
     for agent in dict.fromkeys(r.agent for r in rows):
-        fig, ax = plt.subplots(figsize=(6, 4))
-        variants = [v for v in dict.fromkeys(r.variant for r in rows if r.agent == agent
-                                              and r.metric == "rmse")]
-        for j, variant in enumerate(variants):
-            color = f"C{j}"
-            for metric, style in (("rmse", "-"), ("bias", "--")):
-                sel = sorted((r for r in rows if r.agent == agent and r.variant == variant
-                              and r.metric == metric), key=lambda r: r.params["T"])
-                if not sel:
-                    continue
-                T = [r.params["T"] for r in sel]
-                ax.errorbar(T, [r.estimate for r in sel], yerr=[1.96 * r.stderr for r in sel],
-                            fmt=style + "o", color=color, ms=3, capsize=2,
-                            label=f"{variant} {metric}")
-        ax.axhline(0.0, color="grey", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel("log size T")
-        ax.set_ylabel("error against the online value V(T)")
-        ax.set_title(f"{agent}: replay vs BRED")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = out / f"{prefix}_{agent}.png"
-        atomic_savefig(fig, path, dpi=120)
-        plt.close(fig)
-        paths.append(path)
+        mine = [r for r in rows if r.agent == agent]
+        n_logs = sorted({r.n for r in mine if r.metric == "rmse" and r.n})
+        fig, axes = _plots.figure(1, 2, width=10.0, height=4.2)
+        for ax, metric, name in zip(axes[0], ("bias", "rmse"), ("bias", "RMSE"), strict=True):
+            series = []
+            for j, variant in enumerate(variants):
+                sel = [r for r in mine if r.variant == variant and r.metric == metric]
+                series.append(_plots.Series(
+                    variant, [r.params["T"] for r in sel], [r.estimate for r in sel],
+                    [1.96 * r.stderr for r in sel], j=j))
+            mode = _plots.series_plot(ax, series, x_label="log size T",
+                                      y_label=f"{name} against V(T)")
+            (ax.axvline if mode == "dots" else ax.axhline)(0.0, color="grey", lw=0.8)
+            ax.set_title(name + (f", T = {_plots.number(mine[0].params['T'])}"
+                                 if mode == "dots" else ""), fontsize=9)
+        _plots.legend(fig)
+        logs = "-".join(f"{n:,}" for n in (n_logs[0], n_logs[-1])[:len(set(n_logs))]) \
+            if n_logs else "?"
+        _plots.caption(fig, f"{agent}: replay and BRED, errors against the online value V(T)",
+                       f"Over {logs} logs per T; bars: 95% intervals (±1.96 standard errors "
+                       "over the logs).")
+        paths.append(_plots.save(fig, out / f"{prefix}_{agent}.png", dpi=120))
     return paths
 
 
@@ -555,14 +567,18 @@ def _bandit_world_rules(params, world, *, what: str):
 def bandit_resources(params, world):
     """One log at a time; BRED's (n_bootstrap, K x T) resample index; the truth's
     n_truth_runs curves of length T."""
-    from recloop._limits import F8, bandit_sizes, log_bytes
+    from recloop._limits import ESTIMATE_BYTES, F8, bandit_sizes, log_bytes, traffic_bytes
 
     K, d = bandit_sizes(world)
     T = params["T"]
     B = params.get("n_bootstrap", 1)
+    variants = len(params.get("estimators") or ()) + 4
     return {"T x world.n_arms x world.dim: one log": log_bytes(T, K, d),
             "n_bootstrap x world.n_arms x T: BRED resamples": B * K * T * F8,
-            "n_truth_runs x T: online truth": params.get("n_truth_runs", 1) * T * F8 * 2}
+            "n_truth_runs x T: online truth": params.get("n_truth_runs", 1) * T * F8 * 2,
+            "n_logs x estimators: the estimates of every log (per agent)": (
+                params.get("n_logs", 1) * variants * ESTIMATE_BYTES),
+            **traffic_bytes(params, world)}
 
 
 def _check_bred_vs_replay(params, agents, world):
@@ -596,7 +612,7 @@ def _run_bred_vs_replay(cell):
     p["estimators"] = cell.estimators(p["estimators"], "learning", builtins=VARIANTS)
     return bred_vs_replay(world_config(cell.world), _makers(cell), **p,
                           rng=cell.seed_sequence, progress=cell.progress,
-                          executor=cell.executor)
+                          executor=cell.executor, per_log=cell.per_log)
 
 
 #: Agent kinds known to use the context (the paper's BRED is optimistic for them).
@@ -652,9 +668,10 @@ BRED_VS_REPLAY = EvaluationKind(
     check=_check_bred_vs_replay,
     figures=_figures_bred_vs_replay,
     figures_only=False,
-    report=bred_note,
+    report=lambda rows, scenario, summary: bred_note(rows, scenario),
     resources=bandit_resources,
     headline=("value",),
+    unit="log",
     function=bred_vs_replay,
 )
 
@@ -669,7 +686,7 @@ def _run_dynamic_news(cell):
     from recloop._scenario import world_config
 
     return dynamic_news(world_config(cell.world), _makers(cell), **cell.params,
-                        rng=cell.seed_sequence, progress=cell.progress)
+                        rng=cell.seed_sequence, progress=cell.progress, per_log=cell.per_log)
 
 
 DYNAMIC_NEWS = EvaluationKind(
@@ -698,6 +715,7 @@ DYNAMIC_NEWS = EvaluationKind(
     check=_check_dynamic_news,
     resources=bandit_resources,
     headline=("value",),
+    unit="log",
     function=dynamic_news,
 )
 

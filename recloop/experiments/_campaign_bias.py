@@ -25,7 +25,6 @@ import numpy as np
 from evaluators import fit_item_weights, loo_quality
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
-from recloop._rundir import atomic_savefig
 from recloop._schema import REQUIRED, Int, ListOf, OneOf, Param, Str
 from recloop.experiments._common import child_seed, name_key, seed_sequence
 
@@ -180,11 +179,9 @@ def campaign_bias(config, *, recommenders: Mapping, ticks, p_values=(0, 5, 20, N
     variant_names = ["unweighted"] + [_variant(p) for p in ps] + ["twin"]
 
     rows: list[Measurement] = []
-    iterator = ticks
-    if progress:
-        from tqdm.auto import tqdm
-        iterator = tqdm(ticks, desc="campaign_bias", unit="tick")
-    for t in iterator:
+    from recloop_base.progress import bar
+
+    for t in bar(ticks, desc="ticks", show=progress, unit="tick"):
         current, twin_profiles = world.profiles(t), twin.profiles(t)
         fits = {p: fit_item_weights(reference, current, p=p, user_weights=uw) for p in ps}
         kl_before = next(iter(fits.values())).kl_before if fits else math.nan
@@ -234,13 +231,14 @@ def campaign_bias(config, *, recommenders: Mapping, ticks, p_values=(0, 5, 20, N
 
 
 def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None = None,
-                       prefix: str = "campaign_bias") -> list[Path]:
+                       prefix: str = "campaign_bias", item_ids=None) -> list[Path]:
     """Figures like the paper's, from :func:`campaign_bias` rows; returns the PNG paths.
 
-    One figure per recommender: the exhaustive score over time for each variant (unweighted,
-    each p), the twin as the dashed reference, and the sampled scores with their intervals as
-    points. One figure of ``P_t(i)`` of the most pushed items (twin dashed), with vertical
-    markers at ``campaign_ticks``.
+    One figure per recommender: the exhaustive score over time for each variant
+    (unweighted, each p) with the 95% intervals of the sampled scores, the twin without
+    campaigns as the truth (a dot plot per variant at a single tick). One figure of
+    ``P_t(i)`` of the most pushed items beside the twin's. Campaign starts are dotted
+    vertical lines.
 
     Parameters
     ----------
@@ -253,11 +251,11 @@ def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None =
         The score metric (default: the ``loo_hit@*`` metric found in ``rows``).
     prefix : str
         File name prefix.
+    item_ids : sequence or None
+        The items' own ids (``item_ids[i]`` for item ``i``: a world fitted to a log names
+        its items as the log does); default: the world's indices.
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from recloop import _plots
 
     rows = list(rows)
     out = Path(out_dir)
@@ -269,58 +267,91 @@ def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None =
     paths = []
     agents = [a for a in dict.fromkeys(r.agent for r in rows)
               if a not in ("item_weights", "world")]
+    truth_label = "twin without campaigns: the truth"
 
     def marks(ax):
         for j, t in enumerate(campaign_ticks):
-            ax.axvline(t, color="grey", lw=0.8, ls=":", label="campaign" if j == 0 else None)
+            ax.axvline(t, color="grey", lw=0.8, ls=":", gid=_plots.REFERENCE,
+                       label="campaign start" if j == 0 else None)
 
     for agent in agents:
-        fig, ax = plt.subplots(figsize=(6.4, 4.0))
         mine = [r for r in rows if r.agent == agent]
-        variants = list(dict.fromkeys(r.variant for r in mine if r.metric == metric))
-        for v in variants:
-            pts = sorted((r.tick, r.estimate) for r in mine if r.metric == metric
-                         and r.variant == v)
-            if not pts:
-                continue
-            x, y = zip(*pts, strict=True)
-            style = dict(color="black", ls="--", lw=1.5) if v == "twin" else dict(marker=".")
-            ax.plot(x, y, label=v, **style)
-            smp = sorted((r.tick, r.estimate, r.ci_low, r.ci_high) for r in mine
-                         if r.metric == f"{metric}_sampled" and r.variant == v)
-            if smp and v != "twin":
-                xs, ys, lo, hi = map(np.array, zip(*smp, strict=True))
-                ax.errorbar(xs, ys, yerr=[ys - lo, hi - ys], fmt="none", alpha=0.4,
-                            color=ax.lines[-1].get_color())
-        marks(ax)
-        ax.set_xlabel("tick")
-        ax.set_ylabel(metric)
-        ax.set_title(f"{agent}: offline LOO score (twin = no campaigns)")
-        ax.legend(fontsize="small")
-        fig.tight_layout()
-        path = out / f"{prefix}_{agent}.png"
-        atomic_savefig(fig, path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        variants = [v for v in dict.fromkeys(r.variant for r in mine if r.metric == metric)
+                    if v != "twin"]
+        exact = {v: sorted((r for r in mine if r.metric == metric and r.variant == v),
+                           key=lambda r: r.tick) for v in variants}
+        sampled = {v: sorted((r for r in mine if r.metric == f"{metric}_sampled"
+                              and r.variant == v), key=lambda r: r.tick) for v in variants}
+        ticks = sorted({r.tick for v in variants for r in exact[v]})
+        fig, axes = _plots.figure(1, 1, width=7.0,
+                                  height=4.4 if len(ticks) > 1 else 0.45 * len(variants) + 2)
+        ax = axes[0, 0]
+        if len(ticks) > 1:
+            _plots.series_plot(ax, [_plots.Series(
+                v, [r.tick for r in exact[v]], [r.estimate for r in exact[v]],
+                truth=[r.truth for r in exact[v]], j=j) for j, v in enumerate(variants)],
+                x_label="tick", y_label=metric, log_x=False, truth_label=truth_label)
+            width = 0.012 * (ticks[-1] - ticks[0])  # variants' bars side by side
+            for j, v in enumerate(variants):
+                smp = sampled[v]
+                if smp:
+                    x = np.array([r.tick for r in smp], float) + (j - (len(variants) - 1) / 2) \
+                        * width
+                    y = np.array([r.estimate for r in smp])
+                    ax.errorbar(x, y, yerr=[y - [r.ci_low for r in smp],
+                                            [r.ci_high for r in smp] - y],
+                                fmt="none", elinewidth=1.0, alpha=0.6, capsize=2,
+                                color=_plots.style(j)["color"])
+            marks(ax)
+            what = ("lines: the exact (exhaustive) LOO score; bars: 95% intervals of the "
+                    "sampled score" if any(sampled.values()) else
+                    "lines: the exact (exhaustive) LOO score")
+        else:
+            series = [_plots.Dots("exact score", [exact[v][0].estimate if exact[v]
+                                                  else math.nan for v in variants], j=0)]
+            if any(sampled.values()):
+                smp = [sampled[v][0] if sampled[v] else None for v in variants]
+                series.append(_plots.Dots(
+                    "sampled score (95% interval)",
+                    [r.estimate if r else math.nan for r in smp],
+                    [r.ci_low if r else math.nan for r in smp],
+                    [r.ci_high if r else math.nan for r in smp], j=1))
+            _plots.dot_plot(ax, variants, series,
+                            truths=[exact[v][0].truth if exact[v] else math.nan
+                                    for v in variants], truth_label=truth_label)
+            ax.set_xlabel(metric)
+            what = (f"tick {ticks[0]}: the exact (exhaustive) LOO score"
+                    + ("; bars: 95% intervals of the sampled score"
+                       if any(sampled.values()) else "") if ticks else "no score")
+        _plots.legend(fig)
+        _plots.caption(fig, f"{agent}: offline LOO score", what + ".")
+        paths.append(_plots.save(fig, out / f"{prefix}_{agent}.png", dpi=110))
 
     marg = [r for r in rows if r.agent == "world" and r.metric == "item_marginal"]
     if marg:
-        fig, ax = plt.subplots(figsize=(6.4, 4.0))
-        for v in dict.fromkeys(r.variant for r in marg):
-            pts = sorted((r.tick, r.estimate, r.truth) for r in marg if r.variant == v)
-            x, y, tw = zip(*pts, strict=True)
-            line, = ax.plot(x, y, marker=".", label=v.replace("item", "item "))
-            ax.plot(x, tw, ls="--", color=line.get_color(), lw=0.8)
+        def name(v: str) -> str:
+            i = v.removeprefix("item")
+            if item_ids is not None and i.isdigit() and int(i) < len(item_ids):
+                return f"item {item_ids[int(i)]}"
+            return f"item {i}"
+
+        items = list(dict.fromkeys(r.variant for r in marg))
+        fig, axes = _plots.figure(1, 1, width=7.0, height=4.4)
+        ax = axes[0, 0]
+        series = []
+        for j, v in enumerate(items):
+            pts = sorted((r for r in marg if r.variant == v), key=lambda r: r.tick)
+            series.append(_plots.Series(name(v), [r.tick for r in pts],
+                                        [r.estimate for r in pts],
+                                        truth=[r.truth for r in pts], j=j))
+        _plots.series_plot(ax, series, x_label="tick", y_label="P_t(i)", log_x=False,
+                           truth_label="twin without campaigns")
         marks(ax)
-        ax.set_xlabel("tick")
-        ax.set_ylabel("P_t(i)")
-        ax.set_title("Most pushed items (dashed: twin without campaigns)")
-        ax.legend(fontsize="small")
-        fig.tight_layout()
-        path = out / f"{prefix}_marginals.png"
-        atomic_savefig(fig, path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        _plots.legend(fig)
+        _plots.caption(fig, "Marginals P_t(i) of the most pushed items",
+                       "Items by their ids in the log the world was fitted to."
+                       if item_ids is not None else "")
+        paths.append(_plots.save(fig, out / f"{prefix}_marginals.png", dpi=110))
     return paths
 
 
@@ -391,6 +422,8 @@ def _resources(params, world):
     if c is not None and hasattr(c, "n_users"):
         edges = c.n_users * c.mean_profile_size
         out["k x profile edges: LOO recommendations"] = int(edges * params.get("k", 5) * F8 * 2)
+    # the stochastic score's draws: users, edges, their bounds and qualities (ten arrays)
+    out["n_samples: the sampled edges"] = 10 * (params.get("n_samples") or 0) * F8
     return out
 
 
@@ -421,10 +454,18 @@ def _campaign_starts(world) -> list[int]:
     return [c.start for c in world_config(world).campaigns]
 
 
+def _item_ids(world):
+    """The items' ids in the log a fitted world was fitted to (``None``: a preset)."""
+    from recloop._calibrated_world import calibrated_world, is_calibrated
+
+    return calibrated_world(world).item_ids if is_calibrated(world) else None
+
+
 def _figures_kind(measurements, out_dir, world):
     starts = _campaign_starts(world)
     prefix = measurements[0].evaluation if measurements else "campaign_bias"
-    return plot_campaign_bias(measurements, out_dir, campaign_ticks=starts, prefix=prefix)
+    return plot_campaign_bias(measurements, out_dir, campaign_ticks=starts, prefix=prefix,
+                              item_ids=_item_ids(world))
 
 
 KIND = EvaluationKind(

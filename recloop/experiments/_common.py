@@ -117,3 +117,31 @@ def ab_evaluator(config, n_users: int, *, split: float = 0.5):
         return result.b
 
     return ab_test
+
+
+def emit_per_log(per_log, estimates, truth, *, evaluation: str, agent: str, variant: str,
+                 params, metric: str = "value", logs=None) -> None:
+    """Send each log's estimate to ``per_log`` as a ``Measurement`` with its ``log`` index
+    (nothing when ``per_log`` is ``None``): the per-log estimates every summary of a run
+    is computed from (:func:`recloop.summarize`).
+
+    ``estimates[j]`` is an ``evaluators.Estimate``, a float, or ``None`` (no estimate:
+    recorded as ``nan``); ``truth`` one float or one per estimate (``nan``: none);
+    ``logs`` the log index of each estimate (default ``0, 1, ...``).
+    """
+    if per_log is None:
+        return
+    from recloop._results import Measurement
+
+    nan = math.nan
+    truths = np.broadcast_to(np.asarray(truth, dtype=np.float64), (len(estimates),))
+    for j, est in enumerate(estimates):
+        if est is None:
+            est = nan
+        value = getattr(est, "value", est)
+        per_log(Measurement(evaluation=evaluation, agent=agent, variant=variant, metric=metric,
+                            estimate=float(value), stderr=float(getattr(est, "stderr", nan)),
+                            ci_low=float(getattr(est, "ci_low", nan)),
+                            ci_high=float(getattr(est, "ci_high", nan)),
+                            truth=float(truths[j]), n=getattr(est, "n", None),
+                            params=params, log=j if logs is None else logs[j]))

@@ -27,7 +27,6 @@ import scipy.sparse as sp
 
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
-from recloop._rundir import atomic_savefig
 from recloop._schema import Bool, FilePath, Float, Int, ListOf, Param, Str
 from recloop_base.validation import check_int
 
@@ -500,11 +499,9 @@ def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = SIMILARITIES, k=2
     u, i, _ = _check_ratings(ratings)
     params = {"k": k}
     rows = []
-    sims = similarities
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        sims = tqdm(similarities, desc="similarities", leave=False)
+    sims = bar(similarities, desc="similarities", show=progress)
     warmed = False
     for s in sims:
         if naive_users and not warmed:
@@ -533,7 +530,8 @@ def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = SIMILARITIES, k=2
 
 
 def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION, title: str = "") -> list:
-    """MAE and RMSE per similarity: exact LOO beside the two leaky protocols (95% bars).
+    """MAE and RMSE per similarity: the two leaky protocols beside the exact LOO error (the
+    truth), a dot plot with 95% bars per protocol, a panel per metric, one legend.
 
     Parameters
     ----------
@@ -544,7 +542,7 @@ def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION, title: str = ""
     prefix : str
         File name prefix.
     title : str
-        Prefixed to the panels' titles (e.g. which log).
+        Prefixed to the figure's caption (e.g. which log).
 
     Returns
     -------
@@ -553,44 +551,41 @@ def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION, title: str = ""
     """
     from pathlib import Path
 
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from recloop import _plots
 
     rows = [r for r in rows if r.metric in ("mae", "rmse")]
     if not rows:
         return []
     sims = list(dict.fromkeys(r.agent for r in rows))
-    variants = ("exact_loo", "fit_once", "fit_once_self")
+    leaky = ("fit_once", "fit_once_self")
     got = {(r.agent, r.variant, r.metric): r for r in rows}
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4), sharey=False)
-    width = 0.8 / len(variants)
-    for ax, metric in zip(axes, ("mae", "rmse"), strict=True):
-        for j, variant in enumerate(variants):
-            sel = [got.get((s, variant, metric)) for s in sims]
-            xs = [x + (j - 1) * width
-                  for x, m in zip(range(len(sims)), sel, strict=True) if m is not None]
-            ms = [m for m in sel if m is not None]
-            ax.bar(xs, [m.estimate for m in ms], width,
-                   yerr=[1.96 * m.stderr if math.isfinite(m.stderr) else 0.0 for m in ms],
-                   capsize=2, color=f"C{j}", label=variant)
-        ax.set_xticks(range(len(sims)), sims, rotation=20, fontsize=8)
-        ax.set_ylabel(metric.upper())
-        ax.set_title(metric.upper() if title else
-                     f"{metric.upper()}: exact LOO (truth) vs fit once")
-    if title:
-        fig.suptitle(f"{title}: exact LOO (truth) vs fit once")
-    # one legend for both panels, below them (inside, it hid bars)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(variants), fontsize=8)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig, axes = _plots.figure(1, 2, width=9.0, height=0.5 * len(sims) + 2.4)
+    for ax, metric in zip(axes[0], ("mae", "rmse"), strict=True):
+        series = []
+        for j, variant in enumerate(leaky):
+            ms = [got.get((s, variant, metric)) for s in sims]
+            est = [m.estimate if m else math.nan for m in ms]
+            half = [1.96 * m.stderr if m and math.isfinite(m.stderr) else math.nan
+                    for m in ms]
+            series.append(_plots.Dots(variant, est,
+                                      [e - h for e, h in zip(est, half, strict=True)],
+                                      [e + h for e, h in zip(est, half, strict=True)],
+                                      j=j + 1))
+        exact = [got.get((s, "exact_loo", metric)) for s in sims]
+        _plots.dot_plot(ax, sims, series, truths=[m.estimate if m else math.nan
+                                                  for m in exact],
+                        truth_label="exact LOO (the truth)")
+        ax.set_xlabel(metric.upper())
+        ax.set_title(metric.upper(), fontsize=9)
+    _plots.legend(fig)
+    what = ("prediction error of user kNN: exact leave-one-out against the protocols that "
+            "fit the similarities once")
+    _plots.caption(fig, f"{title}: {what}" if title else what[0].upper() + what[1:],
+                   "Bars: 95% intervals (±1.96 standard errors over the held-out ratings); "
+                   "black: the exact LOO error.")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{prefix}_errors.png"
-    atomic_savefig(fig, path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [_plots.save(fig, out / f"{prefix}_errors.png", dpi=120)]
 
 
 # -- the scenario kind ------------------------------------------------------------------------
@@ -643,7 +638,8 @@ def _resources(params, world):
         return {"data: ratings (from the file's size)": size * 8}
     n_users = params["n_users"]
     return {"n_users x n_users: fit-once similarities": 8 * n_users * n_users * 8,
-            "n_ratings: ratings and predictions": params["n_ratings"] * 12 * 8}
+            "n_ratings: ratings and predictions": params["n_ratings"] * 12 * 8,
+            "n_items: the synthetic items' popularity": params["n_items"] * 3 * 8}
 
 
 def _world_logs(world, seed):

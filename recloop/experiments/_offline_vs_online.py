@@ -23,11 +23,11 @@ import numpy as np
 
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
-from recloop._rundir import atomic_savefig
 from recloop._schema import EstimatorList, Int, Param
 from recloop.experiments._common import (
     ab_evaluator,
     child_rng,
+    emit_per_log,
     estimator_table,
     name_key,
     seed_sequence,
@@ -149,7 +149,7 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
                       estimators: Sequence | Mapping[str, Callable] = DEFAULT_ESTIMATORS,
                       n_resamples: int = 2000, ab_users: int = 0, rng=None,
                       progress: bool = False, executor=None,
-                      evaluation: str = EVALUATION) -> list[Measurement]:
+                      evaluation: str = EVALUATION, per_log=None) -> list[Measurement]:
     """Each evaluator's ranking of bandit agents against the ranking by online value.
 
     Parameters
@@ -189,6 +189,11 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
     executor : None or dask.distributed.Client
         Where the truth's online runs are computed (partitioned over the cluster's workers;
         the same numbers).
+    per_log : callable, optional
+        Receives, as ``Measurement`` objects with ``log`` = the log's index, every
+        evaluator's value of every agent on every log (metric ``value``, ``truth``
+        ``V(T)``) and its Kendall tau on every log (metric ``kendall_tau``, no truth): the
+        per-log estimates :func:`recloop.summarize` turns into bias and RMSE over logs.
 
     Returns
     -------
@@ -257,12 +262,9 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
     K = config.n_alive if config.n_alive is not None else config.n_arms
     t_short = max(1, T // K)
     values = {e: np.full((n_logs, len(names)), np.nan) for e in funcs}
-    logs = range(n_logs)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        logs = tqdm(logs, desc="logs", leave=False)
-    for i in logs:
+    for i in bar(range(n_logs), desc="logs", show=progress):
         log, _ = simulator.collect_log(config, T, rng=child_rng(root, 1, i))
         for e, f in funcs.items():
             for j, name in enumerate(names):
@@ -283,6 +285,8 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
     for e in funcs:
         for j, name in enumerate(names):
             col = values[e][:, j]
+            emit_per_log(per_log, list(col), truth["T"][j], evaluation=evaluation, agent=name,
+                         variant=e, params=params)
             ok = col[np.isfinite(col)]
             n = int(ok.size)
             mean = float(ok.mean()) if n else math.nan
@@ -294,6 +298,8 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
     for e in funcs:
         for v_idx, variant in enumerate(("T", "T_over_K")):
             taus = [_tau(values[e][i], truth[variant]) for i in range(n_logs)]
+            emit_per_log(per_log, taus, math.nan, evaluation=evaluation, agent=e,
+                         variant=variant, params=params, metric="kendall_tau")
             rows.append(_tau_row(taus, child_rng(root, 4, name_key(e), v_idx), n_resamples,
                                  evaluation=evaluation, agent=e, variant=variant,
                                  params=params))
@@ -304,7 +310,8 @@ def offline_vs_online(config, agents: Mapping[str, Callable], *, T: int = 1000,
 
 
 def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
-    """Kendall tau per evaluator (95% bootstrap bars) and estimated value against the truth.
+    """Kendall tau per evaluator (95% bootstrap bars) and each agent's estimates against
+    its online value: two dot plots with one legend, one figure per ``T``.
 
     Parameters
     ----------
@@ -321,10 +328,7 @@ def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     """
     from pathlib import Path
 
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from recloop import _plots
 
     rows = list(rows)
     out = Path(out_dir)
@@ -332,49 +336,52 @@ def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     paths = []
     for T in dict.fromkeys(r.params.get("T") for r in rows):
         sel = [r for r in rows if r.params.get("T") == T]
-        taus = [r for r in sel if r.metric == "kendall_tau" and r.agent != "online_T_over_K"]
+        taus = [r for r in sel if r.metric == "kendall_tau" and r.agent != _TRUTH_ROW]
         values = [r for r in sel if r.metric == "value"]
         if not taus and not values:
             continue
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
         names = list(dict.fromkeys(r.agent for r in taus))
-        for j, variant in enumerate(("T", "T_over_K")):
+        agents = list(dict.fromkeys(r.agent for r in values))
+        evaluators = list(dict.fromkeys(r.variant for r in values))
+        rows_shown = max(len(names), len(agents), 1)
+        fig, axes = _plots.figure(1, 2, width=10.5, height=0.55 * rows_shown + 2.4)
+        ax1, ax2 = axes[0]
+        series = []
+        for j, (variant, text) in enumerate((("T", "tau against the truth at T"),
+                                             ("T_over_K", "tau against the truth at T/K"))):
             ms = {r.agent: r for r in taus if r.variant == variant}
-            xs = [x + (j - 0.5) * 0.35 for x, n in enumerate(names) if n in ms]
-            ys = [ms[n].estimate for n in names if n in ms]
-            lo = [max(0.0, ms[n].estimate - ms[n].ci_low) if math.isfinite(ms[n].ci_low)
-                  else 0.0 for n in names if n in ms]
-            hi = [max(0.0, ms[n].ci_high - ms[n].estimate) if math.isfinite(ms[n].ci_high)
-                  else 0.0 for n in names if n in ms]
-            ax1.bar(xs, ys, 0.35, yerr=[lo, hi], capsize=3, color=f"C{j}",
-                    label=f"vs truth at {'T' if variant == 'T' else 'T/K'}")
-        ax1.set_xticks(range(len(names)), names)
-        ax1.set_ylim(-1.05, 1.05)
-        ax1.axhline(0.0, color="grey", lw=0.8)
-        ax1.set_ylabel("Kendall tau (mean over logs)")
-        ax1.set_title(f"ranking agreement, T = {T}")
-        ax1.legend(fontsize=8)
-        for j, e in enumerate(dict.fromkeys(r.variant for r in values)):
-            ms = [r for r in values if r.variant == e]
-            ax2.errorbar([r.truth for r in ms], [r.estimate for r in ms],
-                         yerr=[1.96 * r.stderr if math.isfinite(r.stderr) else 0.0 for r in ms],
-                         fmt="o", color=f"C{j + 2}", capsize=2, label=e)
-            for r in ms:
-                ax2.annotate(r.agent, (r.truth, r.estimate), fontsize=6,
-                             textcoords="offset points", xytext=(3, 3))
-        finite = [v for r in values for v in (r.truth, r.estimate) if math.isfinite(v)]
-        if finite:
-            lim = (min(finite) - 0.02, max(finite) + 0.02)
-            ax2.plot(lim, lim, color="grey", lw=0.8, ls="--")
-        ax2.set_xlabel("online value V(T) (truth)")
-        ax2.set_ylabel("offline estimate (mean over logs)")
-        ax2.set_title("estimates against the truth")
-        ax2.legend(fontsize=8)
-        fig.tight_layout()
-        path = out / f"{prefix}_T{T}.png"
-        atomic_savefig(fig, path, dpi=120)
-        plt.close(fig)
-        paths.append(path)
+            series.append(_plots.Dots(
+                text, [ms[n].estimate if n in ms else math.nan for n in names],
+                [ms[n].ci_low if n in ms else math.nan for n in names],
+                [ms[n].ci_high if n in ms else math.nan for n in names], j=j))
+        _plots.dot_plot(ax1, names, series)
+        ax1.axvline(0.0, color="grey", lw=0.8)
+        ax1.set_xlim(-1.05, 1.05)
+        ax1.set_xlabel("Kendall tau (mean over logs)")
+        ax1.set_title(f"ranking agreement, T = {_plots.number(T)}", fontsize=9)
+        got = {(r.agent, r.variant): r for r in values}
+        series = []
+        for j, e in enumerate(evaluators):
+            ms = [got.get((a, e)) for a in agents]
+            est = [m.estimate if m else math.nan for m in ms]
+            half = [1.96 * m.stderr if m and math.isfinite(m.stderr) else math.nan
+                    for m in ms]
+            series.append(_plots.Dots(e, est, [v - h for v, h in zip(est, half, strict=True)],
+                                      [v + h for v, h in zip(est, half, strict=True)],
+                                      j=j + 2))
+        truth = {}
+        for r in values:
+            truth.setdefault(r.agent, r.truth)
+        _plots.dot_plot(ax2, agents, series, truths=[truth[a] for a in agents],
+                        truth_label="online value V(T): the truth")
+        ax2.set_xlabel("estimated value (mean over logs)")
+        ax2.set_title("each agent's estimates beside the truth", fontsize=9)
+        _plots.legend(fig)
+        _plots.caption(fig, f"Offline evaluators against the online truth, T = "
+                       f"{_plots.number(T)}", "Left: bars are 95% bootstrap intervals of the "
+                       "mean tau over logs; right: 95% intervals (±1.96 standard errors over "
+                       "the logs), black: the agent's online value.")
+        paths.append(_plots.save(fig, out / f"{prefix}_T{T}.png", dpi=120))
     return paths
 
 
@@ -406,6 +413,8 @@ def _resources(params, world):
     out = bandit_resources(params, world)
     out["n_logs x T: the logs"] = params.get("n_logs", 1) * log_bytes(params["T"],
                                                                      *bandit_sizes(world))
+    out["n_resamples x n_logs: bootstrap of the logs"] = (
+        2 * params.get("n_resamples", 1) * params.get("n_logs", 1) * 8)
     return out
 
 
@@ -417,7 +426,7 @@ def _run_kind(cell):
     makers = {name: cell.make_agent(name) for name in cell.agent_names}
     return offline_vs_online(world_config(cell.world), makers, **p, rng=cell.seed_sequence,
                              progress=cell.progress, evaluation=cell.evaluation,
-                             executor=cell.executor)
+                             executor=cell.executor, per_log=cell.per_log)
 
 
 def _bred_note(rows, scenario):
@@ -467,8 +476,9 @@ KIND = EvaluationKind(
     min_agents=2,
     check=_check_kind,
     figures=_figures_kind,
-    report=lambda rows, scenario: _bred_note(rows, scenario),
+    report=lambda rows, scenario, summary: _bred_note(rows, scenario),
     resources=_resources,
     headline=("kendall_tau",),
+    unit="log",
     function=offline_vs_online,
 )

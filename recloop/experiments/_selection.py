@@ -19,7 +19,7 @@ import numpy as np
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
 from recloop._schema import Float, Int, ListOf, Param, Str, Table
-from recloop.experiments._common import child_rng, name_key, seed_sequence
+from recloop.experiments._common import child_rng, emit_per_log, name_key, seed_sequence
 from recloop.experiments._ope import (
     DEFAULT_TARGETS,
     LOGGING_POLICIES,
@@ -48,8 +48,8 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
                         logging: str = "uniform", beta: float = 10.0, epsilon: float = 0.2,
                         n_rounds: int = 1000, n_logs: int = 100, n_actions: int | None = None,
                         reward_noise: float = 0.0, n_resamples: int = 1000, rng=None,
-                        progress: bool = False,
-                        evaluation: str = EVALUATION) -> list[Measurement]:
+                        progress: bool = False, evaluation: str = EVALUATION,
+                        per_log=None) -> list[Measurement]:
     """SLOPE's choice of a hyper-parameter against the oracle's, over many logs.
 
     Parameters
@@ -75,6 +75,11 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
         A progress bar over the logs.
     evaluation : str
         The ``evaluation`` column.
+    per_log : callable, optional
+        Receives SLOPE's estimate (variant ``slope``, with its interval) and every
+        candidate's (variant ``{param}={value}``, no interval) on every log as a
+        ``Measurement`` (metric ``value``, ``log`` = the log's index, ``truth`` the exact
+        value): the per-log estimates :func:`recloop.summarize` turns into RMSEs over logs.
 
     Returns
     -------
@@ -98,7 +103,7 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     choose knowing the truth, the best any fixed choice can do in this setting.
     """
     import simulator
-    from evaluators import SLOPE_DEFAULTS, select_estimator, wilson_estimate
+    from evaluators import SLOPE_DEFAULTS, fit_reward_model, select_estimator, wilson_estimate
 
     if family not in FAMILIES:
         raise ValueError(f"`family` must be one of {', '.join(map(repr, FAMILIES))}; got "
@@ -128,20 +133,23 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     theta = {t: np.full((n_logs, len(cands)), np.nan) for t in tables}
     picked = {t: np.full(n_logs, -1) for t in tables}
     slope = {t: [] for t in tables}
-    logs = range(n_logs)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        logs = tqdm(logs, desc="logs", leave=False)
+    logs = bar(range(n_logs), desc="logs", show=progress)
     import warnings
 
+    # the DR families' candidates share one reward model per log (every target too), fitted
+    # from the log's own stream
+    model_based = family in ("doubly_robust", "switch_dr", "dr_os")
     for i in logs:
         log, atoms = logged(config, n_rounds, logger, root, i, reward_noise)
+        model = fit_reward_model(log, "ridge", rng=child_rng(root, 7, i)) if model_based \
+            else "ridge"
         for t, tab in tables.items():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 est = select_estimator(log, tab[atoms], estimator=family, values=cands,
-                                       rng=child_rng(root, 3, name_key(t), i))
+                                       model=model)
             for v, th in zip(est.candidates, est.candidate_values, strict=True):
                 theta[t][i, cands.index(float(v))] = th
             picked[t][i] = cands.index(float(est.selected)) if not math.isnan(est.selected) \
@@ -156,6 +164,9 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     rows = []
     for t in tables:
         kw = dict(evaluation=evaluation, agent=t, params=params)
+        emit_per_log(per_log, slope[t], truth[t], variant="slope", **kw)
+        for c, v in enumerate(cands):
+            emit_per_log(per_log, list(theta[t][:, c]), truth[t], variant=_label(param, v), **kw)
         err = theta[t] - truth[t]  # (n_logs, candidates)
         ok = np.isfinite(err)
         rmse = np.array([math.sqrt(np.mean(err[ok[:, c], c] ** 2)) if ok[:, c].any()
@@ -219,34 +230,46 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
 
 # -- report --------------------------------------------------------------------------------------
 
-def summary_table(rows) -> list[str]:
-    """Markdown: per setting and target, the oracle's and SLOPE's RMSE, the regret and how
-    often SLOPE picks within 10% of the oracle (means over seeds)."""
+def summary_table(rows, summary) -> list[str]:
+    """Markdown: per setting and target, the untuned, oracle's and SLOPE's RMSE over the
+    logs (the :func:`recloop.summarize` rows of the per-log estimates, the logs of every
+    seed pooled), the regret (SLOPE's RMSE minus the oracle's) and how often SLOPE picks
+    within 10% of the oracle's RMSE (``within``: the cells' own rows, mean over seeds)."""
     import json
 
-    acc: dict = {}  # (setting, target) -> (variant, metric) -> estimates over seeds
+    within: dict = {}  # (setting, target) -> `within` of each seed
     for r in rows:  # the rows of one evaluation
-        key = (json.dumps(r["params"] or {}, sort_keys=True), r["agent"])
-        acc.setdefault(key, {}).setdefault((r["variant"], r["metric"]), []).append(
-            r["estimate"])
-    out = ["| setting | target | untuned RMSE | oracle (choice) RMSE | SLOPE RMSE | regret | "
-           "within 10% |", "|---|---|---|---|---|---|---|"]
-    for (setting, target), values in acc.items():
-        m = {k: float(np.nanmean(v)) if np.isfinite(v).any() else math.nan
-             for k, v in values.items()}
+        if r["variant"] == "slope" and r["metric"] == "within":
+            key = (json.dumps(r["params"] or {}, sort_keys=True), r["agent"])
+            within.setdefault(key, []).append(r["estimate"])
+    groups: dict = {}  # (setting, target) -> {variant: SummaryRow}
+    for s in summary:
+        if s.metric == "value":
+            key = (json.dumps(dict(s.params), sort_keys=True), s.agent)
+            groups.setdefault(key, {})[s.variant] = s
+    out = ["| setting | target | logs | untuned RMSE | oracle (choice) RMSE | SLOPE RMSE | "
+           "regret | within 10% |", "|---|---|---|---|---|---|---|---|"]
+
+    def f(x, digits=3):
+        return "" if x is None or math.isnan(x) else f"{x:.{digits}g}"
+
+    for (setting, target), by_variant in groups.items():
+        cands = [(v, s) for v, s in by_variant.items() if "=" in v]
+        slope = by_variant.get("slope")
+        if not cands or slope is None:
+            continue
+        rmses = [s.rmse for _, s in cands]
+        best = (int(np.nanargmin(rmses)) if np.isfinite(rmses).any() else None)
+        oracle = cands[best][1].rmse if best is not None else math.nan
+        choice = cands[best][0].partition("=")[2] if best is not None else ""
+        w = within.get((setting, target), [])
+        w_mean = float(np.nanmean(w)) if np.isfinite(w).any() else math.nan
         p = json.loads(setting)
         shown = ", ".join(f"{k} {p[k]}" for k in ("family", "logging", "beta", "n_rounds",
                                                     "n_actions", "reward_noise") if k in p)
-
-        def f(key, digits=3, m=m):
-            x = m.get(key)
-            return "" if x is None or (isinstance(x, float) and math.isnan(x)) \
-                else f"{x:.{digits}g}"
-
-        out.append(f"| {shown} | {target} | {f(('untuned', 'rmse'))} | "
-                   f"{f(('oracle', 'rmse'))} ({f(('oracle', 'choice'))}) | "
-                   f"{f(('slope', 'rmse'))} | {f(('slope', 'regret'))} | "
-                   f"{f(('slope', 'within'), 2)} |")
+        out.append(f"| {shown} | {target} | {slope.n_logs} | {f(cands[0][1].rmse)} | "
+                   f"{f(oracle)} ({choice}) | {f(slope.rmse)} | {f(slope.rmse - oracle)} | "
+                   f"{f(w_mean, 2)} |")
     return out
 
 
@@ -265,13 +288,19 @@ def _run_kind(cell):
     p = dict(cell.params)
     return estimator_selection(world_config(cell.world), p.pop("targets"), **p,
                                rng=cell.seed_sequence, progress=cell.progress,
-                               evaluation=cell.evaluation)
+                               evaluation=cell.evaluation, per_log=cell.per_log)
 
 
 def _resources(params, world):
+    from recloop._limits import F8
     from recloop.experiments._ope import _resources as ope_bytes
 
-    return ope_bytes({**params, "targets": params.get("targets") or ()}, world)
+    values = params.get("values") or range(10)  # the candidates, estimated on every log
+    out = ope_bytes({**params, "targets": params.get("targets") or (),
+                     "estimators": list(values)}, world)
+    out["n_resamples x n_logs: bootstrap of the logs"] = (
+        2 * params.get("n_resamples", 1) * params.get("n_logs", 1) * F8)
+    return out
 
 
 KIND = EvaluationKind(
@@ -299,8 +328,9 @@ KIND = EvaluationKind(
               "logging policy."),
         Param("n_rounds", Int(low=2, high=10**7), 1000, "Records per log."),
         Param("n_logs", Int(low=2, high=100_000), 100, "Independent logs per cell."),
-        Param("n_actions", Int(low=1, high=10_000), None, "Number of arms (default: the "
-              "world's)."),
+        Param("n_actions", Int(low=1, high=10_000), None, "Number of arms, at most the "
+              "world's `n_arms` (the world drawn again with that many; default: the world's "
+              "`n_arms`)."),
         Param("reward_noise", Float(low=0.0), 0.0, "Gaussian noise added to each logged "
               "reward (the truth is unchanged)."),
         Param("n_resamples", Int(low=1, high=10**6), 1000, "Bootstrap resamples of the logs "
@@ -312,9 +342,12 @@ KIND = EvaluationKind(
     min_agents=0,
     check=_check_kind,
     resources=_resources,
-    headline=("regret", "within"),
-    report=lambda rows, scenario: ["SLOPE's pick against the oracle's (the candidate with "
-                                   "the least RMSE against the exact value), means over "
-                                   "seeds:", ""] + summary_table(rows) + [""],
+    headline=("value",),
+    unit="log",
+    report=lambda rows, scenario, summary: [
+        "SLOPE's pick against the oracle's (the candidate with the least RMSE against the "
+        "exact value over the logs, the logs of every seed pooled); `within 10%` is the "
+        "share of logs whose pick is within 10% of the oracle's RMSE in its cell, mean over "
+        "seeds:", ""] + summary_table(rows, summary) + [""],
     function=estimator_selection,
 )

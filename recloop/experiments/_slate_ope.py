@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from recloop._results import Measurement
-from recloop.experiments._common import child_rng, name_key, seed_sequence
+from recloop.experiments._common import child_rng, emit_per_log, seed_sequence
 from recloop_base.validation import check_int
 
 __all__ = ["KIND", "SLATE_OPE_PARAMS", "SLATE_ESTIMATORS", "slate_ope", "plot_slate_ope"]
@@ -182,7 +182,8 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
               target_temperature: float = 0.5, score_noise: float = 1.0, eta: float = 1.0,
               dcm_lambda: float = 0.5, tick: int = 0, world_seed: int = 0,
               estimators: Sequence[str] = SLATE_ESTIMATORS, n_folds: int = 2, rng=None,
-              progress: bool = False, evaluation: str = EVALUATION) -> list[Measurement]:
+              progress: bool = False, evaluation: str = EVALUATION,
+              per_log=None) -> list[Measurement]:
     """One cell of the slate OPE experiment: every estimator against the exact truth.
 
     Parameters
@@ -222,11 +223,17 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
         Cross-fitting folds of ``cascade_dr``'s built-in reward model (``"mean"``).
     rng : None, int, SeedSequence or Generator
         Root of the logs' draws, keyed by identity: log ``i`` (key (2, i)), the folds of
-        ``cascade_dr`` on log ``i`` (3, i, estimator).
+        ``cascade_dr``'s reward model on log ``i`` (4, i: the log's own stream, see
+        ``evaluators.fit_reward_model``).
     progress : bool
         A progress bar over the logs.
     evaluation : str
         The ``evaluation`` column.
+    per_log : callable, optional
+        Receives every estimator's estimate on every log (and the logs' on-policy mean
+        reward) as a ``Measurement`` (metric ``value``, ``log`` = the log's index, its
+        interval, ``truth`` the exact value): the per-log estimates
+        :func:`recloop.summarize` turns into bias, RMSE and coverage over logs.
 
     Returns
     -------
@@ -330,12 +337,9 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
 
     est = {n: [] for n in names}
     on_policy = []
-    logs = range(n_logs)
-    if progress:
-        from tqdm.auto import tqdm
+    from recloop_base.progress import bar
 
-        logs = tqdm(logs, desc="logs", leave=False)
-    for i in logs:
+    for i in bar(range(n_logs), desc="logs", show=progress):
         log, _ = simulator.collect_slate_log(cfg, n_rounds, policy=logging,
                                              rng=child_rng(root, 2, i))
         on_policy.append(float(log.slate_reward.mean()))
@@ -358,8 +362,10 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
                     # the policy itself, evaluated by cascade_dr chunk by chunk
                     dist = (target.conditional_probabilities(obs, log.action)
                             if n_rounds * k * world.n_items <= _WHOLE_DIST else target)
-                    e = evaluators.cascade_dr(log, cascade, dist, n_folds=n_folds,
-                                              rng=child_rng(root, 3, i, name_key(name)))
+                    # the Q model's folds and per-item sums: once per log, its own stream
+                    model = evaluators.fit_reward_model(log, "mean", n_folds=n_folds,
+                                                        rng=child_rng(root, 4, i))
+                    e = evaluators.cascade_dr(log, cascade, dist, reward_model=model)
                 est[name].append(e)
 
     params = {"click_model": click_model, "k": k, "n_rounds": n_rounds, "n_logs": n_logs,
@@ -371,11 +377,15 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
         params["dcm_lambda"] = dcm_lambda
     agent = _policy_name(tgt_t)
     rows = []
+    kw = dict(evaluation=evaluation, params=params)
     for name in names:
         es = est[name]
+        emit_per_log(per_log, es, truth.value, agent=agent, variant=name, **kw)
         rows += _summary([e.value for e in es], [e.stderr for e in es],
                          [e.ci_low for e in es], [e.ci_high for e in es], truth.value,
                          evaluation=evaluation, agent=agent, variant=name, params=params)
+    emit_per_log(per_log, on_policy, truth_log.value, agent=_policy_name(log_t),
+                 variant="on_policy", **kw)
     op = np.asarray(on_policy)
     se = float(op.std(ddof=1) / math.sqrt(op.size))
     rows.append(Measurement(evaluation=evaluation, agent=_policy_name(log_t), metric="value",
@@ -402,14 +412,13 @@ def plot_slate_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     Returns
     -------
     list of Path
-        One panel column per slate length ``k``; rows: bias, RMSE (log scale), coverage.
+        One panel column per slate length ``k``; rows: bias, RMSE (log scale), coverage;
+        one legend for the grid; a dot plot per estimator when a single ``n_rounds`` was
+        run.
     """
     from pathlib import Path
 
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from recloop import _plots
 
     rows = [r for r in rows if r.variant in SLATE_ESTIMATORS]
     out = Path(out_dir)
@@ -426,49 +435,54 @@ def plot_slate_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
             if not sel:
                 continue
             ks = sorted({r.params.get("k") for r in sel})
-            fig, axes = plt.subplots(3, len(ks), figsize=(4.2 * len(ks), 8.5), squeeze=False,
-                                     sharex=True)
+            single = len({r.params.get("n_rounds") for r in sel}) == 1
+            names = [e for e in SLATE_ESTIMATORS if any(r.variant == e for r in sel)]
+            fig, axes = _plots.figure(3, len(ks), width=4.3 * len(ks) + 0.6,
+                                      height=(3 * (0.32 * len(names) + 1.0) if single
+                                              else 8.5) + 1.0,
+                                      sharex=not single)
             for c, k in enumerate(ks):
-                for e_idx, name in enumerate(SLATE_ESTIMATORS):
-                    pts = {r.metric: {} for r in sel}
-                    for r in sel:
-                        if r.params.get("k") == k and r.variant == name:
-                            pts[r.metric][r.params.get("n_rounds")] = r
-                    bias = pts.get("bias", {})
-                    if not bias:
-                        continue
-                    xs = sorted(bias)
-                    kw = dict(color=f"C{e_idx}", marker="o", ms=3, label=name)
-                    y = [bias[x].estimate for x in xs]
-                    err = [_Z * bias[x].stderr if math.isfinite(bias[x].stderr) else 0.0
-                           for x in xs]
-                    axes[0, c].errorbar(xs, y, yerr=err, capsize=2, **kw)
-                    rm = pts.get("rmse", {})
-                    axes[1, c].plot(xs, [rm[x].estimate if x in rm else math.nan for x in xs],
-                                    **kw)
-                    cv = pts.get("coverage", {})
-                    axes[2, c].plot(xs, [cv[x].estimate if x in cv else math.nan for x in xs],
-                                    **kw)
-                axes[0, c].axhline(0.0, color="grey", lw=0.8)
-                axes[0, c].set_title(f"{model}, k = {k}")
-                axes[1, c].set_yscale("log")
-                axes[2, c].axhline(0.95, color="grey", lw=0.8, ls="--")
-                axes[2, c].set_ylim(-0.02, 1.02)
-                axes[2, c].set_xlabel("n_rounds (slates per log)")
-                for ax in axes[:, c]:
-                    ax.set_xscale("log")
-            axes[0, 0].set_ylabel("bias (95% interval)")
-            axes[1, 0].set_ylabel("RMSE")
-            axes[2, 0].set_ylabel("coverage of 95% intervals")
-            axes[0, 0].legend(fontsize=7)
+                for r_idx, (metric, label) in enumerate((
+                        ("bias", "bias (95% interval)"), ("rmse", "RMSE"),
+                        ("coverage", "coverage of 95% intervals"))):
+                    ax = axes[r_idx, c]
+                    series = []
+                    for e in names:
+                        pts = sorted((r for r in sel if r.params.get("k") == k
+                                      and r.variant == e and r.metric == metric),
+                                     key=lambda r: r.params.get("n_rounds"))
+                        series.append(_plots.Series(
+                            e, [r.params.get("n_rounds") for r in pts],
+                            [r.estimate for r in pts],
+                            [_Z * r.stderr for r in pts] if metric == "bias" else None,
+                            j=SLATE_ESTIMATORS.index(e)))
+                    mode = _plots.series_plot(ax, series,
+                                              x_label="n_rounds (slates per log)",
+                                              y_label=label, log_y=metric == "rmse",
+                                              dot_label="estimate")
+                    ref = (ax.axvline if mode == "dots" else ax.axhline)
+                    if metric == "bias":
+                        ref(0.0, color="grey", lw=0.8)
+                    if metric == "coverage":
+                        ref(0.95, color="grey", lw=0.8, ls="--", gid=_plots.REFERENCE,
+                            label="nominal 0.95")
+                        (ax.set_xlim if mode == "dots" else ax.set_ylim)(-0.02, 1.02)
+                    if mode == "lines" and r_idx < 2:
+                        ax.set_xlabel("")
+                    if r_idx == 0:
+                        n = sel[0].params.get("n_rounds")
+                        ax.set_title(f"{model}, k = {k}" + (
+                            f", n_rounds = {_plots.number(n)}" if single else ""),
+                            fontsize=9)
+            _plots.legend(fig)
+            n_logs = sorted({r.n for r in sel if r.metric == "rmse" and r.n})
             tag = "" if len(temps) == 1 else f"_T{lt:g}-{tt:g}"
-            fig.suptitle(f"slate OPE under the {model} click model: logging "
-                         f"{_policy_name(lt)}, target {_policy_name(tt)}", fontsize=10)
-            fig.tight_layout()
-            path = out / f"{prefix}_{model}{tag}.png"
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            paths.append(path)
+            _plots.caption(fig, f"Slate OPE under the {model} click model: logging "
+                           f"{_policy_name(lt)}, target {_policy_name(tt)}",
+                           "Over " + (f"{n_logs[-1]:,}" if n_logs else "?") + " logs per "
+                           "point; bias bars: 95% intervals (±1.96 standard errors over the "
+                           "logs).")
+            paths.append(_plots.save(fig, out / f"{prefix}_{model}{tag}.png", dpi=110))
     return paths
 
 
@@ -500,7 +514,7 @@ def _resources(params, world):
     """Per log: the slates and clicks (n_rounds x k), the logging and target policies'
     position marginals (n_rounds x k x items, float64) that IIPS and RIPS read, and
     Cascade-DR's per-record target distribution of one position chunk; the world."""
-    from recloop._limits import world_bytes, world_config_or_none
+    from recloop._limits import ESTIMATE_BYTES, world_bytes, world_config_or_none
 
     c = world_config_or_none(world)
     items = getattr(c, "n_items", 1000)
@@ -509,6 +523,8 @@ def _resources(params, world):
     out["n_rounds x k: slates, clicks, propensities"] = n * k * 8 * 6
     out["n_rounds x k x world.n_items: position marginals (logging, target)"] = (
         2 * n * k * items * 8)
+    out["n_logs x estimators: the estimates of every log"] = (
+        params.get("n_logs", 1) * (len(params.get("estimators") or ()) + 2) * ESTIMATE_BYTES)
     return out
 
 
@@ -516,7 +532,8 @@ def _run_kind(cell):
     from recloop._scenario import world_config
 
     return slate_ope(world_config(cell.world), **cell.params, rng=cell.seed_sequence,
-                     progress=cell.progress, evaluation=cell.evaluation)
+                     progress=cell.progress, evaluation=cell.evaluation,
+                     per_log=cell.per_log)
 
 
 def _figures_kind(measurements, out_dir, world):
@@ -564,7 +581,8 @@ def _kind():
         check=_check_kind,
         figures=_figures_kind,
         resources=_resources,
-        headline=("rmse",),
+        headline=("value",),
+        unit="log",
         function=slate_ope,
     )
 

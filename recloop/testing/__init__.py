@@ -7,6 +7,7 @@ that draw small problems with their ground truth live in ``recloop.testing.strat
 """
 
 from recloop.testing._checks import (
+                                     HYGIENE_PROPERTIES,
                                      OPE_PROPERTIES,
                                      CheckFailed,
                                      CheckReport,
@@ -15,12 +16,14 @@ from recloop.testing._checks import (
                                      check_offline_metric,
                                      check_ope_estimator,
 )
-from recloop.testing._problems import BanditProblem, random_bandit_problem
+from recloop.testing._problems import BanditProblem, DrawnLog, random_bandit_problem
 
 __all__ = [
     "BanditProblem",
     "CheckFailed",
     "CheckReport",
+    "DrawnLog",
+    "HYGIENE_PROPERTIES",
     "OPE_PROPERTIES",
     "PropertyResult",
     "check_learning_policy_evaluator",

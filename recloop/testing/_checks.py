@@ -3,6 +3,12 @@
 Each check runs a list of named properties against problems whose truth is known, collects
 every failure, and raises one ``AssertionError`` that lists them all, each with the smallest
 failing example it found. When everything passes it returns a :class:`CheckReport`.
+
+Two sorts of properties. *Correctness* (same rng, same result; inputs not mutated; numpy's
+global random state untouched; unbiasedness; interval coverage; ...) is what an estimate's
+truth depends on: a failure fails the check. *Input hygiene* (what the estimator does on an
+empty log or without support) is advice: a failure is reported (``CheckReport.advice``) but
+fails the check only with ``strict=True``.
 """
 
 from __future__ import annotations
@@ -29,8 +35,8 @@ from recloop_base.validation import (
     check_int,
 )
 
-__all__ = ["CheckFailed", "CheckReport", "OPE_PROPERTIES", "PropertyResult", "check_ope_estimator",
-           "check_learning_policy_evaluator", "check_offline_metric"]
+__all__ = ["CheckFailed", "CheckReport", "HYGIENE_PROPERTIES", "OPE_PROPERTIES", "PropertyResult",
+           "check_learning_policy_evaluator", "check_offline_metric", "check_ope_estimator"]
 
 
 @dataclass(frozen=True)
@@ -43,14 +49,20 @@ class PropertyResult:
         The property (the names ``skip=`` accepts).
     passed : bool
         Whether it held (False when it failed or was skipped).
+    hygiene : bool
+        An input-hygiene property (:data:`HYGIENE_PROPERTIES`: degenerate input such as an
+        empty log): its failure is advice unless the check is ``strict``.
     detail : str
         What was seen.
     skipped : bool
         The user said the estimator does not claim it (``skip=``): not run, never "passed".
     problem : BanditProblem or None
         For a failure of an OPE property: the problem it failed on, with ``n_rounds`` set to
-        the failing log's size, so that ``problem.draw_log(seed)`` gives the failing log and
-        ``action_dist`` back.
+        the failing log's size, so that ``problem.draw_log(seed)`` gives the failing input
+        back: a :class:`~recloop.testing.DrawnLog`, the named pair ``(log, action_dist)`` --
+        the ``simulator.logs.BanditLog`` and the target policy's probabilities of shape
+        ``(n_rounds, n_actions, 1)``, exactly what the estimator was called with
+        (``log, action_dist = problem.draw_log(seed)``).
     seed : int or None
         The failing log's seed (``None`` for statistical properties, which use the logs of
         ``seeds``).
@@ -65,6 +77,7 @@ class PropertyResult:
     problem: Any = None
     seed: int | None = None
     seeds: tuple = ()
+    hygiene: bool = False
 
 
 class CheckFailed(AssertionError):
@@ -77,20 +90,34 @@ class CheckFailed(AssertionError):
 
 @dataclass(frozen=True)
 class CheckReport:
-    """All properties a check ran, with figures (bias, RMSE, coverage, errors)."""
+    """All properties a check ran, with figures (bias, RMSE, coverage, errors).
+
+    ``strict``: whether failures of input-hygiene properties fail the check (else they are
+    :attr:`advice`)."""
 
     check: str
     results: tuple[PropertyResult, ...]
     figures: dict[str, Any] = field(default_factory=dict)
+    strict: bool = False
 
     @property
     def passed(self) -> bool:
-        """Every property that ran held (skipped ones are not counted as passed)."""
-        return all(r.passed or r.skipped for r in self.results)
+        """No failure: every property that ran held, or is hygiene advice of a check that is
+        not strict (skipped ones are not counted as passed)."""
+        return not self.failures
 
     @property
     def failures(self) -> tuple[PropertyResult, ...]:
-        return tuple(r for r in self.results if not (r.passed or r.skipped))
+        """The properties that fail the check."""
+        return tuple(r for r in self.results
+                     if not (r.passed or r.skipped) and (self.strict or not r.hygiene))
+
+    @property
+    def advice(self) -> tuple[PropertyResult, ...]:
+        """Input-hygiene properties that did not hold in a check that is not strict:
+        reported, not failed."""
+        return tuple(r for r in self.results
+                     if not (r.passed or r.skipped) and r.hygiene and not self.strict)
 
     @property
     def skipped(self) -> tuple[PropertyResult, ...]:
@@ -98,11 +125,14 @@ class CheckReport:
 
     def __str__(self) -> str:
         ran = [r for r in self.results if not r.skipped]
+        advice = self.advice
         lines = [f"{self.check}: {sum(r.passed for r in ran)}/{len(ran)} properties hold"
+                 + (f", {len(advice)} with advice" if advice else "")
                  + (f", {len(self.results) - len(ran)} skipped" if len(ran) < len(self.results)
                     else "")]
         for r in self.results:
-            tag = "skip" if r.skipped else ("ok" if r.passed else "FAIL")
+            tag = "skip" if r.skipped else ("ok" if r.passed else
+                                            "advice" if r in advice else "FAIL")
             extra = f" [seed {r.seed}]" if (r.seed is not None and not r.passed) else ""
             lines.append(f"  [{tag}] {r.name}: {r.detail}{extra}")
         for key in ("coverage", "coverage_of", "bias", "rmse"):
@@ -166,17 +196,19 @@ class _Fail:
 class _Runner:
     """Runs properties, turning exceptions into failures, keeping the first (smallest) example."""
 
-    def __init__(self, check: str, skip=()):
+    def __init__(self, check: str, skip=(), *, strict: bool = False):
         self.check = check
         self.skip = frozenset(skip)
+        self.strict = strict
         self.results: list[PropertyResult] = []
         self.figures: dict[str, Any] = {}
 
     def record(self, name: str, fn: Callable[[], "str | _Fail | None"], *,
                holds: str = "holds") -> None:
+        hygiene = name in HYGIENE_PROPERTIES
         if name in self.skip:
             self.results.append(PropertyResult(name, False, "skipped (not claimed)",
-                                               skipped=True))
+                                               skipped=True, hygiene=hygiene))
             return
         try:
             failure = fn()
@@ -187,12 +219,14 @@ class _Runner:
         if isinstance(failure, _Fail):
             self.results.append(PropertyResult(name, False, failure.detail,
                                                problem=failure.problem, seed=failure.seed,
-                                               seeds=failure.seeds))
+                                               seeds=failure.seeds, hygiene=hygiene))
         else:
-            self.results.append(PropertyResult(name, failure is None, failure or holds))
+            self.results.append(PropertyResult(name, failure is None, failure or holds,
+                                               hygiene=hygiene))
 
     def report(self) -> CheckReport:
-        return CheckReport(self.check, tuple(self.results), dict(self.figures)).raise_if_failed()
+        return CheckReport(self.check, tuple(self.results), dict(self.figures),
+                           strict=self.strict).raise_if_failed()
 
 
 def _first_failure(examples, fails: Callable[[Any], "str | _Fail | None"],
@@ -264,6 +298,15 @@ OPE_PROPERTIES = ("deterministic", "inputs_not_mutated", "global_random_state_un
                   "permutation_invariant", "finite_on_valid_input", "empty_log_rejected",
                   "no_support_rejected", "unbiased", "interval_coverage", "max_abs_bias",
                   "max_rmse")
+#: Input-hygiene properties (of every check): what an estimator does on degenerate input.
+#: A failure is advice -- reported, not failing the check -- unless the check is ``strict``.
+HYGIENE_PROPERTIES = ("empty_log_rejected", "no_support_rejected", "nan_on_no_match")
+
+
+def _check_bool(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(name, "a bool", type(value).__name__)
+    return bool(value)
 
 
 def _check_skip(skip, known) -> tuple:
@@ -285,7 +328,7 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
                         n_rounds: int = 200, unbiased: bool = True, level: float = 0.95,
                         coverage_tol: float = 0.1, alpha: float = 1e-3,
                         max_abs_bias: float | None = None, max_rmse: float | None = None,
-                        skip=(), rng=None) -> CheckReport:
+                        skip=(), strict: bool = False, rng=None) -> CheckReport:
     """Check a static-policy off-policy estimator against problems with known truth.
 
     Parameters
@@ -309,7 +352,8 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
     level : float, default 0.95
         Nominal level of the estimator's intervals (coverage is tested when it returns them).
     coverage_tol : float in [0, 1), default 0.1
-        Coverage counts as nominal when it is at least ``level - coverage_tol``: normal
+        Coverage counts as nominal when it is in ``[level - coverage_tol, level]`` (up to
+        the binomial test's noise; above ``level`` the intervals are too wide): normal
         intervals are asymptotic, and at 200 records the textbook IPS interval covers the
         truth 0.92 of the time on these problems (mean over 60 seeds; 0.86 for the worst
         seed: importance weights are heavy-tailed). The measured coverage is always reported
@@ -324,19 +368,24 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
         measured to about ``1 / sqrt(2 n_logs)`` relative).
     skip : tuple of str, default ()
         Properties the estimator deliberately does not claim (like Hypothesis's
-        ``suppress_health_check``), e.g. ``("no_support_rejected",)`` for a textbook IPS that
-        returns 0 without support. They are reported as skipped, never as passed. Names:
-        :data:`OPE_PROPERTIES`.
+        ``suppress_health_check``), e.g. ``("unbiased",)``. They are reported as skipped,
+        never as passed. Names: :data:`OPE_PROPERTIES`.
+    strict : bool, default False
+        Whether the input-hygiene properties (``empty_log_rejected``,
+        ``no_support_rejected``) fail the check. By default their failures are advice
+        (``report.advice``, tagged ``[advice]``): a textbook IPS that returns 0, or ``nan``
+        with a plain ``UserWarning``, without support is still a correct estimator.
     rng : optional
         Seed for the problems and logs (anything ``numpy.random.default_rng`` accepts).
 
     Returns
     -------
     CheckReport
-        When every property holds (or is skipped). Otherwise :class:`CheckFailed` (an
-        ``AssertionError``) lists every failure; its ``report`` attribute is the report, and
-        each of ``report.failures`` names the problem and the seed that reproduce it:
-        ``failure.problem.draw_log(failure.seed)`` gives the failing log and ``action_dist``.
+        When every property holds (or is skipped, or is hygiene advice). Otherwise
+        :class:`CheckFailed` (an ``AssertionError``) lists every failure; its ``report``
+        attribute is the report, and each of ``report.failures`` names the problem and the
+        seed that reproduce it: ``log, action_dist = failure.problem.draw_log(failure.seed)``
+        gives the failing input back (a :class:`~recloop.testing.DrawnLog`).
 
     Raises
     ------
@@ -346,17 +395,20 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
 
     Notes
     -----
-    Properties: same rng, same result; inputs not mutated; numpy's global random state not
-    used; invariance to permuting records; finite on valid input; ValueError or ``nan`` with a
-    warning of a *named* category (a class the author defined, such as ``NoSupportWarning``;
-    not Python's built-in categories nor numpy's) on an empty log and on a log without
-    support for the target policy; then the statistical properties:
+    Correctness properties: same rng, same result; inputs not mutated; numpy's global random
+    state not used; invariance to permuting records; finite on valid input; then the
+    statistical properties below. Input hygiene (advice unless ``strict``): ValueError or
+    ``nan`` with a warning of a *named* category (a class the author defined, such as
+    ``NoSupportWarning``; not Python's built-in categories nor numpy's) on an empty log and
+    on a log without support for the target policy. The statistical properties:
 
     * ``unbiased``: per problem, the t statistic of the mean error over ``n_logs`` logs,
       two-sided at ``alpha / n_problems`` (Bonferroni);
     * ``interval_coverage``: the pooled coverage of the truth (``unbiased=True``) or of the
-      estimator's own expectation (``unbiased=False``) is tested against ``level -
-      coverage_tol`` by an exact one-sided binomial test at ``alpha``.
+      estimator's own expectation (``unbiased=False``) is tested both ways by exact binomial
+      tests at ``alpha / 2`` each: below ``level - coverage_tol`` (intervals too narrow) and
+      above ``level`` (intervals wider than they claim; a conservative interval, such as a
+      union of intervals, fails here and says so).
 
     False alarms: for an estimator that meets its claims (unbiased; mean coverage at least
     ``level - coverage_tol``) each statistical property fails with probability at most about
@@ -381,17 +433,17 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
     coverage_tol = check_float(coverage_tol, "coverage_tol", low=0.0, high=1.0,
                                high_open=True)
     alpha = check_float(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
-    if not isinstance(unbiased, (bool, np.bool_)):
-        raise ArgumentTypeError("unbiased", "a bool", type(unbiased).__name__)
+    unbiased = _check_bool(unbiased, "unbiased")
     if max_abs_bias is not None:
         max_abs_bias = check_float(max_abs_bias, "max_abs_bias", low=0.0)
     if max_rmse is not None:
         max_rmse = check_float(max_rmse, "max_rmse", low=0.0)
+    strict = _check_bool(strict, "strict")
     skip = _check_skip(skip, OPE_PROPERTIES)
     rng = np.random.default_rng(rng)
     problems = _problems(rng, n_problems, n_rounds)
     seeds = rng.integers(0, 2**63, size=(n_problems, n_logs))
-    run = _Runner("check_ope_estimator", skip)
+    run = _Runner("check_ope_estimator", skip, strict=strict)
     rng_kw = _rng_kwargs(estimator)
 
     def call(log, ad, seed=0):
@@ -481,8 +533,7 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
                           "target policy with no support in the log", named=True)
         if msg is None:
             return None
-        return _Fail(msg + "; an estimator that returns a number here on purpose can say so "
-                     "with skip=(\"no_support_rejected\",)", p, 0)
+        return _Fail(msg, p, 0)
 
     run.record("empty_log_rejected", empty)
     run.record("no_support_rejected", no_support)
@@ -569,13 +620,22 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
         floor = level - coverage_tol
 
         def coverage():
-            res = stats.binomtest(n_cov, n_all, floor, alternative="less")
-            if res.pvalue < alpha:
+            # two-sided: too narrow (below level - coverage_tol) or too wide (above the level
+            # itself), each side at alpha / 2
+            low = stats.binomtest(n_cov, n_all, floor, alternative="less")
+            if low.pvalue < alpha / 2:
                 j = int(np.argmin(per_problem))
                 return stat_fail(j, f"intervals covered {of} {n_cov}/{n_all} = "
                                     f"{n_cov / n_all:.3f} times, below {level} - {coverage_tol} "
-                                    f"= {floor:.3f} (binomial p = {res.pvalue:.2g}); worst "
+                                    f"= {floor:.3f} (binomial p = {low.pvalue:.2g}); worst "
                                     f"{describe_problem(j)}: {per_problem[j]:.3f}")
+            high = stats.binomtest(n_cov, n_all, level, alternative="greater")
+            if high.pvalue < alpha / 2:
+                j = int(np.argmax(per_problem))
+                return stat_fail(j, f"intervals covered {of} {n_cov}/{n_all} = "
+                                    f"{n_cov / n_all:.3f} times, above their level {level} "
+                                    f"(binomial p = {high.pvalue:.2g}): wider than they claim; "
+                                    f"widest {describe_problem(j)}: {per_problem[j]:.3f}")
         run.record("interval_coverage", coverage,
                    holds=f"covered {of} {n_cov}/{n_all} = {n_cov / n_all:.3f} times")
     return run.report()
@@ -583,7 +643,8 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
 
 # -- evaluators of learning agents ---------------------------------------------------------
 def check_learning_policy_evaluator(evaluator, *, make_agent=None, n_logs: int = 10,
-                                    n_rounds: int = 2000, rng=None) -> CheckReport:
+                                    n_rounds: int = 2000, strict: bool = False,
+                                    rng=None) -> CheckReport:
     """Check a replay-like evaluator of learning agents on the BRED linear test bed.
 
     Parameters
@@ -595,6 +656,9 @@ def check_learning_policy_evaluator(evaluator, *, make_agent=None, n_logs: int =
         The agent to evaluate; default ``UCB1``.
     n_logs, n_rounds : int
         Uniformly-logged datasets drawn from ``recloop/LinearBandit-v0`` and their size.
+    strict : bool, default False
+        Whether the input-hygiene property ``nan_on_no_match`` fails the check (else its
+        failure is advice, ``report.advice``).
     rng : None, int, SeedSequence or Generator
         Seed of the logs and of the streams passed to ``evaluator`` (same ``rng``, same
         report).
@@ -607,14 +671,16 @@ def check_learning_policy_evaluator(evaluator, *, make_agent=None, n_logs: int =
 
     Notes
     -----
-    Properties: determinism, logs not mutated, numpy's global random state untouched, nan
-    with a warning (or ValueError) when no record matches. The error against the truth curve
+    Properties: determinism, logs not mutated, numpy's global random state untouched; input
+    hygiene (advice unless ``strict``): nan with a warning (or ValueError) when no record
+    matches. The error against the truth curve
     ``V(t)`` of the agent run online is *reported* in ``figures`` at the horizons ``T`` and
     ``T / K``, not asserted: evaluators of learners are biased by design (time acceleration).
     """
     check_callable(evaluator, "evaluator")
     n_logs = check_int(n_logs, "n_logs", low=1)
     n_rounds = check_int(n_rounds, "n_rounds", low=1)
+    strict = _check_bool(strict, "strict")
     if make_agent is None:
         from agents import UCB1
 
@@ -629,7 +695,7 @@ def check_learning_policy_evaluator(evaluator, *, make_agent=None, n_logs: int =
     config = LinearBanditConfig()
     seeds = rng.integers(0, 2**63, size=n_logs)
     logs = [collect_log(config, n_rounds, rng=int(s))[0] for s in seeds]
-    run = _Runner("check_learning_policy_evaluator")
+    run = _Runner("check_learning_policy_evaluator", strict=strict)
 
     def call(log, seed=0, factory=make_agent):
         return _unpack(evaluator(log, factory, rng=np.random.default_rng(seed)), "`evaluator`")

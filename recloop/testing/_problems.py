@@ -3,15 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import expit, softmax
 
 from simulator.logs import BanditLog
 
-__all__ = ["BanditProblem", "random_bandit_problem", "LOGGING_POLICIES"]
+__all__ = ["BanditProblem", "DrawnLog", "random_bandit_problem", "LOGGING_POLICIES"]
 
 LOGGING_POLICIES = ("uniform", "softmax", "epsilon_greedy")
+
+
+class DrawnLog(NamedTuple):
+    """What :meth:`BanditProblem.draw_log` returns: the input of an estimator call, a named
+    pair that unpacks as ``log, action_dist = problem.draw_log(seed)``.
+
+    Attributes
+    ----------
+    log : simulator.logs.BanditLog
+        The logged records (contexts, actions, rewards, propensities ``pscore``).
+    action_dist : ndarray of shape (n_rounds, n_actions, 1)
+        The target policy's action probabilities on the log's contexts (OBP's shape).
+    """
+
+    log: BanditLog
+    action_dist: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,13 +121,16 @@ class BanditProblem:
         return float(np.mean(np.sum(self.target_probs(self.support)
                                     * self.expected_reward(self.support), axis=1)))
 
-    def draw_log(self, seed, n_rounds: int | None = None) -> tuple[BanditLog, np.ndarray]:
-        """The log (and target ``action_dist`` (n, K, 1)) of ``seed``: the same as
-        :meth:`sample` with ``n_rounds`` defaulting to the problem's ``n_rounds``."""
+    def draw_log(self, seed, n_rounds: int | None = None) -> DrawnLog:
+        """The log of ``seed`` and the target's ``action_dist`` (n, K, 1), as a
+        :class:`DrawnLog` ``(log, action_dist)``: the same as :meth:`sample` with
+        ``n_rounds`` defaulting to the problem's ``n_rounds`` (the checker sets it to the
+        failing example's size)."""
         return self.sample(self.n_rounds if n_rounds is None else n_rounds, seed)
 
-    def sample(self, n_rounds: int, rng) -> tuple[BanditLog, np.ndarray]:
-        """Draw a log of ``n_rounds`` records and the target's ``action_dist`` (n, K, 1).
+    def sample(self, n_rounds: int, rng) -> DrawnLog:
+        """Draw a log of ``n_rounds`` records and the target's ``action_dist`` (n, K, 1),
+        as a :class:`DrawnLog` ``(log, action_dist)``.
 
         The log carries the logging policy's probabilities (``pi_b``) and the identity as
         ``action_embeddings`` (each action its own embedding, where MIPS is IPS)."""
@@ -129,7 +149,7 @@ class BanditProblem:
         log = BanditLog(context=x, action=action, reward=reward,
                         pscore=p[np.arange(n_rounds), action], n_actions=self.n_actions,
                         pi_b=p, action_embeddings=np.arange(self.n_actions)[:, None])
-        return log, self.target_probs(x)[:, :, None]
+        return DrawnLog(log, self.target_probs(x)[:, :, None])
 
 
 def random_bandit_problem(rng=None, *, n_actions: int = 3, dim: int = 2, n_contexts: int = 8,

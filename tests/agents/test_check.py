@@ -44,10 +44,57 @@ def test_every_agent_passes_the_contract_check(make, seed):
     check_agent(make(), rng=seed)
 
 
-def test_check_is_itself_reproducible():
-    # same rng => the same synthetic inputs: both runs pass or fail identically
-    check_agent(agents.UCB1(), rng=np.random.default_rng(5))
-    check_agent(agents.UCB1(), rng=np.random.default_rng(5))
+class _RecordingUCB1(agents.UCB1):
+    """UCB1 that records every observation, action and reward the check gives it."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def reset(self, seed=None):
+        state = seed.bit_generator.state if isinstance(seed, np.random.Generator) else seed
+        self.seen.append(("reset", repr(state)))
+        return super().reset(seed)
+
+    def act(self, observation):
+        a = super().act(observation)
+        self.seen.append(("act", observation["context"].tobytes(),
+                          observation["available"].tobytes(), int(a)))
+        return a
+
+    def update(self, observation, action, reward):
+        self.seen.append(("update", int(action), float(reward)))
+        return super().update(observation, action, reward)
+
+
+class _RecordingPopularity(Popularity):
+    """Popularity that records the profiles it is fitted on and the lists it returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def fit(self, profiles):
+        self.seen.append(("fit", profiles.toarray().tobytes()))
+        return super().fit(profiles)
+
+    def recommend(self, users, k, *, removed=None):
+        out = super().recommend(users, k, removed=removed)
+        self.seen.append(("recommend", np.asarray(users).tobytes(), k, out.tobytes()))
+        return out
+
+
+@pytest.mark.parametrize("make", [_RecordingUCB1, _RecordingPopularity],
+                         ids=["bandit", "recommender"])
+def test_check_is_itself_reproducible(make):
+    # same rng => the same synthetic inputs, call for call; another rng => other inputs
+    runs = {}
+    for seed in (5, 5, 6):
+        agent = make()
+        check_agent(agent, rng=np.random.default_rng(seed))
+        runs.setdefault(seed, []).append(agent.seen)
+    assert len(runs[5][0]) > 10 and runs[5][0] == runs[5][1]
+    assert runs[6][0] != runs[5][0]
 
 
 def test_not_an_agent_is_a_type_error():

@@ -21,7 +21,8 @@ def rating_data(draw, max_users=7, max_items=6):
 
     Grid values are what real data sets hold (MovieLens integers, Jester hundredths) and
     give many exact ties between similarities; tiny sizes give single-rating users and items
-    rated once. Ids are arbitrary (negative, gaps) and the order of the triples random.
+    rated once. Ids are arbitrary (gaps, not starting at 0; never negative: refused) and the
+    order of the triples random.
     """
     n_users = draw(st.integers(1, max_users))
     n_items = draw(st.integers(1, max_items))
@@ -32,7 +33,7 @@ def rating_data(draw, max_users=7, max_items=6):
     values = draw(st.lists(st.integers(lo, hi), min_size=len(cells), max_size=len(cells)))
     u = np.array([c[0] for c in cells], dtype=np.int64)
     i = np.array([c[1] for c in cells], dtype=np.int64)
-    u = u * draw(st.integers(1, 3)) - draw(st.integers(0, 4))
+    u = u * draw(st.integers(1, 3)) + draw(st.integers(0, 4))
     i = i * draw(st.integers(1, 3)) + draw(st.integers(0, 2))
     return u, i, np.array(values, dtype=np.float64) * step
 
@@ -42,9 +43,10 @@ def loo_case(draw, similarity):
     u, i, r = draw(rating_data())
     ids = np.unique(u).tolist()
     subset = st.none() | st.lists(st.sampled_from(ids), unique=True).map(np.array)
+    some = st.none() | st.lists(st.sampled_from(ids), unique=True, min_size=1).map(np.array)
     opts = dict(similarity=similarity, k=draw(st.integers(1, 4)),
                 min_support=draw(st.integers(0, 3)), users=draw(subset),
-                neighbours=draw(subset))
+                neighbours=draw(some))  # no neighbour at all is refused
     return (u, i, r), opts
 
 

@@ -372,7 +372,7 @@ REL = [[0], [3]]
     pytest.param(lambda: M.recall(np.array([1, None]), [1, 0]), TypeError,
                  r"`y_true` must hold labels", id="object-labels"),
     pytest.param(lambda: M.accuracy([1.0, np.nan], [1, 0]), ValueError,
-                 r"`y_true` must not contain nan; got nan at index 1", id="nan-labels"),
+                 r"`y_true` must not contain nan or inf; got nan at index 1", id="nan-labels"),
     pytest.param(lambda: M.catalog_coverage(REC, n_items=3), ValueError,
                  r"`recommended` item ids must be < n_items = 3; got 3 at \[1, 1\]",
                  id="coverage-range"),

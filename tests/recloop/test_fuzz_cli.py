@@ -7,6 +7,12 @@ left behind; folders replaced by files) and calls ``recloop._cli.main`` in-proce
 random combination of commands and options. Whatever happens, the exit code is 0, 1 or 2,
 nothing escapes as an exception, standard error holds no traceback, and no failure is an
 unexpected one (those write their traceback to a ``recloop-errors-*.log`` file).
+Users' plugins take part (issue 25, section 5): a scenario naming the hostile plugins of
+``tests/fixtures/plugins`` that misbehave at validation (``sys.exit`` at import and in a
+call, writes into shared inputs, impossible estimates), with or without their ``--path``,
+and a ``--path`` folder whose ``logging.py`` would shadow the standard library. (The ones
+that end the process with ``os._exit`` or hang are tested in a subprocess by
+``test_guests.py``: in this process a failed guard would end pytest with a success.)
 About a minute (200 examples; most run or resume a 6-cell selfcheck scenario).
 """
 
@@ -38,6 +44,29 @@ sweep = { n = [10, 20, 30] }
 """
 
 OTHER = TINY.replace("ticks = 2", "ticks = 3")
+
+PLUGINS = Path(__file__).resolve().parents[1] / "fixtures" / "plugins"
+
+HOSTILE = """
+[run]
+name = "hostile"
+
+[world]
+preset = "bred_linear"
+
+[[agents]]
+name = "quitter"
+kind = "python"
+factory = "hostile:ExitsAtValidation"
+
+[[evaluations]]
+kind = "ope"
+n_logs = 2
+n_rounds = 200
+estimators = ["ips", "hostile:exits", { name = "imported", factory = "exits_at_import:ips" },
+              "hostile:writes_through_base", "hostile:huge", "hostile:inverted_interval",
+              "hostile:negative_stderr", "hostile:writes_action_dist"]
+"""
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +139,12 @@ def arguments(draw, base: Path, run_dir: Path):
         st.just([scenario]), st.just([scenario]), st.just([scenario]),
         st.lists(st.sampled_from([scenario, str(base / "other.toml"),
                                   str(base / "missing.toml"), str(base), "/dev/null",
-                                  "quickstart"]), min_size=1, max_size=2)))
+                                  "quickstart", str(base / "hostile.toml")]),
+                 min_size=1, max_size=2)))
     if command == "validate":
-        return ["validate", *files]
+        path = draw(st.sampled_from([[], [], ["--path", str(PLUGINS)],
+                                     ["--path", str(base / "shadow")]]))
+        return ["validate", *files, *path]
     args = ["run", *files]
     if "quickstart" in files:  # a real run of it is too slow here: plan it only
         args.append("--dry-run")
@@ -122,7 +154,9 @@ def arguments(draw, base: Path, run_dir: Path):
                               ("--force", None, 0.2), ("-q", None, 0.5),
                               ("--workers", ["1", "1", "1", "0", "x"], 0.3),
                               ("--seed", ["0", "3", "3", "-1", str(2**70), "s"], 0.2),
-                              ("--path", [str(base), str(base), str(base / "nope")], 0.2)):
+                              ("--path", [str(base), str(base), str(base / "nope"),
+                                          str(PLUGINS), str(PLUGINS), str(base / "shadow")],
+                               0.3)):
         if draw(st.floats(0, 1)) < p:
             args += [option] if values is None else [option, draw(st.sampled_from(values))]
     if draw(st.integers(0, 9)) == 0:
@@ -144,6 +178,9 @@ def test_random_arguments_on_damaged_run_directories(finished, data):
         base = Path(tmp)
         (base / "tiny.toml").write_text(TINY)
         (base / "other.toml").write_text(OTHER)
+        (base / "hostile.toml").write_text(HOSTILE)
+        (base / "shadow").mkdir()
+        (base / "shadow" / "logging.py").write_text("raise RuntimeError('shadowed')\n")
         run_dir = base / "out" / "tiny"
         shutil.copytree(finished, run_dir)
         for name, j in data.draw(st.lists(st.tuples(st.sampled_from(sorted(DAMAGES)),

@@ -149,7 +149,7 @@ def _cheap(sc):
     from recloop._scenario import Scenario
 
     data = dict(sc.data)
-    data["run"] = {**data["run"], "seeds": data["run"]["seeds"][:1], "replicates": 1}
+    data["run"] = {**data["run"], "seeds": data["run"]["seeds"][:1]}
     ev = {k: v for k, v in data["evaluations"][0].items() if k != "sweep"}
     ev.update({k: values[0] for k, values in data["evaluations"][0].get("sweep", {}).items()})
     ev["agents"] = ev["agents"][:1]

@@ -3,6 +3,7 @@ never shows a traceback for the user's situation (section 4)."""
 
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -230,6 +231,74 @@ def test_every_builtin_kind_declares_a_memory_estimate_and_a_headline():
     assert [k.name for k in kinds if not k.headline] == []
 
 
+def test_n_samples_enters_the_memory_estimate(tmp_path, capsys, monkeypatch):
+    """``n_samples = 1e8`` passed validation and then grew past 4 GiB (issue 25, section 3)."""
+    import recloop._limits as limits
+
+    monkeypatch.setattr(limits, "available_memory", lambda: 4 * 2**30)
+    path = write(tmp_path, CAMPAIGNS.format(agent="pop", kind="popularity", extra="",
+                                            params="").replace("n_samples = 10\n",
+                                                               "n_samples = 100000000\n"))
+    # --dry-run: were the estimate to miss n_samples again, nothing would run for an hour
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "evaluations[0]: expected cells that fit in the 4 GiB" in err
+    assert "n_samples: the sampled edges 7.45 GiB" in err
+    assert not (tmp_path / "out").exists()
+
+
+#: Integer keys of the built-in kinds that do not scale a cell's memory, and why. Every other
+#: one must raise the kind's memory estimate when it grows.
+NOT_MEMORY = {
+    ("selfcheck", "n_arms"): "a few numbers per arm",
+    ("selfcheck", "ticks"): "a loop count",
+    ("dynamic_news", "window"): "at most T, and T is counted",
+    ("fast_loo_cf", "k"): "neighbours kept per prediction inside the kernels' buffers",
+    ("fast_loo_cf", "min_support"): "a threshold",
+    ("fast_loo_cf", "naive_users"): "users of the naive timing, one at a time",
+    ("slate_ope", "tick"): "a time, not a size",
+    ("slate_ope", "world_seed"): "a seed",
+    ("slate_ope", "n_folds"): "the folds cut the same records",
+}
+
+
+def test_every_size_key_enters_the_memory_estimate():
+    """Each integer key of each built-in kind, at ten times its value in a built-in scenario
+    (or its default), raises the estimate -- unless NOT_MEMORY says why it cannot."""
+    import tomllib
+
+    from recloop._limits import evaluation_bytes
+    from recloop._registry import registry
+    from recloop._scenario import builtin_scenarios, load_scenario, loads_scenario
+    from recloop._schema import Int
+
+    examples = {"selfcheck": (loads_scenario(SELFCHECK).data["evaluations"][0], None)}
+    for path in builtin_scenarios().values():
+        world = tomllib.loads(path.read_text()).get("world", {})
+        if "calibrate_from" in world or "file" in world:  # fitted worlds: slow, same kinds
+            continue
+        sc = load_scenario(path)
+        for ev in sc.data["evaluations"]:
+            examples.setdefault(ev["kind"], (ev, sc.data.get("world")))
+    kinds = {k.name: k for k in registry().evaluations.values() if k.origin == "built-in"}
+    assert set(examples) == set(kinds)
+    flat = []
+    for name, (ev, world) in examples.items():
+        kind = kinds[name]
+        for p in kind.params:
+            if not isinstance(p.type, Int) or (name, p.name) in NOT_MEMORY:
+                continue
+            sweep = dict(ev.get("sweep") or {})
+            value = max(sweep.pop(p.name, None) or [ev.get(p.name, p.default) or 10])
+            low, high = max(p.type.low or 1, value // 10), min(p.type.high or 10**9,
+                                                               10 * max(value, 1))
+            sizes = [evaluation_bytes(kind, {**ev, "sweep": sweep, p.name: v}, world)[0]
+                     for v in (low, high)]
+            if not sizes[1] > sizes[0]:
+                flat.append(f"{name}.{p.name}")
+    assert flat == [], "size keys missing from the memory estimate (or from NOT_MEMORY)"
+
+
 def test_builtin_scenarios_fit_in_a_few_gib():
     """The estimates are not absurd: every built-in scenario's cells are below 4 GiB."""
     from recloop._limits import evaluation_bytes
@@ -275,7 +344,8 @@ def test_scenarios_that_break_the_toml_parser(tmp_path, capsys, text, got):
     assert len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-3", ""])
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "", "12345678901234567890", "1025",
+                                   "\u00b2"])
 def test_recloop_threads_must_be_a_positive_integer(tmp_path, capsys, monkeypatch, value):
     monkeypatch.setenv("RECLOOP_THREADS", value)
     code = main(["run", str(write(tmp_path, SELFCHECK)), "--out", str(tmp_path / "o"), "-q"])
@@ -283,7 +353,8 @@ def test_recloop_threads_must_be_a_positive_integer(tmp_path, capsys, monkeypatc
     if value == "":  # unset in effect: the default
         assert code == 0
     else:
-        assert code == 2 and f"RECLOOP_THREADS: expected a positive integer, got {value!r}" in err
+        assert code == 2 and (f"RECLOOP_THREADS: expected an integer in [1, 1024], got "
+                              f"{value!r}") in err
         assert not (tmp_path / "o").exists()
 
 
@@ -485,6 +556,237 @@ def test_run_scenario_refuses_a_bad_recloop_threads_before_writing(tmp_path, mon
     from recloop._scenario import loads_scenario
 
     monkeypatch.setenv("RECLOOP_THREADS", "many")
-    with pytest.raises(ValueError, match="RECLOOP_THREADS must be a positive integer"):
+    with pytest.raises(ValueError, match=r"RECLOOP_THREADS must be an integer in \[1, 1024\]"):
         run_scenario(loads_scenario(SELFCHECK), out=tmp_path / "o", quiet=True)
     assert not (tmp_path / "o").exists()
+
+
+# --- issue 25, section 4: values that must be refused ------------------------------------------
+
+VIADEO = """
+[run]
+name = "v"
+
+[world]
+preset = "viadeo_like"
+{world}
+
+[[agents]]
+name = "pop"
+kind = "popularity"
+
+[[evaluations]]
+kind = "campaign_bias"
+ticks = [10]
+"""
+
+OPE = """
+[run]
+name = "o"
+
+[world]
+preset = "bred_linear"
+{world}
+
+[[evaluations]]
+kind = "ope"
+n_logs = 2
+{params}
+"""
+
+
+@pytest.mark.parametrize("text, line", [
+    pytest.param(VIADEO.format(world="appeal_mean = 1e308"),
+                 "world.appeal_mean: expected a number in [-100.0, 100.0], got 1e+308",
+                 id="appeal-mean"),
+    pytest.param(VIADEO.format(world="taste_scale = 1e308"),
+                 "world.taste_scale: expected a number in [0.0, 100.0], got 1e+308",
+                 id="taste-scale"),
+    pytest.param(VIADEO.format(world="universal_appeal = -1e308"),
+                 "world.universal_appeal: expected a number in [-100.0, 100.0], got -1e+308",
+                 id="universal-appeal"),
+    pytest.param(OPE.format(world="", params="n_actions = 11"),
+                 "evaluations[0].n_actions: expected at most the world's n_arms = 10 (an "
+                 "evaluation uses the world's arms or fewer: raise world.n_arms for more), "
+                 "got 11", id="ope-n-actions-above-the-arms"),
+    pytest.param(OPE.format(world="n_arms = 20", params="sweep = { n_actions = [5, 30] }"),
+                 "evaluations[0].n_actions: expected at most the world's n_arms = 20",
+                 id="ope-swept-n-actions"),
+])
+def test_values_beyond_their_range_are_refused(tmp_path, capsys, text, line):
+    code, err = validate(write(tmp_path, text), capsys)
+    assert code == 2 and line in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_ope_may_use_fewer_arms_than_the_world():
+    from recloop._scenario import loads_scenario
+
+    assert loads_scenario(OPE.format(world="n_arms = 20", params="n_actions = 20"))
+
+
+@pytest.mark.parametrize("raw, byte, where, looks", [
+    pytest.param('[run]\nname = "caf\xe9"\n'.encode("latin-1"), "0xe9", "line 2, column 12",
+                 "Latin-1 or Windows-1252 text", id="latin-1"),
+    pytest.param("# caf\xe9\n[run]\n".encode("cp1252"), "0xe9", "line 1, column 6",
+                 "Latin-1 or Windows-1252 text", id="windows-1252"),
+    pytest.param('[run]\nname = "x"\n'.encode("utf-16"), "0xff", "line 1, column 1",
+                 "UTF-16 text with its byte-order mark", id="utf-16"),
+])
+def test_a_file_that_is_not_utf8_is_named_with_where_and_why(tmp_path, capsys, raw, byte,
+                                                             where, looks):
+    path = tmp_path / "s.toml"
+    path.write_bytes(raw)
+    code, err = validate(path, capsys)
+    assert code == 2
+    assert err.strip() == (f"{path}: expected a UTF-8 TOML file, got byte {byte} at {where}, "
+                           f"which is not UTF-8 (it looks like {looks}; save it as UTF-8)")
+
+
+# --- issue 25, section 3: inputs that hang or eat memory (the harness's side) -------------------
+
+@pytest.fixture
+def silent_server():
+    """A TCP service on a local port that accepts connections and never says a word."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(5)
+    held, stop = [], threading.Event()
+
+    def serve():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+def test_a_scheduler_that_accepts_and_stays_silent_is_given_up(tmp_path, capsys,
+                                                               silent_server):
+    pytest.importorskip("dask.distributed")
+    started = time.monotonic()
+    code = main(["run", str(write(tmp_path, SELFCHECK)), "--executor", "dask", "--scheduler",
+                 silent_server, "--scheduler-timeout", "1", "--out", str(tmp_path / "o"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert (f"the Dask scheduler at {silent_server} accepted the connection but did not "
+            "answer within 1 s (--scheduler-timeout)") in err
+    assert time.monotonic() - started < 30  # it hung forever before
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_scheduler_timeout_must_be_a_positive_number_of_seconds(tmp_path, capsys, value):
+    code = main(["run", str(write(tmp_path, SELFCHECK)), "--scheduler-timeout", value,
+                 "--out", str(tmp_path / "o"), "-q"])
+    assert code == 2
+    assert "--scheduler-timeout: expected seconds in (0, 86400]" in capsys.readouterr().err
+
+
+def test_more_workers_than_a_few_per_cpu_need_force(tmp_path, capsys):
+    from recloop_base.threads import cpus
+
+    path = write(tmp_path, SELFCHECK)
+    many = 4 * cpus() + 1
+    assert main(["run", str(path), "--workers", str(many), "--out", str(tmp_path / "o"),
+                 "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"recloop run: --workers: expected at most 4 per CPU ({4 * cpus()} "
+                           f"on the {cpus()} CPU(s) here), got {many} (pass --force to run "
+                           "anyway)")
+    assert not (tmp_path / "o").exists()
+    assert main(["run", str(path), "--workers", str(many), "--force", "--dry-run"]) == 0
+    assert main(["run", str(path), "--workers", str(4 * cpus()), "--dry-run"]) == 0
+
+
+@pytest.mark.parametrize("suffix", [".png", ".md"], ids=["figures", "report"])
+def test_a_full_disk_at_the_report_step_fails_the_run_and_keeps_the_cells(tmp_path, capsys,
+                                                                          monkeypatch, suffix):
+    import errno
+
+    import recloop._rundir as rundir
+
+    real = rundir.atomic_write
+
+    def full(path, data):
+        if Path(path).suffix == suffix:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, data)
+
+    monkeypatch.setattr(rundir, "atomic_write", full)
+    out = tmp_path / "o"
+    code = main(["run", str(write(tmp_path, SELFCHECK)), "--out", str(out), "-q",
+                 "--workers", "1"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "the report could not be written" in err and "No space left on device" in err
+    run_dir = out / "tiny"
+    assert "No space left on device" in (run_dir / "errors.log").read_text()
+    assert len(list((run_dir / "cells").glob("*.json"))) == 2  # the cells are kept
+    assert (run_dir / "results.jsonl").is_file()
+    monkeypatch.setattr(rundir, "atomic_write", real)  # room again: the report is written
+    assert main(["report", str(run_dir)]) == 0 and (run_dir / "report.md").is_file()
+
+
+def test_out_paths_beyond_the_file_systems_limits_are_named(tmp_path, capsys):
+    path = write(tmp_path, SELFCHECK)
+    long_name = tmp_path / ("a" * 300)
+    assert main(["run", str(path), "--out", str(long_name), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "expected folder names of at most 255 bytes (the file system's limit), got " \
+           f"'{'a' * 37}...' of 300 bytes" in err
+    deep = tmp_path.joinpath(*["b" * 200] * 25)
+    assert main(["run", str(path), "--out", str(deep), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "expected a path short enough for the run's files below it (at most 4096 bytes " \
+           "in all, the file system's limit" in err
+    assert len(err) < 500  # the 5,000-byte path is shortened
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds processes in /proc")
+def test_killed_resource_tracker_and_worker_keep_the_run_and_its_cells(tmp_path):
+    """``kill -KILL`` of multiprocessing's resource tracker gave tracebacks; a worker killed
+    by a signal was a bare exit code. The tracker is not needed by recloop's workers: the
+    run goes on; the killed worker's cell fails naming SIGKILL, the others are kept."""
+    from tests.recloop.test_signals import SLOW, _children
+
+    path = tmp_path / "slow.toml"
+    path.write_text(SLOW.format(delays="0.0, 5.0, 5.1, 0.2"))
+    proc = subprocess.Popen([sys.executable, "-m", "recloop", "run", str(path), "--out",
+                             str(tmp_path / "out"), "--workers", "2", "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    tracker = workers = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        kids = {p: Path(f"/proc/{p}/cmdline").read_bytes() for p in _children(proc.pid)
+                if Path(f"/proc/{p}/cmdline").exists()}
+        tracker = next((p for p, c in kids.items() if b"resource_tracker" in c), None)
+        workers = [p for p, c in kids.items() if b"multiprocessing.spawn" in c]
+        if tracker and len(workers) == 2 and len(list((tmp_path / "out" / "slow" /
+                                                        "cells").glob("*.json"))) >= 1:
+            break
+        time.sleep(0.2)
+    assert tracker and len(workers) == 2, "the run's tracker and workers should be running"
+    os.kill(tracker, signal.SIGKILL)
+    time.sleep(1.0)
+    os.kill(workers[0], signal.SIGKILL)  # inside its 5 s cell
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, (out, err)
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    log = (tmp_path / "out" / "slow" / "errors.log").read_text()
+    assert "the worker running it was killed by SIGKILL (signal 9: out of memory? the " \
+           "kernel's OOM killer sends it)" in log
+    assert len(list((tmp_path / "out" / "slow" / "cells").glob("*.json"))) == 3

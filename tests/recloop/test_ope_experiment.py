@@ -159,15 +159,40 @@ def test_bad_arguments_are_named(kwargs, exc, match):
         ope(**{"config": "bred_linear", "n_logs": 1, "n_rounds": 20, **kwargs})
 
 
-def test_leaderboard_ranks_by_rmse(run):
-    rows = [{"evaluation": m.evaluation, "agent": m.agent, "variant": m.variant,
-             "metric": m.metric, "estimate": m.estimate, "params": dict(m.params)} for m in run]
-    lines = leaderboard(rows)
+def test_per_log_estimates_give_the_cells_own_numbers_and_the_leaderboard(run):
+    """Issue 22, section 1: one computation. With one seed, recloop.summarize of the per-log
+    estimates gives the experiment's own rows to the last digit, and the leaderboard shows
+    those numbers ranked by RMSE."""
+    from recloop import summarize
+
+    per_log = []
+    rows = ope("bred_linear", rng=3, per_log=per_log.append, **SMALL)
+    assert repr(rows) == repr(run)  # recording them changes nothing
+    assert len(per_log) == 3 * 4 * SMALL["n_logs"]
+    assert sorted({m.log for m in per_log}) == list(range(SMALL["n_logs"]))
+    got = by_key(rows)
+    summary = summarize(per_log)
+    assert len(summary) == 12
+    for s in summary:
+        key = (s.agent, s.variant)
+        assert s.estimate == got[key + ("value",)].estimate
+        assert s.se == got[key + ("value",)].stderr
+        assert s.truth == got[key + ("value",)].truth
+        assert s.bias == got[key + ("bias",)].estimate
+        assert s.rmse == got[key + ("rmse",)].estimate
+        assert s.coverage == got[key + ("coverage",)].estimate
+        assert s.nan_rate == got[key + ("nan_rate",)].estimate
+    lines = leaderboard(summary)
     table = [line for line in lines if line.startswith("| ") and line[2].isdigit()]
     assert len(table) == 12  # 3 targets x 4 estimators
     first_block = table[:4]
     rmses = [float(line.split("|")[3]) for line in first_block]
     assert rmses == sorted(rmses)
+    target = lines[0].split("`")[1]
+    for line in first_block:
+        cells = [c.strip() for c in line.split("|")]
+        assert cells[3] == f"{got[target, cells[2], 'rmse'].estimate:.3g}"
+        assert cells[4] == f"{got[target, cells[2], 'bias'].estimate:.3g}"
 
 
 def test_the_ab_test_beside_the_offline_estimators():
@@ -233,3 +258,73 @@ def test_the_figure_follows_the_swept_parameter(tmp_path):
                 n_rounds=300, n_logs=3, rng=0, estimators=["ips"])
     # n_rounds now varies too: it is the x axis, one figure per number of actions
     assert len(plot_ope(rows, tmp_path / "b")) == 2
+
+
+def _counting_fits(monkeypatch):
+    import evaluators
+
+    fits, real = [], evaluators.fit_reward_model
+
+    def counting(log, model="ridge", **kw):
+        fits.append(model)
+        return real(log, model, **kw)
+
+    monkeypatch.setattr(evaluators, "fit_reward_model", counting)
+    return fits
+
+
+def test_one_reward_model_per_log_for_every_estimator_and_target(monkeypatch):
+    import functools
+
+    import evaluators
+    from recloop.experiments._common import child_rng, seed_sequence
+    from recloop.experiments._ope import DEFAULT_TARGETS, logged
+
+    fits = _counting_fits(monkeypatch)
+    mean_dm = functools.partial(evaluators.direct_method, model="mean")
+    ests = ["ips", "direct_method", "doubly_robust", "switch_dr", ("dm_mean", mean_dm),
+            ("dr_mean", functools.partial(evaluators.doubly_robust, model="mean"))]
+    rows = by_key(ope("bred_linear", estimators=ests, n_rounds=200, n_logs=3, rng=1))
+    assert sorted(fits) == ["mean"] * 3 + ["ridge"] * 3  # per log: one per specification
+    # the same numbers as each estimator fitting its own model from the log's stream
+    config = simulator.preset("bred_linear")
+    root = seed_sequence(1)
+    logger = _lookup(config, policy_table(config, {"policy": "uniform"}))
+    table = policy_table(config, DEFAULT_TARGETS[1])
+    for name, f, kw in (("switch_dr", evaluators.switch_dr, {}),
+                        ("dm_mean", evaluators.direct_method, {"model": "mean"})):
+        own = []
+        for i in range(3):
+            log, atoms = logged(config, 200, logger, root, i, 0.0)
+            own.append(f(log, table[atoms], **kw, rng=child_rng(root, 7, i)).value)
+        assert rows[DEFAULT_TARGETS[1]["name"], name, "value"].estimate == float(np.mean(own))
+
+
+def test_the_harness_shares_the_model_of_a_scenario_table():
+    import evaluators
+    from recloop._plugins import bind_estimator, estimator_entry
+    from recloop.experiments._ope import model_spec
+
+    call = bind_estimator(estimator_entry({"name": "dr_mean", "factory": "doubly_robust",
+                                           "params": {"model": "mean", "n_folds": 3}}, "static"))
+    assert model_spec(call) == (evaluators.doubly_robust, {"model": "mean", "n_folds": 3},
+                                {"model": "mean", "n_folds": 3})
+    assert model_spec(bind_estimator(estimator_entry("ips", "static"))) is None
+    assert model_spec(evaluators.select_estimator) is None  # SLOPE over IPS: no model
+    q = np.zeros((3, 2))
+    assert model_spec(lambda log, x, rng=None: evaluators.direct_method(log, x, model=q)) is None
+
+
+def test_estimator_selection_fits_one_model_per_log(monkeypatch):
+    from recloop.experiments._selection import estimator_selection
+
+    fits = _counting_fits(monkeypatch)
+    targets = [{"name": "u", "policy": "uniform"}, {"name": "s", "policy": "softmax",
+                                                    "beta": 5.0}]
+    estimator_selection("bred_linear", targets, family="dr_os", n_rounds=100, n_logs=4,
+                        rng=0, n_resamples=10)
+    assert fits == ["ridge"] * 4  # shared by both targets and all ten candidates
+    fits.clear()
+    estimator_selection("bred_linear", targets, family="ips", n_rounds=100, n_logs=2, rng=0,
+                        n_resamples=10)
+    assert fits == []

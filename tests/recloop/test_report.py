@@ -1,4 +1,4 @@
-"""The report and the CLI tell the truth plainly (issue 16, section 6)."""
+"""The report and the CLI tell the truth plainly (issue 16, section 6; issue 22, section 1)."""
 
 import io
 import math
@@ -7,23 +7,27 @@ import pytest
 
 from recloop._cli import main
 from recloop._report import summary_lines, write_report
-from recloop._rundir import COLUMNS, atomic_savefig, to_jsonable, write_results
+from recloop._rundir import COLUMNS, atomic_savefig, to_jsonable, write_tables
 from recloop._scenario import dumps_toml
 
 NAN = math.nan
 
 
 def row(evaluation, agent, metric, estimate, *, truth=NAN, lo=NAN, hi=NAN, stderr=NAN,
-        variant="", tick=None, seed=0):
+        variant="", tick=None, seed=0, log=None):
     r = dict.fromkeys(COLUMNS)
     r.update(scenario="s", cell=f"{evaluation}/*/seed={seed}", seed=seed, evaluation=evaluation,
              agent=agent, tick=tick, variant=variant, metric=metric, estimate=estimate,
              stderr=stderr, ci_low=lo, ci_high=hi, truth=truth, error=estimate - truth, n=1,
              params={})
+    if log is not None:
+        r["log"] = log
     return r
 
 
-def make_run(tmp_path, rows, evaluations=(("ev", "selfcheck"),), seeds=(0,)):
+def make_run(tmp_path, rows, evaluations=(("ev", "selfcheck"),), seeds=(0,), estimates=None):
+    """A run directory of ``rows``; its per-log estimates are ``estimates`` (default: the
+    rows themselves, one per seed, as for a kind whose unit is the seed)."""
     scenario = {"run": {"name": "s", "description": "", "seed": seeds[0],
                         "replicates": len(seeds), "seeds": list(seeds), "horizon": 0},
                 "agents": [{"name": "a", "kind": "fixed_arm", "arm": 0}],
@@ -31,43 +35,63 @@ def make_run(tmp_path, rows, evaluations=(("ev", "selfcheck"),), seeds=(0,)):
                                 for name, kind in evaluations]}
     (tmp_path / "scenario.toml").write_text(dumps_toml(scenario))
     (tmp_path / "environment.json").write_text(to_jsonable({"command": ["recloop"]}))
-    write_results(tmp_path, rows)
+    if estimates is None:
+        estimates = [dict(r, log=0) for r in rows]
+    write_tables(tmp_path, [{"rows": rows, "estimates": estimates}])
     return tmp_path
 
 
-def summary_table(report: str) -> list[str]:
+def summary_table(report: str) -> list[dict]:
+    """The rows of the report's first table, as {column: cell}."""
     part = report.split("## Summary", 1)[1].split("\n## ", 1)[0]
-    return [ln for ln in part.splitlines() if ln.startswith("| ")]
+    lines = [ln for ln in part.splitlines() if ln.startswith("| ")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    out = []
+    for ln in lines[1:]:
+        if ln.startswith("| evaluation |"):
+            break  # the table of the truth itself
+        out.append(dict(zip(header, (c.strip() for c in ln.strip("|").split("|")),
+                            strict=True)))
+    return out
 
 
 def test_coverage_is_blank_for_exact_estimates(tmp_path):
     """Exhaustive LOO: zero-width intervals beside a small bias showed "coverage 0.2"."""
     rows = [row("ev", "g1", "loo_hit@5", 0.35 + 0.001, truth=0.35, lo=0.351, hi=0.351,
-                stderr=0.0, tick=t) for t in range(5)]
-    rows += [row("ev", "g1", "loo_hit@5_sampled", 0.36, truth=0.35, lo=0.30, hi=0.40 if t else
-                 0.34, tick=t) for t in range(5)]
-    report = write_report(make_run(tmp_path, rows, (("ev", "campaign_bias"),))).read_text()
-    lines = {ln.split("|")[4].strip(): ln.split("|") for ln in summary_table(report)[1:]}
-    assert lines["loo_hit@5"][10].strip() == ""  # exact: no coverage
-    assert lines["loo_hit@5_sampled"][10].strip() == "0.8"  # 4 of 5 intervals cover
+                stderr=0.0, seed=s) for s in range(5)]
+    rows += [row("ev", "g1", "loo_hit@5_sampled", 0.36, truth=0.35, lo=0.30, hi=0.40 if s else
+                 0.34, seed=s) for s in range(5)]
+    report = write_report(make_run(tmp_path, rows, (("ev", "campaign_bias"),),
+                                   seeds=range(5))).read_text()
+    lines = {r["metric"]: r for r in summary_table(report)}
+    assert lines["loo_hit@5"]["coverage"] == ""  # exact: no coverage
+    assert lines["loo_hit@5_sampled"]["coverage"] == "0.8"  # 4 of 5 intervals cover
+    assert lines["loo_hit@5_sampled"]["logs"] == "5"  # the seeds are the logs
     assert "zero width" in report
 
 
+def test_coverage_is_blank_without_intervals(tmp_path):
+    """An estimator without intervals (`optimist`) showed a coverage of 0.333."""
+    rows = [row("ev", "t", "value", 0.3, truth=0.32, variant="optimist")]
+    est = [row("ev", "t", "value", v, truth=0.32, variant="optimist", log=j)
+           for j, v in enumerate((0.2, 0.3, 0.4))]
+    report = write_report(make_run(tmp_path, rows, (("ev", "ope"),),
+                                   estimates=est)).read_text()
+    (line,) = summary_table(report)
+    assert line["coverage"] == "" and line["logs"] == "3" and line["bias"] == "-0.02"
+
+
 def test_errors_are_not_compared_with_a_truth_of_zero(tmp_path):
-    rows = [row("ev", "a", "value", 0.3, truth=0.32, lo=0.25, hi=0.35, variant="replay"),
+    rows = [row("ev", "a", "loo_hit@5", 0.3, truth=0.32, variant="unweighted"),
             row("ev", "a", "bias", -0.02, truth=0.0, lo=-0.05, hi=0.01, variant="replay"),
-            row("ev", "a", "rmse", 0.03, variant="replay"),
-            row("ev", "a", "coverage_at_matches", 0.9, truth=0.0, variant="replay")]
-    report = write_report(make_run(tmp_path, rows, (("ev", "bred_vs_replay"),))).read_text()
-    metrics = [ln.split("|")[4].strip() for ln in summary_table(report)[1:]]
-    assert metrics == ["value"]
-    errors = report.split("## Error summaries", 1)[1].split("\n## ", 1)[0]
-    for m in ("| bias |", "| rmse |", "| coverage_at_matches |"):
-        assert m in errors
-    estimates = report.split("## Estimates against the truth", 1)[1].split("\n## ", 1)[0]
-    assert "| bias |" not in estimates
+            row("ev", "a", "rmse", 0.03, variant="replay")]
+    report = write_report(make_run(tmp_path, rows, (("ev", "campaign_bias"),))).read_text()
+    assert [r["metric"] for r in summary_table(report)] == ["loo_hit@5"]
+    measurements = report.split("## Measurements", 1)[1].split("\n## ", 1)[0]
+    for m in ("| bias |", "| rmse |"):
+        assert m in measurements
     text = "\n".join(summary_lines(tmp_path))
-    assert "bias " not in text.split("\n", 1)[1] and "value" in text
+    assert "bias " not in text.split("\n", 1)[1] and "loo_hit@5" in text
 
 
 def test_world_rows_are_the_campaigns_effect(tmp_path):
@@ -78,27 +102,37 @@ def test_world_rows_are_the_campaigns_effect(tmp_path):
 
 
 def test_the_headline_metric_leads_even_without_a_truth(tmp_path):
-    rows = [row("ev", "u", "value", 0.3, truth=0.31, lo=0.2, hi=0.4, variant="replay"),
-            row("ev", "replay", "kendall_tau", 0.6, lo=0.4, hi=0.8, stderr=0.1, variant="T")]
-    report = write_report(make_run(tmp_path, rows, (("ev", "offline_vs_online"),))).read_text()
-    table = summary_table(report)[1:]
-    assert "kendall_tau" in table[0] and "0.6 ± 0.1" in table[0] and "value" in table[1]
+    rows = [row("ev", "u", "value", 0.3, truth=0.31, variant="replay"),
+            row("ev", "replay", "kendall_tau", 0.6, variant="T")]
+    est = [row("ev", "u", "value", v, truth=0.31, variant="replay", log=j)
+           for j, v in enumerate((0.2, 0.4))]
+    est += [row("ev", "replay", "kendall_tau", v, variant="T", log=j)
+            for j, v in enumerate((0.5, 0.7))]
+    report = write_report(make_run(tmp_path, rows, (("ev", "offline_vs_online"),),
+                                   estimates=est)).read_text()
+    table = summary_table(report)
+    # mean 0.6, standard error over the two logs 0.1
+    assert table[0]["metric"] == "kendall_tau" and table[0]["estimate"] == "0.6 ± 0.1"
+    assert table[1]["metric"] == "value"
     lines = summary_lines(tmp_path)
     assert "kendall_tau" in lines[1] and "value" in lines[2]
 
 
 def test_truth_against_itself_is_collapsed(tmp_path):
-    rows = [row("ev", "a", "online_value", v, truth=v, lo=v - 0.1, hi=v + 0.1, variant=var)
-            for v, var in ((0.4, "T"), (0.35, "T_over_K"))]
-    rows += [row("ev", "a", "value", 0.3, truth=0.4, lo=0.2, hi=0.35, variant="replay")]
-    report = write_report(make_run(tmp_path, rows, (("ev", "offline_vs_online"),))).read_text()
-    table = summary_table(report)
-    main_rows = table[1:table.index(next(ln for ln in table if ln.startswith("| evaluation |")
-                                         and "truth |" in ln and "rows | truth" in ln))]
-    assert all("online_value" not in ln for ln in main_rows)
-    assert "The truth itself" in report and "| ev | a | T | online_value | 1 | 0.4 |" in report
+    rows = [row("ev", "a", "loo_hit@5", v, truth=v, lo=v, hi=v, variant="twin", tick=t)
+            for t, v in ((0, 0.4), (1, 0.35))]
+    rows += [row("ev", "a", "loo_hit@5", 0.3, truth=0.4, lo=0.3, hi=0.3, variant="unweighted",
+                 tick=0)]
+    # equal to the truth at one tick only (nothing pushed yet): an estimate, error 0
+    rows += [row("ev", "a", "loo_hit@5", 0.35, truth=0.35, lo=0.35, hi=0.35,
+                 variant="unweighted", tick=1)]
+    report = write_report(make_run(tmp_path, rows, (("ev", "campaign_bias"),))).read_text()
+    assert all(r["variant"] != "twin" for r in summary_table(report))
+    assert [(r["variant"], r["tick"], r["bias"]) for r in summary_table(report)] == [
+        ("unweighted", "0", "-0.1"), ("unweighted", "1", "0")]
+    assert "The truth itself" in report and "| ev | a | twin | loo_hit@5 | 0 | 1 | 0.4 |" in report
     text = summary_lines(tmp_path)
-    assert text[-1].startswith("truth itself: ev online_value: a T 0.4, a T_over_K 0.35")
+    assert text[-1].startswith("truth itself: ev loo_hit@5: a twin 0.4, a twin 0.35")
 
 
 def test_kind_figures_name_the_seed_they_show(tmp_path, monkeypatch):
@@ -185,13 +219,6 @@ sweep = { n = [10, 20, 30] }
     assert main(["run", str(tmp_path / "t.toml"), "--out", str(tmp_path / "o"),
                  "--workers", "1"]) == 0
     assert "\r" in err.getvalue()
-
-
-def test_report_prints_the_path_it_wrote(tmp_path, capsys):
-    (tmp_path / "s").mkdir()
-    run_dir = make_run(tmp_path / "s", [row("ev", "a", "mean_reward", 0.5, truth=0.5)])
-    assert main(["report", str(run_dir)]) == 0
-    assert capsys.readouterr().out.strip() == f"s: {run_dir / 'report.md'}"
 
 
 def test_linear_bandit_episode_lengths():

@@ -118,6 +118,12 @@ def _altered(p, others):
     p.write_text(json.dumps(payload))
 
 
+def _altered_estimate(p, others):
+    payload = json.loads(p.read_text())
+    payload["estimates"][0]["estimate"] += 0.5
+    p.write_text(json.dumps(payload))
+
+
 def _missing_rows_column(p, others):
     payload = json.loads(p.read_text())
     del payload["rows"][0]["truth"]
@@ -142,6 +148,7 @@ def _a_device(p, others):
     (_truncate, "truncated"), (_empty, "empty"), (_not_json, "not UTF-8"),
     (_wrong_shape, "wrong shape"), (_old_format, "no identity or checksum"),
     (_copied_over, "copied over"), (_altered, "checksum mismatch"),
+    (_altered_estimate, "checksum mismatch"),
     (_missing_rows_column, "columns"), (_a_directory, "not a regular file"),
     (_a_device, "not a regular file"),
 ], ids=lambda x: getattr(x, "__name__", "")[1:] or None)
@@ -232,48 +239,170 @@ def test_resume_refuses_a_damaged_scenario_toml_over_another_scenarios_cells(run
     assert not (run_dir / "cells" / "quarantine").exists()
 
 
-def test_report_rebuilds_a_damaged_results_jsonl_from_the_cells(run, capsys):
+def _change_a_value(run_dir):
+    """A number of results.jsonl edited by hand (still valid JSON)."""
+    path = run_dir / "results.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    row = json.loads(lines[3])
+    row["estimate"] += 0.25
+    lines[3] = json.dumps(row) + "\n"
+    path.write_text("".join(lines))
+    return "results.jsonl", "line 4 differs from the cell files"
+
+
+def _drop_a_line(run_dir):
+    path = run_dir / "results.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:2] + lines[3:]))
+    return "results.jsonl", "line 3 differs from the cell files"
+
+
+def _keep_half_the_lines(run_dir):
+    path = run_dir / "results.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:len(lines) // 2]))
+    return "results.jsonl", f"truncated: {len(lines) // 2} of {len(lines)} lines"
+
+
+def _empty_results_jsonl(run_dir):  # issue 22, section 6: wiped report.md, exited 0
+    (run_dir / "results.jsonl").write_text("")
+    return "results.jsonl", "empty"
+
+
+def _extra_line(run_dir):
+    path = run_dir / "results.jsonl"
+    path.write_text(path.read_text() + path.read_text().splitlines(keepends=True)[0])
+    return "results.jsonl", "has lines the cell files do not give"
+
+
+def _truncate_results_csv(run_dir):
+    path = run_dir / "results.csv"
+    path.write_bytes(path.read_bytes()[:300])
+    return "results.csv", "line "
+
+
+def _delete_results_csv(run_dir):
+    (run_dir / "results.csv").unlink()
+    return "results.csv", "missing"
+
+
+def _change_an_estimate(run_dir):
+    import gzip
+
+    path = run_dir / "estimates.csv.gz"
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines(keepends=True)
+    lines[2] = lines[2].replace(",0.", ",0.9", 1)
+    path.write_bytes(gzip.compress("".join(lines).encode()))
+    return "estimates.csv.gz", "line 3 differs from the cell files"
+
+
+def _corrupt_estimates(run_dir):
+    path = run_dir / "estimates.csv.gz"
+    path.write_bytes(path.read_bytes()[:40])
+    return "estimates.csv.gz", "unreadable"
+
+
+@pytest.mark.parametrize("damage", [
+    _change_a_value, _drop_a_line, _keep_half_the_lines, _empty_results_jsonl, _extra_line,
+    _truncate_results_csv, _delete_results_csv, _change_an_estimate, _corrupt_estimates,
+], ids=lambda f: f.__name__[1:])
+def test_report_rebuilds_every_table_from_the_cells_and_names_what_differed(run, capsys,
+                                                                             damage):
+    """Issue 25, section 2: `recloop report` trusted results.jsonl and results.csv."""
     _, run_dir = run
-    jsonl, csv = run_dir / "results.jsonl", run_dir / "results.csv"
-    before = jsonl.read_bytes(), csv.read_bytes()
-    jsonl.write_bytes(before[0][:100])  # truncated mid-line
-    csv.unlink()
+    tables = ("results.jsonl", "results.csv", "estimates.csv.gz", "report.md")
+    before = {name: (run_dir / name).read_bytes() for name in tables}
+    figures = sorted(p.name for p in (run_dir / "figures").glob("*.png"))
+    name, problem = damage(run_dir)
     assert main(["report", str(run_dir)]) == 2
     captured = capsys.readouterr()
-    assert f"{jsonl}: line 1 is not JSON" in captured.err and "rebuilt" in captured.err
-    assert (jsonl.read_bytes(), csv.read_bytes()) == before
+    assert f"{run_dir / name}: {problem}" in captured.err, captured.err
+    assert "rewritten from the verified cell files" in captured.err
+    assert captured.err.count("recloop report:") == 1  # only the damaged file is named
     assert f"tiny: {run_dir / 'report.md'}" in captured.out  # the path it wrote
+    for t in tables:  # every table back as the cells give it, the report the same
+        assert (run_dir / t).read_bytes() == before[t], t
+    assert sorted(p.name for p in (run_dir / "figures").glob("*.png")) == figures
     assert main(["report", str(run_dir)]) == 0  # nothing to say any more
+    assert capsys.readouterr().err == ""
 
 
-def test_report_says_when_results_cannot_be_rebuilt(run, capsys):
+def _remove_a_cell(run_dir):
+    cells_of(run_dir)[0].unlink()
+    return "missing", "1 of 6 cell files are missing or damaged"
+
+
+def _damage_a_cell(run_dir):
+    cells_of(run_dir)[1].write_text("{")
+    return "not JSON", "1 of 6 cell files are missing or damaged"
+
+
+def _damage_scenario(run_dir):
+    (run_dir / "scenario.toml").write_text("[run")
+    return "not valid TOML", "the cell files cannot be verified without it"
+
+
+def _scenario_without_seeds(run_dir):
+    (run_dir / "scenario.toml").write_text("[run]\nname = 3\n")
+    return "not a resolved scenario", "cannot be verified"
+
+
+@pytest.mark.parametrize("damage", [_remove_a_cell, _damage_a_cell, _damage_scenario,
+                                    _scenario_without_seeds], ids=lambda f: f.__name__[1:])
+def test_report_rewrites_nothing_it_cannot_verify(run, capsys, damage):
+    """A run directory whose cells cannot be verified: exit 2 naming the file, and the
+    report, its figures and the tables stay as they were (an empty results.jsonl once
+    wiped report.md and deleted a figure)."""
     _, run_dir = run
-    (run_dir / "results.jsonl").unlink()
-    cells_of(run_dir)[0].write_text("{")
+    (run_dir / "results.jsonl").write_text("")
+    files = ("results.csv", "estimates.csv.gz", "report.md", "report.html")
+    before = {name: (run_dir / name).read_bytes() for name in files}
+    figures = {p.name: p.read_bytes() for p in (run_dir / "figures").glob("*.png")}
+    problem, why = damage(run_dir)
     assert main(["report", str(run_dir)]) == 2
     err = capsys.readouterr().err
-    assert "results.jsonl: missing; cannot be rebuilt: 1 of 6 cell files" in err
-    assert "--resume" in err and "Traceback" not in err
+    assert problem in err and why in err and "nothing was rewritten" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert {name: (run_dir / name).read_bytes() for name in files} == before
+    assert {p.name: p.read_bytes() for p in (run_dir / "figures").glob("*.png")} == figures
+    assert (run_dir / "results.jsonl").read_text() == ""
 
 
-@pytest.mark.parametrize("name, content, missing", [
-    ("environment.json", "{", "- command"),
-    ("scenario.toml", "[run", "- seeds"),
-    ("scenario.toml", "[run]\nname = 3\n", "- seeds"),
-])
-def test_report_does_what_it_can_without_scenario_or_environment(run, capsys, name, content,
-                                                                  missing):
+def test_report_without_environment_json_says_what_it_lacks(run, capsys):
     _, run_dir = run
-    (run_dir / name).write_text(content)
+    (run_dir / "environment.json").write_text("{")
     assert main(["report", str(run_dir)]) == 2
     captured = capsys.readouterr()
-    assert f"{run_dir / name}: " in captured.err and "Traceback" not in captured.err
+    assert f"{run_dir / 'environment.json'}: " in captured.err
+    assert "Traceback" not in captured.err
     report = (run_dir / "report.md").read_text()
     assert "## Summary" in report and "| selfcheck | a0 |" in report
-    if name == "scenario.toml":
-        assert "scenario.toml is missing or damaged" in report and missing not in report
-    else:
-        assert "- command: `?`" in report
+    assert "- command: `?`" in report
+
+
+def test_stale_errors_of_an_earlier_report_go(run, capsys, monkeypatch):
+    """errors.log kept every report's failures, one after the other."""
+    import dataclasses
+
+    from recloop._registry import registry
+
+    _, run_dir = run
+    (run_dir / "errors.log").write_text("a cell's error, written by the run\n")
+
+    def figures(rows, out_dir, world):
+        raise RuntimeError("no ink")
+
+    kind = dataclasses.replace(registry().evaluations["selfcheck"], figures=figures)
+    monkeypatch.setitem(registry().evaluations, "selfcheck", kind)
+    for _ in range(3):
+        assert main(["report", str(run_dir)]) == 0
+    log = (run_dir / "errors.log").read_text()
+    assert log.startswith("a cell's error, written by the run\n")
+    assert log.count("RuntimeError: no ink") == 2  # its line and its traceback, once
+    monkeypatch.undo()
+    assert main(["report", str(run_dir)]) == 0
+    assert (run_dir / "errors.log").read_text() == "a cell's error, written by the run\n"
+    capsys.readouterr()
 
 
 def _hold_lock(run_dir: Path):

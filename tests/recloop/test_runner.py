@@ -260,18 +260,20 @@ def test_quickstart_puts_every_estimate_beside_the_truth(tmp_path):
     report = (run_dir / "report.md").read_text()
     assert "offline_bias_g1.png" in report
     assert (run_dir / "figures" / "offline_bias_g1.png").exists()
-    # the summary merges the two ticks into one row per (agent, variant, metric)
+    # the summary never merges ticks (issue 22): one row per (agent, variant, metric, tick),
+    # its estimate the score at that tick
     from recloop._report import summary_lines
 
     lines = summary_lines(run_dir, limit=1000)
     g1_unweighted = [ln.split() for ln in lines
                      if ln.split()[1:4] == ["g1", "unweighted", "loo_hit@5"]]
-    assert len(g1_unweighted) == 1
-    ticks = [r for r in scores if r["agent"] == "g1" and r["variant"] == "unweighted"
-             and r["metric"] == "loo_hit@5"]
-    assert float(g1_unweighted[0][4]) == pytest.approx(
-        sum(float(r["estimate"]) for r in ticks) / len(ticks), rel=1e-3)
-    assert "## Summary" in report and "| offline_bias | g1 | unweighted | loo_hit@5 | 2 |" in report
+    ticks = {r["tick"]: r for r in scores if r["agent"] == "g1" and r["variant"] == "unweighted"
+             and r["metric"] == "loo_hit@5"}
+    assert sorted(row[4] for row in g1_unweighted) == sorted(ticks) == ["300", "500"]
+    for row in g1_unweighted:
+        assert row[6] == f"{float(ticks[row[4]]['estimate']):.4g}"
+    assert "## Summary" in report and "| offline_bias | g1 | unweighted | loo_hit@5 | 500 | 1 |" \
+        in report
 
 
 @pytest.mark.parametrize("kind, function", [("bred_vs_replay", "bred_vs_replay"),

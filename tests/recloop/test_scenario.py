@@ -50,7 +50,7 @@ def problems_of(text: str, file: str = "f.toml") -> list[str]:
 def test_defaults_are_filled_in():
     sc = loads_scenario(TINY)
     run = sc.data["run"]
-    assert run["seeds"] == [0, 1] and run["seed"] == 0 and run["replicates"] == 2
+    assert run["seeds"] == [0, 1] and "seed" not in run and "replicates" not in run
     assert run["description"] == "" and run["horizon"] == 0
     assert sc.data["agents"][0] == {"name": "a0", "kind": "fixed_arm", "arm": 0}
     ev = sc.data["evaluations"][0]
@@ -168,9 +168,23 @@ def test_cross_key_rule_of_a_kind():
                for p in problems)
 
 
-def test_seeds_conflicting_with_replicates():
-    problems = problems_of(TINY.replace("replicates = 2", "replicates = 3\nseeds = [1, 2]"))
-    assert problems == ["f.toml: run.replicates: expected 2 (the length of run.seeds), got 3"]
+@pytest.mark.parametrize("extra, key", [
+    ("replicates = 3", "replicates"),
+    ("replicates = 2", "replicates"),  # agreeing or not: one way of giving the seeds
+    ("seed = 1", "seed"),
+])
+def test_seeds_with_seed_or_replicates_are_refused(extra, key):
+    problems = problems_of(TINY.replace("replicates = 2", f"{extra}\nseeds = [1, 2]"))
+    assert problems == [f"f.toml: run.{key}: expected either `seeds` or `seed` and "
+                        f"`replicates`, got both `seeds` and `{key}` (`seeds` lists the "
+                        "replicate seeds itself)"]
+
+
+def test_the_resolved_run_table_lists_the_seeds_once():
+    sc = loads_scenario(TINY)
+    assert sc.data["run"]["seeds"] == [0, 1]
+    assert "seed" not in sc.data["run"] and "replicates" not in sc.data["run"]
+    assert loads_scenario(sc.with_seed(7).to_toml()).seeds == [7, 8]  # runnable as it is
 
 
 def test_duplicate_names_and_toml_syntax():
@@ -193,6 +207,20 @@ def test_missing_file(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_scenario(tmp_path / "nope.toml")
     assert "expected a scenario file or a built-in scenario name" in info.value.problems[0]
+
+
+def test_load_scenario_takes_the_builtin_names_its_error_lists(tmp_path, monkeypatch):
+    import recloop
+
+    sc = recloop.load_scenario("quickstart")
+    assert sc.name == "quickstart" and sc.path == str(builtin_scenarios()["quickstart"])
+    with pytest.raises(ScenarioError) as info:
+        recloop.load_scenario("quickstrat")
+    assert "quickstart" in info.value.problems[0]  # listed among the names it takes
+    # a file of that name in the current folder comes first, as on the command line
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "quickstart").write_text(TINY)
+    assert recloop.load_scenario("quickstart").name == "tiny"
 
 
 def test_builtin_scenarios_are_valid():
@@ -221,15 +249,14 @@ def _readme_sections(text: str) -> dict[str, set[str]]:
 
 
 def test_readme_documents_every_key():
-    readme = (Path(__file__).resolve().parents[2] / "recloop" / "scenarios"
-              / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "scenarios" / "README.md").read_text()
     sections = _readme_sections(readme)
     missing = []
     for key in scenario_keys():
         section, _, name = key.rpartition(".")
         if name not in sections.get(section, set()):
             missing.append(key)
-    assert not missing, (f"recloop/scenarios/README.md lacks {missing}; regenerate it "
+    assert not missing, (f"scenarios/README.md lacks {missing}; regenerate it "
                          "(see its header)")
     # and it documents nothing the loader rejects
     documented = {f"{s}.{k}" for s, keys in sections.items() for k in keys}

@@ -106,7 +106,8 @@ def test_figures_one_per_click_model(tmp_path, cascade_rows):
 def test_params_table_matches_the_signature():
     sig = inspect.signature(slate_ope)
     names = [n for n, p in sig.parameters.items()
-             if p.kind is p.KEYWORD_ONLY and n not in ("rng", "progress", "evaluation")]
+             if p.kind is p.KEYWORD_ONLY
+             and n not in ("rng", "progress", "evaluation", "per_log")]
     assert [name for name, _, _ in SLATE_OPE_PARAMS] == names
     for name, default, doc in SLATE_OPE_PARAMS:
         assert sig.parameters[name].default == default or (

@@ -181,3 +181,86 @@ def test_interaction_log_malformed_files(tmp_path):
         path = _write_npz(tmp_path / f"{name}.npz", **arrays, __header__=np.array(header))
         with pytest.raises(LogFormatError, match=msg):
             InteractionLog.load(path)
+
+
+# -- positions (OBD-shaped logs) ----------------------------------------------------------------
+def _pos_log(n=30, k=5, len_list=3, seed=1, **kw):
+    rng = np.random.default_rng(seed)
+    return _log(n, k, 2, seed, position=rng.integers(0, len_list, n), len_list=len_list, **kw)
+
+
+def test_positions_default_and_inferred():
+    log = _log()
+    assert log.position is None and log.len_list == 1
+    assert np.array_equal(log.positions(), np.zeros(20)) and not log.positions().flags.writeable
+    inferred = _log(position=np.r_[np.zeros(19, int), 2])
+    assert inferred.len_list == 3 and inferred.observation(19)["position"] == 2
+    assert "position" not in log.observation(0)
+
+
+def test_positions_round_trip_obp_and_npz(tmp_path):
+    log = _pos_log(tick=np.arange(30), metadata={"campaign": "all"})
+    fb = log.to_obp()
+    assert fb["len_list"] == 3 and np.array_equal(fb["position"], log.position)
+    back = BanditLog.from_obp(fb)
+    assert back.len_list == 3 and np.array_equal(back.position, log.position)
+    # OBP's OpenBanditDataset dict has no len_list: it is max(position) + 1 there too
+    del fb["len_list"]
+    assert BanditLog.from_obp(fb).len_list == int(log.position.max()) + 1
+    again = BanditLog.load(log.save(tmp_path / "p"))
+    assert again.len_list == 3 and np.array_equal(again.position, log.position)
+    sub = log.take(np.flatnonzero(log.position == 0))  # only slot 0 left: len_list stays 3
+    assert sub.len_list == 3 and BanditLog.from_obp(sub.to_obp()).len_list == 3
+    assert BanditLog.load(sub.save(tmp_path / "s")).len_list == 3
+
+
+def test_one_slot_logs_unchanged(tmp_path):
+    """A log without positions writes the same file as before positions existed (no
+    `position` array, no `len_list` in the header), and OBP's all-0 position stays absent."""
+    log = _log(tick=np.arange(20))
+    path = log.save(tmp_path / "plain")
+    with np.load(path) as data:
+        assert "position" not in data.files
+        assert "len_list" not in json.loads(str(data["__header__"]))
+    fb = log.to_obp()
+    assert fb["len_list"] == 1 and not fb["position"].any()
+    assert BanditLog.from_obp(fb).position is None
+
+
+def test_obp_pi_b_read_at_position():
+    pi = np.array([[0.5, 0.25, 0.25], [0.2, 0.2, 0.6]])  # position 0, position 1
+    pi_b = np.tile(pi.T[None], (4, 1, 1))  # (n, K, len_list)
+    pos = np.array([0, 1, 1, 0])
+    act = np.array([0, 2, 1, 1])
+    fb = dict(n_actions=3, context=np.zeros((4, 1)), action=act, reward=np.zeros(4),
+              pscore=pi[pos, act], position=pos, pi_b=pi_b)
+    log = BanditLog.from_obp(fb)
+    assert np.array_equal(log.pi_b, pi[pos])
+    assert "pi_b" not in log.to_obp()  # OBP's 3-d pi_b cannot be rebuilt from one slot
+
+
+@pytest.mark.parametrize("kw, exc, msg", [
+    pytest.param({"position": np.r_[np.zeros(19, int), 3], "len_list": 3}, ValueError,
+                 r"`position` must be in \[0, 3\) \(`len_list` = 3\); got 3 at index 19",
+                 id="position-range"),
+    pytest.param({"position": np.r_[np.zeros(19, int), -1]}, ValueError,
+                 r"`position` must be in \[0, 1\).*got -1 at index 19", id="position-negative"),
+    pytest.param({"position": np.full(20, 0.5)}, TypeError, "`position` must hold integers",
+                 id="position-float"),
+    pytest.param({"position": np.zeros(3, int)}, ValueError, "`position` must have 20 entries",
+                 id="position-length"),
+    pytest.param({"len_list": 0}, ValueError, "`len_list` must be >= 1", id="len_list-zero"),
+    pytest.param({"len_list": 2.0}, TypeError, "`len_list` must be an int", id="len_list-float"),
+])
+def test_bad_positions(kw, exc, msg):
+    with pytest.raises(exc, match=msg):
+        _log(**kw)
+
+
+def test_file_with_positions_out_of_range(tmp_path):
+    header = json.dumps({"kind": "BanditLog", "format": 1, "n_actions": 2, "metadata": {},
+                         "len_list": 2})
+    path = _write_npz(tmp_path / "p.npz", **GOOD, position=np.array([0, 2]),
+                      __header__=np.array(header))
+    with pytest.raises(LogFormatError, match=r"`position` must be in \[0, 2\)"):
+        BanditLog.load(path)

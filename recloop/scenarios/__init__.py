@@ -1,1 +1,0 @@
-"""The built-in scenario files (package data; ``recloop list`` shows them)."""

@@ -1,0 +1,342 @@
+"""Every figure recloop draws, drawn on a tiny run and looked at by the test (issue 22 §3).
+
+Each figure function is called on the rows of a tiny run of its experiment; the test
+catches the matplotlib Figure as it is saved (``recloop._plots.save``) and checks what a
+reader would: the PNG exists and is not blank, the legend holds the expected labelled
+series, the caption says what the bars are, log axes carry readable labels, a single swept
+value is a dot plot, identical series stay visible.
+"""
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import simulator
+from recloop import _plots
+from recloop._rundir import to_jsonable, write_tables
+from recloop._scenario import dumps_toml
+from recloop.experiments import (
+    bred_vs_replay,
+    campaign_bias,
+    plot_bred_vs_replay,
+    plot_campaign_bias,
+    plot_slate_ope,
+    slate_ope,
+)
+from recloop.experiments._loo_cf import fast_loo_cf, plot_fast_loo_cf
+from recloop.experiments._offline_vs_online import offline_vs_online, plot_offline_vs_online
+from recloop.experiments._ope import ope, plot_ope
+
+VARIANTS = ["replay", "bred", "bred_nojitter", "bred_once"]
+
+
+@dataclass
+class Drawn:
+    fig: object
+    labels: list
+    axes: list
+    title: str
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Every figure saved through ``recloop._plots.save``, by file name."""
+    got = {}
+    save = _plots.save
+
+    def spy(fig, path, **kw):
+        legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+        got[Path(path).name] = Drawn(
+            fig, [t.get_text() for lg in legends for t in lg.get_texts()],
+            [ax for ax in fig.axes if ax.get_visible()],
+            fig._suptitle.get_text() if fig._suptitle is not None else "")
+        return save(fig, path, **kw)
+
+    monkeypatch.setattr(_plots, "save", spy)
+    return got
+
+
+def readable(path: Path) -> None:
+    """A PNG of a sensible size with ink on it (not blank, not one colour)."""
+    from matplotlib.image import imread
+
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    gray = imread(path)[..., :3].mean(axis=2)
+    assert gray.shape[0] > 200 and gray.shape[1] > 300
+    assert gray.std() > 0.05 and (gray < 0.5).mean() > 0.003
+
+
+def ticks(ax, which="x") -> list[str]:
+    ax.figure.canvas.draw()
+    labels = ax.get_xticklabels() if which == "x" else ax.get_yticklabels()
+    return [t.get_text() for t in labels if t.get_text()]
+
+
+def series(ax) -> dict:
+    """The data line of each labelled series drawn with error bars, by label."""
+    return {c.get_label(): c.lines[0] for c in ax.containers
+            if not c.get_label().startswith("_")}
+
+
+def is_dot_plot(ax, categories) -> bool:
+    """Categories on the y axis, no line through several x."""
+    lines = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 2]
+    return ticks(ax, "y") == list(categories) and not lines
+
+
+# -- the shared helpers ------------------------------------------------------------------------
+
+def test_every_series_has_its_own_look():
+    looks = [(s["color"], s["marker"], str(s["linestyle"])) for s in map(_plots.style,
+                                                                         range(60))]
+    assert len(set(looks)) == 60
+    # a later series is thinner, with a smaller mark: drawn over an equal one, both show
+    a, b = _plots.style(0), _plots.style(4)
+    assert b["markersize"] < a["markersize"] and b["linewidth"] < a["linewidth"]
+
+
+@pytest.mark.parametrize(("value", "text"), [(500, "500"), (1000, "1,000"), (20000, "20,000"),
+                                             (0.5, "0.5"), (0.02, "0.02"), (0, "0"),
+                                             (1e-5, "1e-05"), (2.5e12, "2e+12")])
+def test_tick_labels_are_plain_numbers(value, text):
+    assert _plots.number(value) == text
+
+
+def test_log_axes_are_labelled_at_readable_values():
+    fig, axes = _plots.figure()
+    ax = axes[0, 0]
+    sizes = [500, 1000, 2000, 5000, 20000]
+    ax.plot(sizes, [0.3, 0.2, 0.1, 0.05, 0.012])
+    _plots.log_axis(ax, "x", sizes)
+    _plots.log_axis(ax, "y")
+    assert ticks(ax) == ["500", "1,000", "2,000", "5,000", "20,000"]  # at the swept sizes
+    assert ticks(ax, "y") == ["0.02", "0.05", "0.1", "0.2"]  # 1-2-5 steps in the range
+    fig, axes = _plots.figure()
+    axes[0, 0].plot([1, 1e6], [1, 2])
+    _plots.log_axis(axes[0, 0], "x", list(np.geomspace(1, 1e6, 20)))  # too many: decades
+    assert ticks(axes[0, 0]) == ["1", "10", "100", "1,000", "10,000", "100,000",
+                                 "1,000,000"]
+
+
+def test_a_single_x_is_a_dot_plot_and_the_legend_sits_under_the_panels(tmp_path, drawn):
+    fig, axes = _plots.figure(1, 2)
+    for ax in axes[0]:
+        _plots.series_plot(ax, [_plots.Series(name, [100], [v], [0.1], [1.0], j=j)
+                                for j, (name, v) in enumerate((("ips", 1.0), ("dm", 0.5)))],
+                           x_label="n_rounds", y_label="value")
+    _plots.legend(fig)
+    _plots.save(fig, tmp_path / "f.png")
+    d = drawn["f.png"]
+    assert all(is_dot_plot(ax, ["ips", "dm"]) for ax in d.axes)
+    assert d.labels == ["estimate (95% interval)", "truth"]  # once for both panels
+    legend = d.fig.legends[0].get_window_extent()
+    assert all(legend.y1 <= ax.get_window_extent().y0 for ax in d.axes)  # outside the data
+    readable(tmp_path / "f.png")
+
+
+# -- each kind's figures ------------------------------------------------------------------------
+
+def make_ucb1(rng):
+    import agents
+
+    agent = agents.UCB1()
+    agent.reset(rng)
+    return agent
+
+
+@pytest.fixture(scope="module")
+def bandit_rows():
+    return [r for T in (60, 120) for r in bred_vs_replay(
+        "bred_linear", {"ucb1": make_ucb1}, T=T, n_logs=2, n_bootstrap=2, n_truth_runs=3,
+        rng=0)]
+
+
+def test_bred_vs_replay(tmp_path, drawn, bandit_rows):
+    path, = plot_bred_vs_replay(bandit_rows, tmp_path)
+    readable(path)
+    d = drawn[path.name]
+    assert d.labels == VARIANTS
+    assert [ax.get_title() for ax in d.axes] == ["bias", "RMSE"]
+    assert "95% intervals" in d.title and "2 logs per T" in d.title
+    assert ticks(d.axes[0]) == ["60", "120"]
+    # one T: a dot plot per variant
+    path, = plot_bred_vs_replay([r for r in bandit_rows if r.params["T"] == 60],
+                                tmp_path / "one")
+    assert all(is_dot_plot(ax, VARIANTS) for ax in drawn[path.name].axes)
+
+
+@pytest.fixture(scope="module")
+def bias_run():
+    config = simulator.preset("viadeo_like", n_users=300)
+    rows = campaign_bias(config, recommenders={"g1": "constant_agreeing"}, ticks=(300, 400),
+                         p_values=(0, None), n_samples=200, rng=1)
+    return config, rows
+
+
+def test_campaign_bias(tmp_path, drawn, bias_run):
+    config, rows = bias_run
+    starts = [c.start for c in config.campaigns]
+    ids = np.arange(config.n_items) + 1001  # a fitted world's own item ids
+    paths = plot_campaign_bias(rows, tmp_path, campaign_ticks=starts, item_ids=ids)
+    assert [p.name for p in paths] == ["campaign_bias_g1.png", "campaign_bias_marginals.png"]
+    for p in paths:
+        readable(p)
+    d = drawn["campaign_bias_g1.png"]
+    assert d.labels == ["unweighted", "weighted_p0", "weighted_pall",
+                        "twin without campaigns: the truth", "campaign start"]
+    assert "95% intervals of the sampled score" in d.title
+    # no item weighted: p0 equals the unweighted score, drawn beneath it in its own style
+    line = series(d.axes[0])
+    a, b = line["unweighted"], line["weighted_p0"]
+    assert list(a.get_ydata()) == list(b.get_ydata())
+    assert (a.get_marker(), a.get_linestyle()) != (b.get_marker(), b.get_linestyle())
+    d = drawn["campaign_bias_marginals.png"]
+    pushed = [r.variant for r in rows if r.metric == "item_marginal" and r.tick == 300]
+    assert d.labels == [f"item {int(v[4:]) + 1001}" for v in pushed] + [
+        "twin without campaigns (thin, in the series' colour)", "campaign start"]
+    assert "ids in the log" in d.title
+
+
+def clipped_ips(log, action_dist, *, rng=None):
+    """IPS clipped at 1e9: clips nothing, so its series equals IPS's."""
+    import evaluators
+
+    return evaluators.ips(log, action_dist, clip=1e9)
+
+
+@pytest.fixture(scope="module")
+def ope_rows():
+    return [r for n in (100, 1000) for r in ope(
+        "bred_linear", [{"name": "uniform", "policy": "uniform"}], n_rounds=n, n_logs=3,
+        estimators=["ips", ("clipped_ips", clipped_ips)], rng=2)]
+
+
+def test_ope(tmp_path, drawn, ope_rows):
+    path, = plot_ope(ope_rows, tmp_path)
+    readable(path)
+    d = drawn[path.name]
+    assert d.labels == ["ips", "clipped_ips"]
+    assert ticks(d.axes[0]) == ["100", "1,000"]  # log axis at the swept sizes
+    assert d.axes[0].get_yscale() == "log" and "RMSE over 3 logs" in d.title
+    # clipping at 1e9 clips nothing: two equal series, both visible
+    a, b = series(d.axes[0]).values()
+    assert list(a.get_ydata()) == list(b.get_ydata())
+    assert (a.get_marker(), a.get_linestyle()) != (b.get_marker(), b.get_linestyle())
+    path, = plot_ope([r for r in ope_rows if r.params["n_rounds"] == 100], tmp_path / "one")
+    assert is_dot_plot(drawn[path.name].axes[0], ["ips", "clipped_ips"])
+
+
+def test_slate_ope(tmp_path, drawn):
+    world = simulator.preset("viadeo_like", n_users=50, n_items=10, campaigns=())
+    rows = [r for n in (100, 300) for r in slate_ope(world, click_model="pbm", k=3,
+                                                      n_rounds=n, n_logs=3, rng=3)]
+    path, = plot_slate_ope(rows, tmp_path)
+    readable(path)
+    d = drawn[path.name]
+    assert d.labels == ["slate_ips", "independent_ips", "reward_interaction_ips",
+                        "cascade_dr", "nominal 0.95"]
+    assert len(d.axes) == 3 and d.axes[1].get_yscale() == "log"
+    assert "bias bars: 95% intervals" in d.title
+
+
+def test_offline_vs_online(tmp_path, drawn):
+    rows = offline_vs_online("bred_linear", {"ucb1": make_ucb1, "ucb1b": make_ucb1}, T=60,
+                             n_logs=2, n_bootstrap=2, n_truth_runs=3, n_resamples=20,
+                             estimators=["replay", "bred_once"], rng=4)
+    path, = plot_offline_vs_online(rows, tmp_path)
+    readable(path)
+    d = drawn[path.name]
+    assert d.labels == ["tau against the truth at T", "tau against the truth at T/K",
+                        "replay", "bred_once", "online value V(T): the truth"]
+    assert ticks(d.axes[1], "y") == ["ucb1", "ucb1b"]
+
+
+def test_fast_loo_cf(tmp_path, drawn):
+    rows = fast_loo_cf(similarities=["cosine", "pearson"], shape=(40, 50, 600),
+                       naive_users=0, rng=0)
+    path, = plot_fast_loo_cf(rows, tmp_path)
+    readable(path)
+    d = drawn[path.name]
+    assert d.labels == ["fit_once", "fit_once_self", "exact LOO (the truth)"]
+    assert all(is_dot_plot(ax, ["cosine", "pearson"]) for ax in d.axes)
+
+
+# -- the report's figures: generic and estimates-with-intervals ---------------------------------
+
+def write_run(tmp_path, rows, estimates, kind):
+    """A finished run directory of one evaluation ``ev`` of ``kind``."""
+    from recloop._rundir import COLUMNS
+
+    def full(r):
+        out = dict.fromkeys(COLUMNS)
+        out.update(scenario="s", cell="ev/*/seed=0", seed=0, evaluation="ev", n=1,
+                   stderr=math.nan, ci_low=math.nan, ci_high=math.nan, truth=math.nan)
+        out.update(r)
+        out["error"] = out["estimate"] - out["truth"]
+        return out
+
+    scenario = {"run": {"name": "s", "description": "", "seed": 0, "replicates": 1,
+                        "seeds": [0], "horizon": 0}, "agents": [],
+                "evaluations": [{"kind": kind, "name": "ev", "agents": []}]}
+    (tmp_path / "scenario.toml").write_text(dumps_toml(scenario))
+    (tmp_path / "environment.json").write_text(to_jsonable({"command": ["recloop"]}))
+    write_tables(tmp_path, [{"rows": [full(r) for r in rows],
+                             "estimates": [full(r) for r in estimates]}])
+    return tmp_path
+
+
+def test_the_estimates_chart_shows_each_estimator_beside_the_truth(tmp_path, drawn):
+    from recloop._report import write_report
+
+    logs = [0.2, 0.4, 0.5, 0.9]
+    estimates = [dict(agent="target", variant=v, metric="value", estimate=e, truth=0.5,
+                      stderr=0.1, ci_low=e - 0.2, ci_high=e + 0.2, log=i,
+                      params={"n_rounds": 100})
+                 for v in ("ips", "clipped_ips") for i, e in enumerate(logs)]
+    run_dir = write_run(tmp_path, [dict(e, log=None) for e in estimates[:1]], estimates,
+                        "ope")
+    report = write_report(run_dir).read_text()
+    assert "![ev: estimates](figures/ev__estimates.png)" in report
+    readable(run_dir / "figures" / "ev__estimates.png")
+    d = drawn["ev__estimates.png"]
+    assert d.labels == ["mean estimate, 95% interval", "single logs (2.5-97.5%)", "truth"]
+    ax, = d.axes
+    assert ax.get_title() == "target"
+    assert ticks(ax, "y") == ["ips", "clipped_ips"]
+    assert "over 4 logs" in d.title
+    # the numbers drawn, to the last digit: mean, 1.96 standard errors, percentiles, truth
+    mean, se = np.mean(logs), np.std(logs, ddof=1) / 2
+    spread = np.percentile(logs, [2.5, 97.5])
+    seg = [ln.get_xdata() for ln in ax.get_lines() if len(ln.get_xdata()) == 2
+           and ln.get_gid() is None and ln.get_label() != "mean"]
+    assert [list(s) for s in seg] == [list(spread)] * 2
+    bars = [c for c in ax.containers]
+    assert [float(b.lines[0].get_xdata()[0]) for b in bars] == [mean, mean]
+    low, high = bars[0].lines[2][0].get_segments()[0][:, 0]
+    assert (low, high) == pytest.approx((mean - 1.96 * se, mean + 1.96 * se), abs=1e-15)
+    truth = [ln for ln in ax.get_lines() if ln.get_gid() == _plots.REFERENCE]
+    assert list(truth[0].get_xdata()) == [0.5, 0.5]
+
+
+def test_the_generic_figure_labels_only_what_varies(tmp_path, drawn):
+    from recloop._report import write_report
+
+    rows = [dict(agent=a, variant=v, metric="mean_reward", estimate=e + (n == 10) * 0.1,
+                 stderr=0.02, truth=0.5, params={"n": n, "fixed": 1})
+            for a in ("a", "b") for v, e in (("x", 0.4), ("y", 0.4)) for n in (10, 20, 40)]
+    run_dir = write_run(tmp_path, rows, [dict(r, log=0) for r in rows], "selfcheck")
+    write_report(run_dir)
+    d = drawn["ev__mean_reward.png"]
+    readable(run_dir / "figures" / "ev__mean_reward.png")
+    assert d.labels == ["x", "y", "truth"]  # one legend for the panels, no fixed settings
+    assert [ax.get_title() for ax in d.axes] == ["a", "b"]
+    assert ticks(d.axes[0]) == ["10", "20", "40"]
+    assert "bars: 95% intervals" in d.title and "own standard error" in d.title
+    # a single swept value: a dot plot, not lines on one x
+    one = [dict(r, params={"n": 10}) for r in rows if r["params"]["n"] == 10]
+    (tmp_path / "one").mkdir()
+    write_report(write_run(tmp_path / "one", one, [dict(r, log=0) for r in one], "selfcheck"))
+    assert all(is_dot_plot(ax, ["x", "y"]) for ax in drawn["ev__mean_reward.png"].axes)

@@ -1,0 +1,222 @@
+"""Mutation testing of recloop's numeric core with mutmut (docs/testing.md).
+
+    python tools/mutate.py                       # every module of the numeric core
+    python tools/mutate.py evaluators/_estimate.py simulator/_truth.py
+    python tools/mutate.py --changed             # the core modules changed since main
+    python tools/mutate.py --changed HEAD~3      # ... since another revision
+
+The numeric core is ``only_mutate`` of ``[tool.mutmut]`` in pyproject.toml; the tests that may
+kill a module's mutants are ``TESTS`` below. The run happens in a scratch copy of the tree
+(``build/mutation/<modules>/``: sources, tests and a pyproject.toml narrowed to the chosen
+modules), so the work tree is never touched and a stale copy is never reused (``--keep``
+reuses the scratch copy and mutmut's cached verdicts when nothing changed but the tests).
+
+It prints, per module, the mutants killed, survived (and how many of those are listed as
+equivalent in ``tools/equivalent_mutants.txt``), timed out and not covered, each survivor's
+diff, and as its last line a JSON summary with the kill rate of the non-equivalent mutants.
+Exit status: 0 when every module reaches ``--target`` (default 0.95), 1 otherwise, 2 for bad
+arguments. mutmut is the ``dev`` extra: ``pip install -e ".[dev]"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "build" / "mutation"  # the scratch trees (work_dir), one per set of modules
+PACKAGES = ("evaluators", "simulator", "recloop_base", "agents", "recloop")
+EQUIVALENT = ROOT / "tools" / "equivalent_mutants.txt"
+
+#: the tests whose failures may kill each module's mutants (mutmut then runs, for each
+#: mutant, only those of them that execute the mutated function)
+TESTS = {
+    "evaluators/_estimate.py": ["tests/evaluators/test_estimate.py",
+                                "tests/evaluators/test_stderr.py",
+                                "tests/evaluators/test_replay.py", "tests/evaluators/test_ab.py"],
+    "evaluators/_metrics.py": ["tests/evaluators/test_metrics.py",
+                               "tests/evaluators/test_bad_arrays.py"],
+    "evaluators/_slate_ope.py": ["tests/evaluators/test_slate_ope.py",
+                                 "tests/evaluators/test_stderr.py",
+                                 "tests/evaluators/test_bad_arrays.py"],
+    "evaluators/_mips.py": ["tests/evaluators/test_ope_catalogue.py",
+                            "tests/evaluators/test_mips_available.py",
+                            "tests/evaluators/test_stderr.py",
+                            "tests/evaluators/test_bad_arrays.py"],
+    "evaluators/_ope.py": ["tests/evaluators/test_ope.py", "tests/evaluators/test_ope_catalogue.py",
+                           "tests/evaluators/test_stderr.py",
+                           "tests/evaluators/test_bad_arrays.py"],
+    "evaluators/_slope.py": ["tests/evaluators/test_ope_catalogue.py",
+                             "tests/evaluators/test_stderr.py",
+                             "tests/evaluators/test_bad_arrays.py"],
+    "simulator/_truth.py": ["tests/simulator/test_truth.py",
+                            "tests/simulator/test_truth_numbers.py",
+                            "tests/simulator/test_bandit_env.py"],
+    "recloop/_summary.py": ["tests/recloop"],
+    "simulator/_fidelity.py": ["tests/simulator/test_fidelity.py",
+                               "tests/recloop/test_calibration.py"],
+}
+#: tests that cannot run under mutmut's fork-per-mutant workers (they start a Dask cluster)
+IGNORED = ["tests/evaluators/test_distributed.py"]
+
+
+def core_modules() -> list[str]:
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+    return list(conf["only_mutate"])
+
+
+def changed_files(ref: str) -> list[str]:
+    """Files changed between ``ref`` and the work tree (committed or not)."""
+    out = subprocess.run(["git", "diff", "--name-only", ref], cwd=ROOT, capture_output=True,
+                         text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"tools/mutate.py: `--changed {ref}`: git diff failed: "
+                         f"{out.stderr.strip()}")
+    return out.stdout.split()
+
+
+def work_dir(modules: list[str]) -> Path:
+    """The scratch tree of a run: one per set of modules, so that runs can go side by side."""
+    tag = "+".join(Path(m).stem.lstrip("_") for m in modules)
+    return WORK / (tag if len(tag) <= 60 else f"{len(modules)}-modules")
+
+
+def prepare(modules: list[str], keep: bool) -> Path:
+    """The scratch tree: sources and tests copied, pyproject.toml narrowed to ``modules``."""
+    work = work_dir(modules)
+    if work.exists() and not keep:
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    for name in PACKAGES + ("tests",):
+        dst = work / name
+        if dst.exists():
+            shutil.rmtree(dst)
+        shutil.copytree(ROOT / name, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    if keep and (work / "mutants").exists():  # mutmut copies sources only when missing
+        for name in PACKAGES:
+            shutil.rmtree(work / "mutants" / name, ignore_errors=True)
+    tests = sorted({t for m in modules for t in TESTS.get(m, ["tests"])
+                    if (ROOT / t).exists()})
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    markers = conf["tool"]["pytest"]["ini_options"]["markers"]
+    text = "\n".join([
+        "[tool.mutmut]",
+        f"source_paths = {json.dumps(list(PACKAGES))}",
+        f"only_mutate = {json.dumps(modules)}",
+        f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+        "pytest_add_cli_args = " + json.dumps(
+            ["-p", "no:cacheprovider", "-o", "addopts="]
+            + [f"--ignore={t}" for t in IGNORED]),
+        "",
+        "[tool.pytest.ini_options]",
+        f"markers = {json.dumps(markers)}",
+        "",
+    ])
+    (work / "pyproject.toml").write_text(text)
+    return work
+
+
+def equivalents() -> set[tuple[str, str, str]]:
+    """(module, function, mutated line) of the mutants listed as equivalent."""
+    out = set()
+    if EQUIVALENT.exists():
+        for line in EQUIVALENT.read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                module, function, mutated = (s.strip() for s in line.split("|", 3)[:3])
+                out.add((module, function, mutated))
+    return out
+
+
+def diff_of(mutmut: str, work: Path, name: str) -> str:
+    return subprocess.run([mutmut, "show", name], cwd=work, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def key_of(module: str, name: str, diff: str) -> tuple[str, str, str]:
+    """A mutant's identity that survives renumbering: its function and its mutated line."""
+    function = name.rsplit(".", 1)[-1].split("__mutmut_")[0]
+    function = function[2:] if function.startswith("x_") else function
+    function = function.replace("x\u01c1", "").replace("\u01c1", ".")
+    plus = [ln[1:].strip() for ln in diff.splitlines()
+            if ln.startswith("+") and not ln.startswith("+++")]
+    return module, function, " ".join(plus)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("modules", nargs="*", help="modules of the numeric core (default: all)")
+    ap.add_argument("--changed", nargs="?", const="main", metavar="REF",
+                    help="only the core modules changed since REF (default main)")
+    ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--target", type=float, default=0.95,
+                    help="kill rate of non-equivalent mutants each module must reach")
+    ap.add_argument("--keep", action="store_true", help="reuse build/mutation/ and its verdicts")
+    args = ap.parse_args(argv)
+    core = core_modules()
+    unknown = [m for m in args.modules if m not in core]
+    if unknown:
+        ap.error(f"not in the numeric core ([tool.mutmut] only_mutate): {', '.join(unknown)}; "
+                 f"the core is {', '.join(core)}")
+    modules = args.modules or core
+    if args.changed is not None:
+        touched = set(changed_files(args.changed))
+        modules = [m for m in modules if m in touched]
+    modules = [m for m in modules if (ROOT / m).exists()]
+    if not modules:
+        print("tools/mutate.py: no module of the numeric core to mutate")
+        print(json.dumps({"modules": {}, "passed": True}))
+        return 0
+    mutmut = shutil.which("mutmut", path=str(Path(sys.executable).parent)) or "mutmut"
+    work = prepare(modules, args.keep)
+    start = time.perf_counter()
+    env = dict(os.environ, CI="true")  # tests/conftest.py: derandomised hypothesis
+    cmd = ["nice", "-n", "10", mutmut, "run", "--max-children", str(args.max_children)]
+    run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if run.returncode != 0:
+        sys.stdout.write(run.stdout[-3000:])
+        sys.stderr.write(run.stderr[-3000:])
+        print(f"tools/mutate.py: mutmut exited {run.returncode}", file=sys.stderr)
+        return 2
+    known = equivalents()
+    summary = {}
+    status = {0: "survived", 1: "killed", 3: "killed", 33: "no tests", 5: "no tests",
+              36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout"}
+    for module in modules:
+        meta = json.loads((work / "mutants" / (module + ".meta")).read_text())["exit_code_by_key"]
+        counts = {"killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "no tests": 0,
+                  "other": 0}
+        print(f"\n== {module}")
+        for name, code in sorted(meta.items()):
+            s = status.get(code, "other")
+            if s == "survived":
+                diff = diff_of(mutmut, work, name)
+                if key_of(module, name, diff) in known:
+                    counts["equivalent"] += 1
+                    continue
+                print(diff + "\n")
+            elif s in ("no tests", "other"):
+                print(f"{name}: {s} (exit code {code})")
+            counts[s] += 1
+        # a timeout is a mutant the tests noticed (it never finished), as in mutmut's score
+        live = counts["killed"] + counts["timeout"] + counts["survived"] + counts["no tests"]
+        rate = (counts["killed"] + counts["timeout"]) / live if live else 1.0
+        summary[module] = dict(counts, total=len(meta), kill_rate=round(rate, 4))
+        print(f"-- {module}: {json.dumps(summary[module])}")
+    passed = all(s["kill_rate"] >= args.target for s in summary.values())
+    print(json.dumps({"modules": summary, "seconds": round(seconds, 1),
+                      "max_children": args.max_children, "target": args.target,
+                      "passed": passed}))
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
