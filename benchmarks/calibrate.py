@@ -11,7 +11,7 @@ interpreter, numpy and scipy; not tracemalloc, which would miss BLAS buffers and
 fit). Logs: ``evaluators.datasets.synthetic_ratings`` (943 x 1,682 with 100,000 ratings;
 6,040 x 3,706 with 1,000,209) with timestamps: every user gets sessions drawn from the
 session law fitted to MovieLens-100K (horizons of 215 and 1,038 days, the files' own) and
-each of its ratings falls in one of them (a first session weighs 1, a later one 0.215), so
+each of its ratings falls in one of them (a first session weighs 1, a later one 0.286), so
 that the fit includes the session process and the rating model, ``n_factors=8``.
 
 After the timed fit the child simulates the world once and prints the in-sample fidelity
@@ -119,7 +119,7 @@ def generate(name: str, path: str) -> None:
     u, i, r = synthetic_ratings(*SHAPES[name], rng=0)
     rng = np.random.default_rng(1)
     law = SessionLaw(count_mu=-0.70, count_sigma=2.82, gap_mu=1.85, gap_sigma=1.84,
-                     later_weight=0.215)  # fitted to MovieLens-100K
+                     later_weight=0.286)  # fitted to MovieLens-100K
     s = draw_schedule(law, rng.integers(0, horizon, n_users), horizon, rng)
     order = np.lexsort((s.tick, s.user))
     su, st, sw = s.user[order], s.tick[order], s.weight[order]
