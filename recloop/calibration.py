@@ -43,7 +43,7 @@ from recloop_base.validation import (
 )
 
 __all__ = ["FORMATS", "MAX_DATA_BYTES", "RANKING_RECOMMENDERS", "CalibrationReport",
-           "RankingCheck", "calibrate_command", "fidelity_report", "fit_world",
+           "RankingCheck", "calibrate_command", "fidelity_of_fit", "fidelity_report", "fit_world",
            "load_interactions", "ranking_check", "read_rating_file"]
 
 #: Formats of :func:`load_interactions`.
@@ -589,6 +589,14 @@ def _check_holdout(holdout, has_timestamps: bool):
     return h, ""
 
 
+def fidelity_of_fit(calibrated, seed: int, *, holdout="auto") -> CalibrationReport:
+    """:func:`fidelity_report` of a world fitted with ``seed``, with the draws `recloop
+    calibrate` and a scenario's ``[world] calibrate_from`` both use: the same file and seed
+    give the same world and the same figures."""
+    return fidelity_report(calibrated, holdout=holdout, seed=seed,
+                           rng=np.random.SeedSequence(seed, spawn_key=(1,)))
+
+
 def fidelity_report(calibrated, *, holdout="auto", seed: int = 0, k: int = 10,
                     max_users: int = 300, n_bootstrap: int = 500, n_pairs: int = 20_000,
                     ks_close: float = 0.1, ks_poor: float = 0.2, rng=None) -> CalibrationReport:
@@ -958,8 +966,7 @@ def calibrate_command(path, *, format: str, columns=None, out=None, n_factors: i
         cal, notes = fit_world(data, seed=seed, source=Path(path).name, source_sha256=sha,
                                n_factors=n_factors, ctr=ctr, exposure=exposure,
                                min_rating=min_rating, ratings=ratings)
-        report = fidelity_report(cal, holdout=holdout, seed=seed,
-                                 rng=np.random.SeedSequence(seed, spawn_key=(1,)))
+        report = fidelity_of_fit(cal, seed, holdout=holdout)
     except FileNotFoundError as exc:
         return fail(f"{exc.filename or path}: no such file.")
     except IsADirectoryError as exc:

@@ -4,6 +4,7 @@ calibrate."""
 
 import hashlib
 import json
+import re
 
 import pytest
 
@@ -66,6 +67,7 @@ def test_a_scenario_runs_on_a_fitted_world_and_resumes_on_the_same_one(tmp_path,
     digest = hashlib.sha256(small_movielens().read_bytes()).hexdigest()
     assert f"data: u.data (sha256 {digest})" in report
     assert f"world sha256: {saved.sha256}" in report
+    assert f"(the world's sha256 {saved.sha256})" in report  # not read as the file's
     # `recloop calibrate` with the same seed fits the same world, byte for byte, wherever
     # the file lies
     elsewhere = tmp_path / "copy" / "u.data"
@@ -74,7 +76,12 @@ def test_a_scenario_runs_on_a_fitted_world_and_resumes_on_the_same_one(tmp_path,
     assert main(["calibrate", str(elsewhere), "--n-factors", "2", "--seed", "0", "--holdout",
                  "0", "--out", str(tmp_path / "cli.npz")]) == 0
     assert simulator.CalibratedWorld.load(tmp_path / "cli.npz").sha256 == saved.sha256
-    capsys.readouterr()
+    # ... and the same in-sample figures as the run's fidelity report
+    cli_taus = re.findall(r"Kendall tau [-0-9.]+, 95% paired bootstrap interval \[[^]]+\]",
+                          capsys.readouterr().out)
+    run_taus = re.findall(r"Kendall tau [-0-9.]+, 95% paired bootstrap interval \[[^]]+\]",
+                          (run_dir / "fidelity.md").read_text())
+    assert cli_taus and cli_taus[0] == run_taus[0]
     rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     g1 = [r for r in rows if r["agent"] == "g1" and r["variant"] == "twin"]
     assert g1 and all(0.0 <= r["estimate"] <= 1.0 for r in g1)
