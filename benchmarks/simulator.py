@@ -10,7 +10,8 @@ figures); more keys (environment steps) are added by registering more functions.
 ``organic_adoptions_per_s``: bulk ``World`` simulation of ``viadeo_like`` scaled to 200,000
 users over its whole horizon (construction included), organic edges per second; the naive
 per-event reference is timed on a small world for the ratio. Target: >= 1,000,000 / s on
-2 cores.
+2 cores. ``organic_adoptions_sessions_per_s``: the same world with the session process opted
+in, and its throughput as a fraction of the world without (target >= 0.75, issue 23).
 
 The machine is usually shared: every rate also comes per CPU-second of this process
 (``*_per_cpu_s``; the organic simulation runs its kernel on two threads, so its CPU rate
@@ -32,7 +33,7 @@ from typing import Callable
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-from simulator import World, preset  # noqa: E402
+from simulator import SessionLaw, World, preset  # noqa: E402
 
 MEASUREMENTS: dict[str, Callable[[argparse.Namespace], dict]] = {}
 
@@ -43,8 +44,15 @@ def measurement(fn: Callable[[argparse.Namespace], dict]) -> Callable:
     return fn
 
 
-def _organic_rate(n_users: int, method: str, seed: int = 0) -> tuple[float, int, float, float]:
-    cfg = preset("viadeo_like", n_users=n_users)
+#: The session process of ``organic_adoptions_sessions_per_s``: most users come a few times,
+#: a few come back for months (discretised log-normal counts and gaps, as fitted to logs).
+SESSIONS = SessionLaw(count_mu=0.5, count_sigma=1.5, gap_mu=2.5, gap_sigma=1.2,
+                      later_weight=0.5)
+
+
+def _organic_rate(n_users: int, method: str, seed: int = 0,
+                  sessions=None) -> tuple[float, int, float, float]:
+    cfg = preset("viadeo_like", n_users=n_users, sessions=sessions)
     start, cpu = time.perf_counter(), time.process_time()
     world = World(cfg, seed, method=method)
     world.simulate(cfg.n_ticks - 1)
@@ -71,6 +79,26 @@ def organic_adoptions_per_s(args: argparse.Namespace) -> dict:
         "organic_seconds": round(elapsed, 3),
         "organic_naive_adoptions_per_s": round(naive_rate),
         "organic_speedup_vs_naive": round(rate / naive_rate, 1),
+    }
+
+
+@measurement
+def organic_adoptions_sessions_per_s(args: argparse.Namespace) -> dict:
+    """Organic adoptions per second of viadeo_like with the session process opted in
+    (:data:`SESSIONS`; users arrive over the horizon and are active on their session ticks
+    only), beside the same world without sessions timed in the same run: the ratio is the
+    cost of sessions (issue 23: at most 25% of the throughput)."""
+    _organic_rate(2000, "fast", sessions=SESSIONS)  # warm caches and imports
+    plain, n_plain, _, cpu_plain = _organic_rate(args.users, "fast")
+    rate, n, elapsed, cpu = _organic_rate(args.users, "fast", sessions=SESSIONS)
+    print(f"organic with sessions: {n} adoptions of {args.users} users in {elapsed:.2f} s "
+          f"({cpu:.2f} s CPU); without: {n_plain} adoptions", file=sys.stderr)
+    return {
+        "organic_adoptions_sessions_per_s": round(rate),
+        "organic_adoptions_sessions_per_cpu_s": round(n / cpu),
+        "organic_adoptions_sessions": n,
+        "organic_sessions_vs_plain_throughput": round(rate / plain, 3),
+        "organic_sessions_vs_plain_cpu_throughput": round((n / cpu) / (n_plain / cpu_plain), 3),
     }
 
 

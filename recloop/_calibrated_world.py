@@ -20,7 +20,7 @@ import functools
 import os
 from pathlib import Path
 
-from recloop._schema import REQUIRED, FilePath, Float, Int, ListOf, Param, Str
+from recloop._schema import REQUIRED, Bool, FilePath, Float, Int, ListOf, Param, Str
 
 __all__ = ["CALIBRATION_KEYS", "CAMPAIGN_KEYS", "FILE_KEYS", "config_of", "fit",
            "is_calibrated", "validate"]
@@ -46,8 +46,11 @@ CALIBRATION_KEYS: tuple[Param, ...] = (
           "exp(exposure x appeal_i)."),
     Param("seconds_per_tick", Float(low=0.0, low_open=True), 86400.0, "Length of a tick of "
           "a log with timestamps (the horizon is the log's span)."),
+    Param("ratings", Bool(), True, "Fit the rating model (when the log has ratings): the "
+          "world rates its adoptions."),
     Param("seed", Int(low=0, high=2**63 - 1), 0, "Seed of the fit (the start of its sparse "
-          "SVD): the same file and seed, the same world."),
+          "SVD): the same file and seed, the same world (as `recloop calibrate PATH --seed "
+          "N`)."),
 )
 
 #: ``[world]`` keys of a world loaded from a file.
@@ -73,7 +76,8 @@ CAMPAIGN_KEYS: tuple[Param, ...] = (
           "probability 1 - (1 - p)^boost."),
 )
 
-_CALIBRATION_OPTIONS = ("min_rating", "n_factors", "ctr", "exposure", "seconds_per_tick")
+_CALIBRATION_OPTIONS = ("min_rating", "n_factors", "ctr", "exposure", "seconds_per_tick",
+                        "ratings")
 
 
 def is_calibrated(world) -> bool:
@@ -146,11 +150,12 @@ def _file_key(path) -> tuple[str, int, int]:
 
 @functools.lru_cache(maxsize=4)
 def _interactions(path, format, columns, rating_scale):
-    from recloop.calibration import load_interactions
+    """``(RatingData, sha256)`` of the file (read once per process)."""
+    from recloop.calibration import read_rating_file
 
-    return load_interactions(path, format=format,
-                             columns=list(columns) if columns is not None else None,
-                             rating_scale=tuple(rating_scale) if rating_scale else None)
+    return read_rating_file(path, format=format,
+                            columns=list(columns) if columns is not None else None,
+                            rating_scale=tuple(rating_scale) if rating_scale else None)
 
 
 @functools.lru_cache(maxsize=4)
@@ -172,16 +177,13 @@ def fit(world: dict):
 
 @functools.lru_cache(maxsize=2)
 def _fit(path, format, columns, rating_scale, options, seed, key):
-    import warnings
+    from recloop.calibration import fit_world
 
-    import numpy as np
-
-    import simulator
-
-    data = _interactions(path, format, columns, rating_scale)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", simulator.CalibrationWarning)  # dropped ids: noted
-        return simulator.calibrate(data, rng=np.random.default_rng(seed), **dict(options))
+    data, sha = _interactions(path, format, columns, rating_scale)
+    # the same function as `recloop calibrate`: the same file and seed give the same world
+    cal, _ = fit_world(data, seed=seed, source=Path(path).name, source_sha256=sha,
+                       **dict(options))
+    return cal
 
 
 def calibrated_world(world: dict):

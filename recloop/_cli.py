@@ -93,8 +93,17 @@ def _parser() -> argparse.ArgumentParser:
                      help="assumed mean adoption probability of the observed pairs (0.3)")
     cal.add_argument("--exposure", type=float, default=1.0, metavar="E",
                      help="assumed exposure exponent of organic meetings (1.0)")
+    cal.add_argument("--no-ratings", action="store_true",
+                     help="fit no rating model (the world generates no ratings)")
+    cal.add_argument("--holdout", type=float, default=None, metavar="F",
+                     help="also fit on the first 1-F of the log's time span and compare the "
+                          "world's continuation with the last F (0 < F <= 0.5; default 0.2 "
+                          "for a log with timestamps; 0: in-sample fidelity only)")
+    cal.add_argument("--force", action="store_true",
+                     help="read a rating file larger than 256 MiB")
     cal.add_argument("--seed", type=int, default=0, metavar="N",
-                     help="seed of the fit and of the fidelity check (default 0)")
+                     help="seed of the fit (as [world] seed) and of the fidelity check "
+                          "(default 0)")
     cal.add_argument("--markdown", action="store_true", help="print the report as Markdown")
     cal.add_argument("--out", default=None, metavar="FILE.npz",
                      help="save the fitted world (load it with [world] file = ...)")
@@ -559,8 +568,10 @@ def _cmd_calibrate(args, out, err) -> int:
     return calibrate_command(args.data, format=args.format, columns=args.columns,
                              out=args.out, n_factors=args.n_factors, ctr=args.ctr,
                              exposure=args.exposure, min_rating=args.min_rating,
-                             rating_scale=args.rating_scale, seed=args.seed, rng=args.seed,
-                             markdown=args.markdown, stdout=out, stderr=err)
+                             rating_scale=args.rating_scale, ratings=not args.no_ratings,
+                             holdout="auto" if args.holdout is None else args.holdout,
+                             force=args.force, seed=args.seed, markdown=args.markdown,
+                             stdout=out, stderr=err)
 
 
 if __name__ == "__main__":

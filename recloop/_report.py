@@ -954,7 +954,7 @@ def write_report(run_dir) -> Path:
         fitted_to = ((scenario or {}).get("world") or {}).get("calibrate_from", "?")
         out += ["", "## The fitted world", "",
                 f"The world was fitted to `{fitted_to}`"
-                + (f" (sha256 {env_hash})" if env_hash else "") + "; saved as "
+                + (f" (the world's sha256 {env_hash})" if env_hash else "") + "; saved as "
                 "[world.npz](world.npz). How faithful it is to the log:", ""]
         # its own headings one level down, inside this section
         out += [("#" + line if line.startswith("#") else line)

@@ -560,7 +560,7 @@ def _fitted_world(scenario, *, quiet, echo):
     return cal
 
 
-def _save_world(run_dir: Path, cal, resuming: bool, echo, quiet) -> dict:
+def _save_world(run_dir: Path, cal, resuming: bool, echo, quiet, seed: int = 0) -> dict:
     """``world.npz`` in the run directory (on resume: the same world, or an error) and its
     fidelity report ``fidelity.md``; returns the world table the cells load."""
     path = run_dir / "world.npz"
@@ -580,12 +580,12 @@ def _save_world(run_dir: Path, cal, resuming: bool, echo, quiet) -> dict:
         cal.save(path)  # atomic: a temporary file renamed into place
     fidelity = run_dir / "fidelity.md"
     if not fidelity.is_file():
-        from recloop.calibration import fidelity_report
+        from recloop.calibration import fidelity_of_fit
 
-        report = fidelity_report(cal, seed=0, rng=0)
+        report = fidelity_of_fit(cal, seed)  # the figures of `recloop calibrate --seed`
         _rundir.atomic_write(fidelity, report.to_markdown())
         if not quiet:
-            echo(report.to_text().splitlines()[-1])
+            echo(report.verdict_line)
     return path
 
 
@@ -699,7 +699,8 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
     else:
         env = _fresh_env(scenario, cells, **fresh)
     if world is not None:  # the cells load the fitted world from the run directory
-        npz = _save_world(run_dir, world, resuming, echo, quiet)
+        npz = _save_world(run_dir, world, resuming, echo, quiet,
+                          seed=data["world"].get("seed", 0))
         env["world_sha256"] = world.sha256
         data = {**data, "world": {"file": str(npz),
                                   "campaigns": data["world"].get("campaigns", [])}}

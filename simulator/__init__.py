@@ -6,19 +6,29 @@ from simulator._calibrate import CalibratedWorld, CalibrationWarning, FitInfo, c
 from simulator._click_models import SLATE_CLICK_MODELS, SLATE_REWARDS
 from simulator._config import AppealShock, CampaignConfig, FittedArrays, WorldConfig
 from simulator._envs import RecommendationConfig, RecommendationEnv
-from simulator._fidelity import DISTRIBUTIONS, Distance, FidelityReport, fidelity
+from simulator._fidelity import (
+                                DISTRIBUTIONS,
+                                Distance,
+                                FidelityReport,
+                                HoldoutFidelity,
+                                fidelity,
+                                holdout_fidelity,
+                                holdout_split,
+)
 from simulator._logging import LogTruth, collect_log
 from simulator._presets import PRESETS, preset, register_preset
+from simulator._ratings import RatingModel
 from simulator._registration import register_envs
+from simulator._sessions import SessionLaw, SessionSchedule
 from simulator._slate_log import SlateLog
 from simulator._slate_logging import SlateLogTruth, collect_slate_log
 from simulator._slate_truth import SlateValue, slate_policy_value
 from simulator._truth import (
-                              OnlineValue,
-                              context_atoms,
-                              online_value,
-                              oracle_value,
-                              static_policy_value,
+                                OnlineValue,
+                                context_atoms,
+                                online_value,
+                                oracle_value,
+                                static_policy_value,
 )
 from simulator._vector import LinearBanditVectorEnv, RecommendationVectorEnv
 from simulator._world import WORLD_STREAMS, World
@@ -35,6 +45,12 @@ __all__ = [
     "Distance",
     "FidelityReport",
     "fidelity",
+    "HoldoutFidelity",
+    "holdout_fidelity",
+    "holdout_split",
+    "RatingModel",
+    "SessionLaw",
+    "SessionSchedule",
     "CampaignConfig",
     "PRESETS",
     "WORLD_STREAMS",

@@ -44,7 +44,7 @@ from simulator.logs import InteractionLog, LogFormatError, _atomic_savez, _open_
 
 __all__ = ["CalibratedWorld", "CalibrationWarning", "FitInfo", "calibrate"]
 
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
 #: Cells of one dense users x items block of the fit (512 kB of float64: the chain of
 #: element-wise operations on a block stays in cache).
 _BLOCK_CELLS = 1 << 16
@@ -55,6 +55,13 @@ _N_SHOWN = 5  # ids listed in a message
 _LAMBDA_MAX = 5.0
 #: Bound of the fitted appeals (expit(20) is 1 to 9 digits).
 _APPEAL_MAX = 20.0
+#: Precision of the weak normal prior on the users' log-activities (standard deviation
+#: 1/sqrt(0.1) = 3.2 nats, a factor 24, around their starting median): users who hold
+#: nearly every item have an infinite maximum-likelihood activity, and their slow drift
+#: towards it kept the fit from converging (Jester: activities of 1e7 after 30 sweeps,
+#: still climbing; 24 sweeps to converge with the prior). On MovieLens-100K, whose
+#: log-activities span 5.1-10.9, it changes the fitted activities by under 1%.
+_ALPHA_PRIOR = 0.1
 
 
 class CalibrationWarning(UserWarning):
@@ -81,6 +88,17 @@ class FitInfo:
         Length of a tick when the log has timestamps.
     min_rating : float or None
         Ratings below it were not counted as interactions.
+    n_sessions : int or None
+        Sessions (distinct active ticks of a user) the session process was fitted to (None:
+        no session process).
+    session_log_likelihood : float or None
+        Censored log-likelihood per user of the fitted session law.
+    rating_levels : int or None
+        Levels of the rating model (None: no ratings).
+    rating_log_likelihood : float or None
+        Ordered-logit log-likelihood per rating.
+    rating_converged : bool or None
+        Whether the rating fit converged.
     """
 
     n_iter: int
@@ -94,6 +112,11 @@ class FitInfo:
     ctr_halflife: float | None
     seconds_per_tick: float | None
     min_rating: float | None
+    n_sessions: int | None = None
+    session_log_likelihood: float | None = None
+    rating_levels: int | None = None
+    rating_log_likelihood: float | None = None
+    rating_converged: bool | None = None
 
 
 def _ro(a, dtype=None) -> np.ndarray:
@@ -122,6 +145,8 @@ class CalibratedWorld:
     info : FitInfo
     source : str
         Where the log came from (a file name), or "".
+    source_sha256 : str
+        SHA-256 of the data file's bytes when it came from a file (set by the harness), or "".
 
     Notes
     -----
@@ -137,6 +162,7 @@ class CalibratedWorld:
     dropped_items: np.ndarray
     info: FitInfo
     source: str = ""
+    source_sha256: str = ""
 
     def __post_init__(self):
         if not isinstance(self.config, WorldConfig) or self.config.fitted is None:
@@ -184,27 +210,52 @@ class CalibratedWorld:
     def expected_profile_sizes(self) -> np.ndarray:
         """Expected profile size of every user at the last tick, under the fitted world.
 
-        ``sum_i 1 - exp(-Lambda_ui)`` (exact for a world without drift and campaigns).
+        ``sum_i 1 - exp(-Lambda_ui)`` (exact for a world without drift and campaigns). With
+        sessions, over the observed sessions (what the fit conditions on; a simulated world
+        draws its own).
         """
-        return _expected_sizes(self.config)
+        return _expected_sizes(self.config, self._session_profiles())
+
+    def _session_profiles(self):
+        """The users' time profiles of the fit: observed sessions, weighted (or None)."""
+        law = self.config.sessions
+        if law is None or not hasattr(law, "later_weight"):
+            return None
+        return _session_psi(self.observed.user, self.observed.tick, self.n_users,
+                            self.config.n_ticks, law.later_weight)
 
     # -- persistence -------------------------------------------------------------------------
     def _payload(self) -> tuple[dict, dict]:
         c = self.config
+        from simulator._sessions import SessionLaw
+
         scalars = {f.name: getattr(c, f.name) for f in dataclasses.fields(c)
                    if f.name not in ("fitted", "campaigns", "shocks", "user_weights",
-                                     "item_birth", "item_death")}
+                                     "item_birth", "item_death", "sessions")}
         if c.shocks or c.user_weights is not None:
             raise ValueError("a calibrated world with shocks or user weights cannot be saved.")
+        if c.sessions is not None and not isinstance(c.sessions, SessionLaw):
+            raise ValueError("a calibrated world with a fixed session schedule cannot be saved.")
+        fa = c.fitted
         header = {"kind": "CalibratedWorld", "format": _FORMAT_VERSION, "config": scalars,
                   "info": dataclasses.asdict(self.info), "source": self.source,
+                  "source_sha256": self.source_sha256,
+                  "sessions": None if c.sessions is None else dataclasses.asdict(c.sessions),
+                  "rating_slope": None if fa.ratings is None else fa.ratings.slope,
                   "observed_metadata": dict(self.observed.metadata)}
-        arrays = {"appeal": c.fitted.appeal, "features": c.fitted.features,
-                  "taste": c.fitted.taste, "activity": c.fitted.activity,
+        arrays = {"appeal": fa.appeal, "features": fa.features,
+                  "taste": fa.taste, "activity": fa.activity,
                   "user_ids": self.user_ids, "item_ids": self.item_ids,
                   "dropped_users": self.dropped_users, "dropped_items": self.dropped_items,
                   "observed_user": self.observed.user, "observed_item": self.observed.item,
                   "observed_tick": self.observed.tick}
+        if self.observed.rating is not None:
+            arrays["observed_rating"] = self.observed.rating
+        if fa.arrival is not None:
+            arrays["arrival"] = fa.arrival
+        if fa.ratings is not None:
+            for name in _RATING_ARRAYS:
+                arrays[f"rating_{name}"] = getattr(fa.ratings, name)
         if c.item_birth is not None:
             arrays["item_birth"] = c.birth_array()
         if c.item_death is not None:
@@ -245,13 +296,25 @@ class CalibratedWorld:
             arrays = {k: data[k] for k in data.files if k != "__header__"}
         if header.get("format") != _FORMAT_VERSION:
             raise LogFormatError(f"{path}: unsupported CalibratedWorld format "
-                                 f"{header.get('format')!r}; expected {_FORMAT_VERSION}.")
+                                 f"{header.get('format')!r}; expected {_FORMAT_VERSION} (a "
+                                 "world saved by an older recloop: fit it again with recloop "
+                                 "calibrate).")
         try:
+            from simulator._ratings import RatingModel
+            from simulator._sessions import SessionLaw
+
             saved_hash = header.pop("sha256")
             cfg = dict(header["config"])
             info = FitInfo(**header["info"])
+            rating = None
+            if header.get("rating_slope") is not None:
+                rating = RatingModel(slope=header["rating_slope"],
+                                     **{n: arrays[f"rating_{n}"] for n in _RATING_ARRAYS})
             fitted = FittedArrays(appeal=arrays["appeal"], features=arrays["features"],
-                                  taste=arrays["taste"], activity=arrays["activity"])
+                                  taste=arrays["taste"], activity=arrays["activity"],
+                                  arrival=arrays.get("arrival"), ratings=rating)
+            if header.get("sessions") is not None:
+                cfg["sessions"] = SessionLaw(**header["sessions"])
             if "item_birth" in arrays:
                 cfg["item_birth"] = tuple(int(x) for x in arrays["item_birth"])
             if "item_death" in arrays:
@@ -262,11 +325,13 @@ class CalibratedWorld:
                 tick=arrays["observed_tick"],
                 source=np.zeros(arrays["observed_user"].size, np.int8),
                 n_users=config.n_users, n_items=config.n_items,
-                metadata=header.get("observed_metadata", {}))
+                metadata=header.get("observed_metadata", {}),
+                rating=arrays.get("observed_rating"))
             out = cls(config=config, observed=observed, user_ids=arrays["user_ids"],
                       item_ids=arrays["item_ids"], dropped_users=arrays["dropped_users"],
                       dropped_items=arrays["dropped_items"], info=info,
-                      source=header.get("source", ""))
+                      source=header.get("source", ""),
+                      source_sha256=header.get("source_sha256", ""))
         except (KeyError, TypeError, ValueError) as exc:
             raise LogFormatError(f"{path}: not a valid CalibratedWorld ({exc}).") from None
         if out.sha256 != saved_hash:
@@ -279,6 +344,20 @@ class CalibratedWorld:
         return (f"CalibratedWorld({c.n_users} users, {c.n_items} items, {c.n_ticks} ticks, "
                 f"n_factors={self.info.n_factors}, {self.observed.user.size} interactions, "
                 f"source={self.source!r})")
+
+
+_RATING_ARRAYS = ("levels", "bounds", "thresholds", "user_offset", "item_offset")
+
+
+def _session_psi(user, tick, n_users: int, n_ticks: int, later_weight: float) -> sp.csr_array:
+    """Users' time profiles from their observed sessions: (n_users, n_ticks), rows sum to 1,
+    a first session weighing 1 and later ones ``later_weight``."""
+    from simulator._sessions import observed_sessions
+
+    su, st, _ = observed_sessions(user, tick, n_users)
+    w = np.where(np.r_[True, su[1:] != su[:-1]], 1.0, later_weight)
+    w /= np.bincount(su, w, minlength=n_users)[su]
+    return sp.csr_array((w, (su, st)), shape=(n_users, n_ticks))
 
 
 def _digest(header: dict, arrays: dict) -> str:
@@ -303,10 +382,29 @@ class _Log:
     dropped_users: np.ndarray
     dropped_items: np.ndarray
     source: str
+    ratings: np.ndarray | None = None  # kept ratings, aligned with users
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _check_id_range(arr: np.ndarray, label: str) -> np.ndarray:
+    """Ids as int64, refusing what does not fit (2^64 would wrap around silently)."""
+    if arr.dtype == object:
+        try:
+            big = [v for v in arr.tolist() if isinstance(v, int) and not
+                   -_INT64_MAX - 1 <= v <= _INT64_MAX]
+        except TypeError:
+            big = []
+        if big:
+            raise ArgumentValueError(label, "integer ids in [0, 2^63)", str(big[0]))
+    if arr.dtype == np.uint64 and arr.size and int(arr.max()) > _INT64_MAX:
+        raise ArgumentValueError(label, "integer ids in [0, 2^63)", str(int(arr.max())))
+    return arr
 
 
 def _int_column(a, label: str) -> np.ndarray:
-    arr = np.asarray(a)
+    arr = _check_id_range(np.asarray(a), label)
     if arr.ndim != 1:
         raise ArgumentValueError(label, "1-dimensional", f"shape {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
@@ -342,8 +440,10 @@ def _columns(interactions):
         times = getattr(d, "timestamps", None)
         uid = getattr(d, "user_ids", None)
         iid = getattr(d, "item_ids", None)
-        uid = np.arange(users.max() + 1 if users.size else 0) if uid is None else np.asarray(uid)
-        iid = np.arange(items.max() + 1 if items.size else 0) if iid is None else np.asarray(iid)
+        uid = np.arange(users.max() + 1 if users.size else 0) if uid is None else \
+            _check_id_range(np.asarray(uid), "interactions.user_ids")
+        iid = np.arange(items.max() + 1 if items.size else 0) if iid is None else \
+            _check_id_range(np.asarray(iid), "interactions.item_ids")
         for name, col, ids in (("users", users, uid), ("items", items, iid)):
             if col.size and (col.min() < 0 or col.max() >= ids.size):
                 raise ArgumentValueError(f"interactions.{name}", f"indices in [0, {ids.size - 1}]",
@@ -418,6 +518,7 @@ def _prepare(interactions, *, min_rating, rating_scale) -> _Log:
                                  f"{a} and {b}")
     users, items = users[keep], items[keep]
     times = None if times is None else times[keep]
+    kept_ratings = None if ratings is None else r[keep]
     if users.size == 0:
         raise ArgumentValueError("interactions", f"at least one interaction with rating >= "
                                  f"{min_rating:g} (`min_rating`)", "none left after filtering")
@@ -438,7 +539,7 @@ def _prepare(interactions, *, min_rating, rating_scale) -> _Log:
     new_i = np.cumsum(has_i) - 1
     return _Log(users=new_u[users], items=new_i[items], ticks=times, user_ids=uid[has_u],
                 item_ids=iid[has_i], dropped_users=dropped_u, dropped_items=dropped_i,
-                source=source)
+                source=source, ratings=kept_ratings)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -491,8 +592,13 @@ def _time_effects(ticks: np.ndarray, items: np.ndarray, n_ticks: int, n_items: i
 
 def _exposure_integral(appeal, exposure, phi, birth, death, ctr_halflife) -> np.ndarray:
     """``kappa_i = sum_t phi(t) alive_i(t) d_i(t) / Z(t)`` with ``Z(t)`` the sum over alive
-    items of ``exp(exposure * a_j)``, so that ``c_i = exp(exposure a_i) kappa_i``."""
-    n_ticks = phi.size
+    items of ``exp(exposure * a_j)``, so that ``c_i = exp(exposure a_i) kappa_i``.
+
+    ``phi`` is the time profile of the events (n_ticks,), or one per user: a sparse
+    (n_users, n_ticks) matrix whose rows sum to 1 (the users' sessions); then ``kappa`` is
+    (n_users, n_items), ``kappa_ui = sum_t phi_u(t) alive_i(t) d_i(t) / Z(t)``.
+    """
+    n_ticks = phi.shape[-1]
     if birth is None and ctr_halflife is None:
         z = np.exp(exposure * (appeal - appeal.max())).sum()
         return np.full(appeal.size, math.exp(-exposure * appeal.max()) / z)
@@ -503,10 +609,13 @@ def _exposure_integral(appeal, exposure, phi, birth, death, ctr_halflife) -> np.
     top = appeal.max()
     e = np.exp(exposure * (appeal - top))
     z = alive @ e  # (n_ticks,)
-    w = np.divide(phi, z, out=np.zeros_like(phi), where=z > 0)
     dec = alive.astype(np.float64)
     if ctr_halflife is not None:
         dec *= np.exp2(-np.maximum(t - b[None, :], 0) / ctr_halflife)
+    if sp.issparse(phi):  # per user: (n_users, n_ticks) @ (n_ticks, n_items)
+        inv = np.divide(1.0, z, out=np.zeros_like(z), where=z > 0)
+        return np.asarray(phi @ (dec * inv[:, None])) * math.exp(-exposure * top)
+    w = np.divide(phi, z, out=np.zeros_like(phi), where=z > 0)
     return (w @ dec) * math.exp(-exposure * top)
 
 
@@ -550,10 +659,21 @@ class _Model:
 
     # -- pieces ------------------------------------------------------------------------------
     def offsets(self, a) -> np.ndarray:
-        """``o_i = log c_i = exposure a_i + log kappa_i``."""
+        """``o_i = log c_i = exposure a_i + log kappa_i``: (n_items,), or (n_users, n_items)
+        when the users have their own time profiles (sessions)."""
         kappa = _exposure_integral(a, self.e, self.phi, self.birth, None, self.ctr_halflife)
         with np.errstate(divide="ignore"):
-            return self.e * a + np.log(kappa)
+            return np.log(kappa, out=kappa) + self.e * a
+
+    @staticmethod
+    def _o_rows(o, lo, hi):
+        """The offsets of users ``lo:hi`` (broadcast against their block of cells)."""
+        return o if o.ndim == 1 else o[lo:hi]
+
+    @staticmethod
+    def _o_cells(o, r, c):
+        """The offsets of cells ``(r, c)``."""
+        return o[c] if o.ndim == 1 else o[r, c]
 
     def blocks(self):
         for lo in range(0, self.n_u, self.rows):
@@ -582,9 +702,10 @@ class _Model:
         return self._wh, self._whh
 
     def _dense(self, s, o, with_h=False):
-        """``D = exp(o) expit(s)`` (and ``h = 1 - expit(s)``) of a block of scores ``s``."""
+        """``D = exp(o) expit(s)`` (and ``h = 1 - expit(s)``) of a block of scores ``s``
+        (``o``: the block's offsets, see :meth:`_o_rows`)."""
         ls = _log_sigmoid(s)
-        d = ls + o[None, :]
+        d = ls + o
         np.exp(d, out=d)
         if not with_h:
             return d, None
@@ -596,7 +717,7 @@ class _Model:
         r, c = (self.r_obs, self.c_obs) if sel is None else (self.r_obs[sel], self.c_obs[sel])
         s = a[c] + (np.einsum("nd,nd->n", x[r], f[c]) if self.k else 0.0)
         ls = _log_sigmoid(s)
-        lam = np.exp(np.minimum(alpha[r] + o[c] + ls, _ETA_MAX))
+        lam = np.exp(np.minimum(alpha[r] + self._o_cells(o, r, c) + ls, _ETA_MAX))
         corr = lam + np.log(-np.expm1(-lam))  # cell NLL -log(1 - e^-L) = L - corr
         return r, c, lam, np.exp(ls - s), corr
 
@@ -607,7 +728,7 @@ class _Model:
         ea = np.exp(alpha)
         sm = self._score_matrix(x, a, f)
         for lo, hi in self.blocks():
-            d, _ = self._dense(sm[lo:hi], o)
+            d, _ = self._dense(sm[lo:hi], self._o_rows(o, lo, hi))
             rowd[lo:hi] = d.sum(axis=1)
             d *= ea[lo:hi, None]
             cols += d.sum(axis=0)
@@ -641,7 +762,7 @@ class _Model:
         sm = self._score_matrix(self.x, self.a, self.f)
         wh, whh = self._buffers()
         for lo, hi in self.blocks():
-            d, h = self._dense(sm[lo:hi], self.o, with_h=True)
+            d, h = self._dense(sm[lo:hi], self._o_rows(self.o, lo, hi), with_h=True)
             d *= ea[lo:hi, None]
             tot = d.sum(axis=1)
             grad[lo:hi, 0] = tot
@@ -655,8 +776,8 @@ class _Model:
             hess[:, 0, 1:] = dh
             hess[:, 1:, 1:] = (whh @ ff).reshape(n, k, k)
         r, c, g, w, h = self._corrections(self.alpha, self.x, self.a, self.f, self.o)
-        grad[:, 0] += np.bincount(r, g, minlength=n)
-        hess[:, 0, 0] += np.bincount(r, w, minlength=n)
+        grad[:, 0] += np.bincount(r, g, minlength=n) + _ALPHA_PRIOR * (self.alpha - self.alpha0)
+        hess[:, 0, 0] += np.bincount(r, w, minlength=n) + _ALPHA_PRIOR
         if k:
             m = lambda v: sp.csr_array((v, (r, c)), shape=(n, self.n_i))  # noqa: E731
             grad[:, 1:] += m(g * h) @ self.f + reg * self.x
@@ -673,7 +794,7 @@ class _Model:
         users whose profiles leave items out (their likelihood bounds the activity)."""
         r, c = self.r_obs, self.c_obs
         s = self.a[c] + (np.einsum("nd,nd->n", self.x[r], self.f[c]) if self.k else 0.0)
-        log_d = self.o[c] + _log_sigmoid(s)
+        log_d = self._o_cells(self.o, r, c) + _log_sigmoid(s)
         low = np.full(self.n_u, np.inf)
         np.minimum.at(low, r, log_d)
         return np.minimum(alpha, math.log(_LAMBDA_MAX) - low)
@@ -682,7 +803,7 @@ class _Model:
         """Keep the new rows where the objective went down; halve the step elsewhere."""
         alpha = self._cap(alpha)
         rows, cols, rowd = self.nll(alpha, x, self.a, self.f, self.o)
-        obj = rows + self._pen(x)
+        obj = rows + self._pen(x) + self._pen_alpha(alpha)
         for j in range(6):
             worse = obj > self.row_obj + 1e-12 * np.abs(self.row_obj)
             if not worse.any():
@@ -691,7 +812,7 @@ class _Model:
             x[worse] = self.x[worse] if j == 5 else 0.5 * (x[worse] + self.x[worse])
             # the rows changed: recompute them (and the columns) in full
             rows, cols, rowd = self.nll(alpha, x, self.a, self.f, self.o)
-            obj = rows + self._pen(x)
+            obj = rows + self._pen(x) + self._pen_alpha(alpha)
         self.alpha, self.x = alpha, x
         self.row_obj = obj
         self.col_obj = cols + self._pen(self.f)
@@ -718,7 +839,7 @@ class _Model:
         sm = self._score_matrix(self.x, self.a, self.f)
         wh, whh = self._buffers()
         for lo, hi in self.blocks():
-            d, h = self._dense(sm[lo:hi], self.o, with_h=True)
+            d, h = self._dense(sm[lo:hi], self._o_rows(self.o, lo, hi), with_h=True)
             d *= ea[lo:hi, None]
             s0 += d.sum(axis=0)
             np.multiply(d, h, out=wh[lo:hi])
@@ -767,6 +888,12 @@ class _Model:
     def _pen(self, v):
         return 0.5 * self.reg * (v * v).sum(axis=1) if self.k else np.zeros(v.shape[0])
 
+    def _pen_alpha(self, alpha):
+        """Weak normal prior on the log-activities around their starting median (see
+        :data:`_ALPHA_PRIOR`)."""
+        d = alpha - self.alpha0
+        return 0.5 * _ALPHA_PRIOR * d * d
+
     def level_step(self):
         """Shift the appeals so that the mean p over the observed cells is ``ctr``, keeping
         each user's ``sum_i Lambda_ui``; recompute the offsets; return the objective."""
@@ -786,9 +913,9 @@ class _Model:
         r, _, _, _, corr = self._observed(self.alpha, self.x, self.a, self.f, self.o)
         rows = np.exp(self.alpha) * rowd - np.bincount(r, corr, minlength=self.n_u)
         self.rowd = rowd
-        self.row_obj = rows + self._pen(self.x)
+        self.row_obj = rows + self._pen(self.x) + self._pen_alpha(self.alpha)
         self.col_obj = None
-        return float(rows.sum() + self._pen(self.x).sum() + self._pen(self.f).sum())
+        return float(self.row_obj.sum() + self._pen(self.f).sum())
 
     # -- driver ------------------------------------------------------------------------------
     def init(self, rng):
@@ -802,7 +929,11 @@ class _Model:
             norm = sp.csr_array(X.multiply(1.0 / np.sqrt(deg_u)[:, None])
                                 .multiply(1.0 / np.sqrt(deg_i)[None, :]))
             v0 = rng.uniform(-1.0, 1.0, min(X.shape))
-            u, s, vt = svds(norm, k=k + 1, v0=v0, solver="arpack")
+            if k + 1 < min(X.shape):
+                u, s, vt = svds(norm, k=k + 1, v0=v0, solver="arpack")
+            else:  # ARPACK needs k < min(shape): a tiny log's full SVD
+                u, s, vt = np.linalg.svd(norm.toarray(), full_matrices=False)
+                u, s, vt = u[:, :k + 1], s[:k + 1], vt[:k + 1]
             order = np.argsort(-s)[1:]  # the leading pair is the degrees' (trivial)
             u, s, vt = u[:, order], s[order], vt[order]
             # the signs of singular vectors are arbitrary: fix them for reproducibility
@@ -816,11 +947,14 @@ class _Model:
             self.f = np.zeros((self.n_i, 0))
         kappa0 = _exposure_integral(np.zeros(self.n_i), self.e, self.phi, self.birth, None,
                                     self.ctr_halflife)
+        if kappa0.ndim == 2:  # per-user exposure: its mean over users for the start
+            kappa0 = np.maximum(kappa0.mean(axis=0), 1e-300)
         la = (np.log(deg_i) - np.log(kappa0)) / (1.0 + self.e)
         self.a = la - la.mean() + logit(self.ctr)
         self.o = self.offsets(self.a)
         _, _, rowd = self.nll(np.zeros(self.n_u), self.x, self.a, self.f, self.o)
         self.alpha = np.log(deg_u / rowd)
+        self.alpha0 = float(np.median(self.alpha))
         self.rowd = rowd
 
     def fit(self, rng, *, max_iter, tol):
@@ -847,7 +981,7 @@ def _nll_reference(X, alpha, x, a, f, o) -> np.ndarray:
     X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=bool)
     s = a[None, :] + x @ f.T
     p = expit(s)
-    lam = np.exp(alpha[:, None] + o[None, :]) * p  # expected successful meetings
+    lam = np.exp(alpha[:, None] + (o if o.ndim == 2 else o[None, :])) * p  # meetings
     held = 1.0 - np.exp(-lam)  # P(X_ui = 1)
     return np.where(X, -np.log(held), lam)  # -log(1 - held) = lam
 
@@ -860,10 +994,11 @@ def _solve(hess, grad):
     return np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
 
 
-def _expected_sizes(config: WorldConfig) -> np.ndarray:
-    """Expected profile sizes at the last tick of a calibrated world without drift."""
+def _expected_sizes(config: WorldConfig, psi=None) -> np.ndarray:
+    """Expected profile sizes at the last tick of a calibrated world without drift (users'
+    time profiles ``psi``, or the config's one)."""
     fa = config.fitted
-    phi = _time_profile(config.n_ticks, config.activity_halflife)
+    phi = _time_profile(config.n_ticks, config.activity_halflife) if psi is None else psi
     kappa = _exposure_integral(fa.appeal, config.exposure, phi,
                                None if config.item_birth is None else config.birth_array(),
                                None if config.item_death is None else config.death_array(),
@@ -874,7 +1009,7 @@ def _expected_sizes(config: WorldConfig) -> np.ndarray:
     for lo in range(0, config.n_users, rows):
         hi = min(config.n_users, lo + rows)
         s = fa.appeal[None, :] + fa.taste[lo:hi] @ fa.features.T
-        lam = fa.activity[lo:hi, None] * np.exp(o)[None, :] * expit(s)
+        lam = fa.activity[lo:hi, None] * np.exp(_Model._o_rows(o, lo, hi)) * expit(s)
         out[lo:hi] = (-np.expm1(-lam)).sum(axis=1)
     return out
 
@@ -896,10 +1031,10 @@ def _check_scale(rating_scale):
 
 
 def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: float = 0.3,
-              reg: float = 1.0, min_rating=None, rating_scale=None,
-              seconds_per_tick: float = 86400.0, n_ticks: int | None = None,
-              time_effects: bool = True, max_iter: int = 30, tol: float = 1e-4,
-              rng=None) -> CalibratedWorld:
+              reg: float = 1.0, min_rating=None, rating_scale=None, ratings: bool = True,
+              sessions: bool = True, seconds_per_tick: float = 86400.0,
+              n_ticks: int | None = None, time_effects: bool = True, max_iter: int = 30,
+              tol: float = 1e-4, rng=None) -> CalibratedWorld:
     """Fit a world to a real interaction log.
 
     Parameters
@@ -907,13 +1042,14 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
     interactions : sparse matrix or ndarray (n_users, n_items); tuple; or RatingData
         The log: a users x items matrix (every non-zero is an interaction, its value the
         rating), a tuple ``(users, items)``, ``(users, items, ratings)`` or
-        ``(users, items, ratings, timestamps)`` of aligned 1-d arrays (ids are any ints >= 0;
-        ``ratings`` may be None), or an object with the attributes ``users``, ``items``,
-        ``ratings``, ``timestamps``, ``user_ids``, ``item_ids`` (what the loaders of
-        ``evaluators.datasets`` return). Every (user, item) pair is one adoption.
+        ``(users, items, ratings, timestamps)`` of aligned 1-d arrays (ids are any ints in
+        ``[0, 2^63)``; ``ratings`` may be None), or an object with the attributes ``users``,
+        ``items``, ``ratings``, ``timestamps``, ``user_ids``, ``item_ids`` (what the loaders
+        of ``evaluators.datasets`` return). Every (user, item) pair is one adoption.
     n_factors : int, default 8
         Rank of the user and item latent tastes (the world's ``dim``), in
-        ``[0, min(n_users, n_items) - 1]``; 0 fits marginals only (``dim`` 1, zero tastes).
+        ``[0, min(n_users, n_items) - 1]``; 0 fits marginals only (``dim`` 1, zero tastes),
+        which leaves no latent score for ratings: with ratings, give ``ratings=False``.
     exposure : float, default 1.0
         The world's ``exposure`` (>= 0): organic meetings favour item ``i`` by
         ``exp(exposure * a_i)``. Assumed, not estimated: 0 puts all popularity into the
@@ -923,18 +1059,27 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
         only meetings times acceptances, so the level of ``p`` is assumed: this fixes it (and
         with it how strongly campaigns are accepted).
     reg : float, default 1.0
-        Ridge penalty ``reg / 2 (|x_u|^2 + |f_i|^2)`` on the factors (>= 0).
+        Ridge penalty ``reg / 2 (|x_u|^2 + |f_i|^2)`` on the factors and
+        ``reg / 2 (b_u^2 + c_i^2)`` on the rating offsets (>= 0).
     min_rating : float, optional
-        Count only ratings >= ``min_rating`` as interactions.
+        Count only ratings >= ``min_rating`` as interactions (the rating model is fitted to
+        those, so the world's ratings are >= ``min_rating`` too).
     rating_scale : (float, float), optional
         Declared scale; a rating outside it is an error.
+    ratings : bool, default True
+        Fit the rating model (:mod:`simulator._ratings`) when the log has at least two
+        distinct ratings; the world then rates its adoptions. False: no ratings.
+    sessions : bool, default True
+        With timestamps, fit the session process (:mod:`simulator._sessions`): the world's
+        users arrive at their first tick in the log and come back in heavy-tailed sessions.
+        False (or no timestamps): events spread over the horizon by one time profile.
     seconds_per_tick : float, default 86400
         Length of a tick when the log has timestamps (the horizon is the log's span).
     n_ticks : int, optional
         Horizon of a log without timestamps (default 100); not allowed with timestamps.
     time_effects : bool, default True
-        With timestamps, estimate item births, the activity half-life and the CTR half-life
-        (see Notes); False: every item alive throughout, no decay.
+        With timestamps, estimate item births, the CTR half-life and (without sessions) the
+        activity half-life (see Notes); False: every item alive throughout, no decay.
     max_iter : int, default 30
         Alternating sweeps at most.
     tol : float, default 1e-4
@@ -950,44 +1095,53 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
     Raises
     ------
     TypeError, ValueError
-        An empty log (or none left after ``min_rating``), a repeated (user, item) pair, a
-        rating outside ``rating_scale``, ``n_factors`` beyond ``min(n_users, n_items) - 1``,
-        an option out of range; the message names the argument.
+        An empty log (or none left after ``min_rating``), a log with one user or one item, a
+        repeated (user, item) pair, a rating outside ``rating_scale``, an id of 2^63 or more,
+        ``n_factors`` beyond ``min(n_users, n_items) - 1`` (or 0 with ratings), an option out
+        of range; the message names the argument.
 
     Warns
     -----
     CalibrationWarning
         Users or items without any interaction left (a matrix's empty row, or all ratings
         below ``min_rating``) are dropped; the message lists them, and so do
-        ``dropped_users`` / ``dropped_items``.
+        ``dropped_users`` / ``dropped_items``. Timestamps on which no user is active twice:
+        no session process.
 
     Notes
     -----
-    Model (the World's, without drift): user ``u`` meets item ``i`` ``Poisson(E_u c_i)`` times
-    over the horizon and adopts it at each meeting with probability
-    ``p_ui = expit(a_i + x_u . f_i)``, so ``P(u holds i) = 1 - exp(-E_u c_i p_ui)``;
-    ``c_i = sum_t phi(t) q_i(t) d_i(t)``, ``q_i(t) = exp(exposure a_i) / sum_{j alive}
-    exp(exposure a_j)``. The fit maximises this Bernoulli likelihood of the whole 0/1 matrix
-    (every cell, observed or not), minus the ridge penalty, by alternating Fisher scoring:
-    all users' ``(log E_u, x_u)`` at once, then all items' ``(a_i, f_i)``, each a batch of
-    ``(n_factors + 1)``-dimensional Newton systems with step halving, then the level of
-    ``a`` is set by ``ctr``. It starts from a truncated SVD (:func:`scipy.sparse.linalg.svds`)
-    of the degree-normalised matrix ``D_u^-1/2 X D_i^-1/2`` (correspondence analysis). An SVD
-    alone would factorise the 0/1 matrix on the probability scale by least squares; the
-    world needs factors on its logit scale inside an exposure model, which only a likelihood
-    fit of that model gives (a logistic-PCA / ALS view of Collins, Dasgupta & Schapire 2001;
-    Johnson 2014). Cost per sweep ``O(n_users n_items n_factors^2)``, in blocks of about two
-    million cells.
+    Model (the World's, without drift): user ``u`` meets item ``i`` ``Poisson(E_u c_ui)``
+    times over the horizon and adopts it at each meeting with probability
+    ``p_ui = expit(a_i + x_u . f_i)``, so ``P(u holds i) = 1 - exp(-E_u c_ui p_ui)``;
+    ``c_ui = sum_t phi_u(t) q_i(t) d_i(t)``, ``q_i(t) = exp(exposure a_i) / sum_{j alive}
+    exp(exposure a_j)``, ``phi_u`` the user's time profile: its observed sessions weighted
+    as the session process weighs them (with sessions), or one profile for all users
+    (without). The fit maximises this Bernoulli likelihood of the whole 0/1 matrix
+    (every cell, observed or not) -- conditional on the observed sessions, the session
+    process being fitted on its own -- minus the ridge penalty, by alternating Fisher
+    scoring: all users' ``(log E_u, x_u)`` at once, then all items' ``(a_i, f_i)``, each a
+    batch of ``(n_factors + 1)``-dimensional Newton systems with step halving, then the
+    level of ``a`` is set by ``ctr``. It starts from a truncated SVD
+    (:func:`scipy.sparse.linalg.svds`) of the degree-normalised matrix
+    ``D_u^-1/2 X D_i^-1/2`` (correspondence analysis). An SVD alone would factorise the 0/1
+    matrix on the probability scale by least squares; the world needs factors on its logit
+    scale inside an exposure model, which only a likelihood fit of that model gives (a
+    logistic-PCA / ALS view of Collins, Dasgupta & Schapire 2001; Johnson 2014). Cost per
+    sweep ``O(n_users n_items n_factors^2)``, in blocks of about two million cells.
 
     Empirical or fitted: item appeals, user activities (``E_u``) and tastes are fitted
     (maximum likelihood, so expected popularity and profile sizes match the observed ones up
     to the penalty); with timestamps, item births are the ticks of their first interactions
-    (empirical), the activity half-life is the maximum-likelihood truncated exponential of
-    the interaction ticks and the CTR half-life that of the item ages at adoption (after
-    each item's first), net of the activity decline; each is dropped (None) when the decline
-    is not significant. Assumed: ``exposure``, ``ctr``, no taste drift (``drift_rate`` 0:
-    a static factorisation cannot tell drift from noise), items never die, the same
-    activity time profile for every user.
+    and user arrivals the ticks of theirs (empirical); the session law (number of sessions,
+    gaps, weight of later sessions) by censored maximum likelihood
+    (:func:`~simulator._sessions.fit_session_law`); the CTR half-life is that of the item
+    ages at adoption (after each item's first), net of the overall activity decline, and
+    without sessions the activity half-life is the maximum-likelihood truncated exponential
+    of the interaction ticks; each half-life is dropped (None) when the decline is not
+    significant. Ratings: an ordered logit on ``x_u . f_i`` with user and item offsets
+    (:func:`~simulator._ratings.fit_ratings`). Assumed: ``exposure``, ``ctr``, no taste drift
+    (``drift_rate`` 0: a static factorisation cannot tell drift from noise), items never
+    die.
 
     Examples
     --------
@@ -998,6 +1152,9 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
     >>> cal.config.n_users, cal.config.dim
     (200, 2)
     """
+    from simulator._ratings import fit_ratings
+    from simulator._sessions import fit_session_law
+
     n_factors_ = check_int(n_factors, "n_factors", low=0)
     exposure = check_float(exposure, "exposure", low=0.0)
     ctr = check_float(ctr, "ctr", low=0.0, high=1.0, low_open=True, high_open=True)
@@ -1005,22 +1162,35 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
     if min_rating is not None:
         min_rating = check_float(min_rating, "min_rating")
     rating_scale = _check_scale(rating_scale)
+    for name, flag in (("ratings", ratings), ("sessions", sessions),
+                       ("time_effects", time_effects)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ArgumentTypeError(name, "a bool", type(flag).__name__)
     seconds_per_tick = check_float(seconds_per_tick, "seconds_per_tick", low=0.0, low_open=True)
     if n_ticks is not None:
         n_ticks = check_int(n_ticks, "n_ticks", low=1)
-    if not isinstance(time_effects, (bool, np.bool_)):
-        raise ArgumentTypeError("time_effects", "a bool", type(time_effects).__name__)
     max_iter = check_int(max_iter, "max_iter", low=1)
     tol = check_float(tol, "tol", low=0.0)
     gen = as_generator(rng)
 
     log = _prepare(interactions, min_rating=min_rating, rating_scale=rating_scale)
     n_u, n_i = log.user_ids.size, log.item_ids.size
+    for name, n in (("users", n_u), ("items", n_i)):
+        if n < 2:
+            raise ArgumentValueError("interactions", f"a log with at least 2 {name} (a "
+                                     "world of one cannot be fitted)", f"{n} {name[:-1]}")
     limit = min(n_u, n_i) - 1
     if n_factors_ > limit:
         raise ArgumentValueError("n_factors", f"an int in [0, {limit}] (below min(n_users, "
                                  f"n_items) = {limit + 1} after filtering)", str(n_factors_))
+    rated = bool(ratings) and log.ratings is not None and np.unique(log.ratings).size >= 2
+    if rated and n_factors_ == 0:
+        raise ArgumentValueError("n_factors", "an int >= 1 for a log with ratings (the rating "
+                                 "model is on the latent score; pass ratings=False to fit "
+                                 "without ratings)", "0")
     birth = act_half = ctr_half = None
+    psi = law = None
+    session_fit = None
     if log.ticks is not None:
         if n_ticks is not None:
             raise ArgumentValueError("n_ticks", "None for a log with timestamps (the horizon "
@@ -1030,13 +1200,23 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
         horizon = int(ticks.max()) + 1
         if time_effects:
             birth, act_half, ctr_half = _time_effects(ticks, log.items, horizon, n_i)
+        if sessions and horizon > 1:
+            try:
+                session_fit = fit_session_law(log.users, ticks, horizon, n_users=n_u)
+            except ValueError as exc:
+                warnings.warn(f"calibrate: no session process ({exc})", CalibrationWarning,
+                              stacklevel=2)
+        if session_fit is not None:
+            law = session_fit.law
+            psi = _session_psi(log.users, ticks, n_u, horizon, law.later_weight)
+            act_half = None  # the sessions are the time profile
     else:
         horizon = 100 if n_ticks is None else n_ticks
         ticks = np.zeros(log.users.size, dtype=np.int64)
     X = sp.csr_array((np.ones(log.users.size), (log.users, log.items)), shape=(n_u, n_i))
     X.sort_indices()
     k = n_factors_
-    phi = _time_profile(horizon, act_half)
+    phi = _time_profile(horizon, act_half) if psi is None else psi
     model = _Model(X, k=k, exposure=exposure, ctr=ctr, reg=reg, phi=phi, birth=birth,
                    ctr_halflife=ctr_half)
     # One BLAS thread: the fit's products stall 3x with two on a loaded machine (see
@@ -1047,23 +1227,39 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
     dim = max(1, k)
     taste = model.x if k else np.zeros((n_u, 1))
     features = model.f if k else np.zeros((n_i, 1))
+    rating_model, rating_info = None, {}
+    if rated:
+        score = np.einsum("nd,nd->n", taste[log.users], features[log.items])
+        rating_model, rating_info = fit_ratings(log.users, log.items, log.ratings, score,
+                                                n_u, n_i, reg=reg)
+    arrival = None
+    if law is not None:
+        arrival = np.full(n_u, horizon - 1, dtype=np.int64)
+        np.minimum.at(arrival, log.users, ticks)
     fitted = FittedArrays(appeal=model.a, features=features, taste=taste,
-                          activity=np.exp(model.alpha))
+                          activity=np.exp(model.alpha), arrival=arrival, ratings=rating_model)
     config = WorldConfig(
         n_users=n_u, n_items=n_i, n_ticks=horizon, dim=dim,
         mean_profile_size=float(log.users.size / n_u), activity_halflife=act_half,
         n_universal=0, exposure=exposure,
         item_birth=None if birth is None else tuple(int(b) for b in birth),
-        ctr_halflife=ctr_half, drift_rate=0.0, fitted=fitted)
+        ctr_halflife=ctr_half, drift_rate=0.0, fitted=fitted, sessions=law)
     order = np.lexsort((log.items, log.users, ticks))
     observed = InteractionLog(user=log.users[order], item=log.items[order], tick=ticks[order],
                               source=np.zeros(order.size, np.int8), n_users=n_u, n_items=n_i,
-                              metadata={"source": log.source})
+                              metadata={"source": log.source},
+                              rating=None if log.ratings is None else log.ratings[order])
     info = FitInfo(n_iter=n_iter, converged=converged, log_likelihood=ll, n_factors=k,
                    exposure=exposure, ctr=ctr, reg=reg, activity_halflife=act_half,
                    ctr_halflife=ctr_half,
                    seconds_per_tick=seconds_per_tick if log.ticks is not None else None,
-                   min_rating=min_rating)
+                   min_rating=min_rating,
+                   n_sessions=None if session_fit is None else session_fit.n_sessions,
+                   session_log_likelihood=None if session_fit is None
+                   else session_fit.log_likelihood / session_fit.n_users,
+                   rating_levels=None if rating_model is None else rating_model.n_levels,
+                   rating_log_likelihood=rating_info.get("log_likelihood"),
+                   rating_converged=rating_info.get("converged"))
     return CalibratedWorld(config=config, observed=observed, user_ids=log.user_ids,
                            item_ids=log.item_ids, dropped_users=log.dropped_users,
                            dropped_items=log.dropped_items, info=info, source=log.source)

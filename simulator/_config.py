@@ -151,7 +151,14 @@ class FittedArrays:
     activity : array_like, shape (n_users,)
         Expected number of organic exposure events of each user over the whole horizon
         (>= 0, positive sum). It fixes both the users' shares of the events and the event
-        rate: ``R = activity.sum()``, so ``mean_profile_size`` is not used.
+        rate: ``R = activity.sum()``, so ``mean_profile_size`` is not used. With sessions
+        (``WorldConfig.sessions``), a user's events are spread over its sessions.
+    arrival : array_like of int, shape (n_users,), optional
+        First session of every user (ticks), for a world whose ``sessions`` is a
+        :class:`~simulator.SessionLaw`; ``None``: drawn from the activity time profile.
+    ratings : simulator.RatingModel, optional
+        The world rates its adoptions with this model (``World.edges.rating``); ``None``:
+        no ratings.
 
     Notes
     -----
@@ -163,6 +170,8 @@ class FittedArrays:
     features: np.ndarray
     taste: np.ndarray
     activity: np.ndarray
+    arrival: np.ndarray | None = None
+    ratings: Any = None
 
     def __post_init__(self):
         set_ = lambda n, v: object.__setattr__(self, n, v)  # noqa: E731
@@ -185,6 +194,30 @@ class FittedArrays:
                              f"at index {neg[0]}.")
         if not self.activity.sum() > 0:
             raise ValueError("`fitted.activity` must have a positive sum; got 0.")
+        if self.arrival is not None:
+            arr = np.array(self.arrival, copy=True)
+            if arr.shape != self.activity.shape or (arr.size and not
+                                                    np.issubdtype(arr.dtype, np.integer)):
+                raise ValueError(f"`fitted.arrival` must hold one int per user "
+                                 f"({self.activity.size}); got {arr.dtype} of shape "
+                                 f"{arr.shape}.")
+            if arr.size and arr.min() < 0:
+                raise ValueError(f"`fitted.arrival` must be >= 0; got {arr.min()}.")
+            arr = arr.astype(np.int64)
+            arr.setflags(write=False)
+            set_("arrival", arr)
+        if self.ratings is not None:
+            from simulator._ratings import RatingModel
+
+            if not isinstance(self.ratings, RatingModel):
+                raise TypeError(f"`fitted.ratings` must be a RatingModel or None; got "
+                                f"{type(self.ratings).__name__}.")
+            if (self.ratings.user_offset.size, self.ratings.item_offset.size) != \
+                    (self.n_users, self.n_items):
+                raise ValueError(f"`fitted.ratings` must have offsets for {self.n_users} "
+                                 f"users and {self.n_items} items; got "
+                                 f"{self.ratings.user_offset.size} and "
+                                 f"{self.ratings.item_offset.size}.")
 
     @property
     def n_users(self) -> int:
@@ -261,6 +294,14 @@ class WorldConfig:
                                        "``taste_scale``, ``activity_shape`` and "
                                        "``mean_profile_size`` are not used; everything else "
                                        "works as for a drawn world.", settable=False)
+    sessions: Any = spec(None, doc="The users' session process: a :class:`~simulator."
+                         "SessionLaw` (each world draws every user's sessions from it, first "
+                         "sessions at ``fitted.arrival`` or drawn from the activity time "
+                         "profile) or a :class:`~simulator.SessionSchedule` (the sessions "
+                         "themselves). A user's exposure events then happen only on its "
+                         "session ticks. ``None`` (default): no sessions, events spread over "
+                         "the ticks by the activity time profile (``activity_halflife``).",
+                         settable=False)
 
     def __post_init__(self):
         set_ = lambda n, v: object.__setattr__(self, n, v)  # noqa: E731
@@ -268,6 +309,7 @@ class WorldConfig:
         set_("n_universal", check_int(self.n_universal, "n_universal", low=0,
                                       high=self.n_items))
         self._check_fitted()
+        self._check_sessions()
         self._check_lifetimes(set_)
         self._check_shocks(set_)
         self._check_campaigns(set_)
@@ -294,6 +336,26 @@ class WorldConfig:
             if have != getattr(self, name):
                 raise ArgumentValueError("fitted", f"arrays that match `{name}` = "
                                          f"{getattr(self, name)}", f"{name} = {have}")
+
+    def _check_sessions(self):
+        from simulator._sessions import SessionLaw, SessionSchedule
+
+        s = self.sessions
+        if s is None:
+            return
+        if isinstance(s, SessionSchedule):
+            for name in ("n_users", "n_ticks"):
+                if getattr(s, name) != getattr(self, name):
+                    raise ArgumentValueError("sessions", f"a schedule with `{name}` = "
+                                             f"{getattr(self, name)}",
+                                             f"{name} = {getattr(s, name)}")
+        elif not isinstance(s, SessionLaw):
+            raise ArgumentTypeError("sessions", "a SessionLaw, a SessionSchedule or None",
+                                    type(s).__name__)
+        arrival = None if self.fitted is None else self.fitted.arrival
+        if arrival is not None and arrival.size and arrival.max() >= self.n_ticks:
+            raise ArgumentValueError("fitted.arrival", f"ticks in [0, {self.n_ticks - 1}]",
+                                     str(int(arrival.max())))
 
     def _check_lifetimes(self, set_):
         birth, death = self.item_birth, self.item_death

@@ -1,8 +1,11 @@
-"""How closely a simulated log reproduces a real one: distribution distances (issue 15).
+"""How closely a simulated log reproduces a real one (issues 15 and 23).
 
-:func:`fidelity` compares four distributions of a real and a simulated interaction log with
-the two-sample Kolmogorov-Smirnov statistic and the Wasserstein-1 distance (SciPy's). The
-recommender-ranking check, which needs ``agents`` and ``evaluators``, lives in the harness
+:func:`fidelity` compares six distributions of a real and a simulated interaction log with
+the two-sample Kolmogorov-Smirnov statistic and the Wasserstein-1 distance (SciPy's), and the
+rating histograms by their total variation. :func:`holdout_fidelity` measures it on the
+future: fit a world on the first part of a log's time span, let it run on over the rest from
+the fitted state, compare the simulated continuation with the real one. The
+recommender-ranking check, which needs ``agents``, lives in the harness
 (``recloop.calibration``).
 """
 
@@ -18,21 +21,27 @@ from recloop_base.validation import (
     ArgumentTypeError,
     ArgumentValueError,
     as_generator,
+    as_seed_sequence,
     check_float,
     check_int,
 )
 from simulator.logs import InteractionLog
 
-__all__ = ["DISTRIBUTIONS", "Distance", "FidelityReport", "fidelity"]
+__all__ = ["DISTRIBUTIONS", "Distance", "FidelityReport", "HoldoutFidelity", "fidelity",
+           "holdout_fidelity", "holdout_split"]
 
 #: The compared distributions, in report order.
-DISTRIBUTIONS = ("item_popularity", "user_activity", "profile_size", "profile_overlap")
+DISTRIBUTIONS = ("user_activity", "session_gaps", "profile_size", "item_popularity",
+                 "rating", "profile_overlap")
 
-_WHAT = {
-    "item_popularity": "users holding each item",
-    "user_activity": "distinct ticks with an interaction, per user",
-    "profile_size": "items held, per user",
-    "profile_overlap": "Jaccard index of the profiles of user pairs",
+#: What each distribution is a distribution of.
+WHAT = {
+    "user_activity": "distinct ticks with an interaction, per active user",
+    "session_gaps": "ticks between two consecutive active ticks of a user",
+    "profile_size": "interactions per active user",
+    "item_popularity": "users holding each item (every item of the log)",
+    "rating": "the ratings (and their histogram: total variation)",
+    "profile_overlap": "Jaccard index of the profiles of pairs of active users",
 }
 
 
@@ -59,6 +68,16 @@ class Distance:
     verdict : str
         ``"close"`` (ks <= ks_close), ``"fair"`` (ks <= ks_poor), ``"poor"`` or
         ``"not measured"``.
+    tv : float
+        Total variation ``1/2 sum_k |p_real(k) - p_sim(k)|`` of the rating histograms
+        (levels of the real log's scale); ``nan`` for the other statistics.
+
+    Notes
+    -----
+    :attr:`ks_noise` is the KS statistic that two samples of these sizes from one and the
+    same continuous law exceed with probability 5% (``1.358 sqrt((n + m) / (n m))``, the
+    asymptotic two-sample critical value; conservative for discrete statistics): a KS below
+    it cannot be told from sampling noise.
     """
 
     name: str
@@ -71,11 +90,17 @@ class Distance:
     n_real: int
     n_simulated: int
     verdict: str
+    tv: float = math.nan
+
+    @property
+    def ks_noise(self) -> float:
+        n, m = self.n_real, self.n_simulated
+        return 1.358 * math.sqrt((n + m) / (n * m)) if n and m else math.nan
 
 
 @dataclass(frozen=True)
 class FidelityReport:
-    """Distances of the four distributions and the verdict.
+    """Distances of the distributions and the verdict.
 
     Attributes
     ----------
@@ -85,12 +110,15 @@ class FidelityReport:
         The thresholds of the verdicts.
     faithful : bool
         No distribution is ``"poor"``: every KS statistic is <= ``ks_poor``.
+    label : str
+        What was compared ("in-sample: ...", "out of sample: ...").
     """
 
     distances: tuple
     ks_close: float
     ks_poor: float
     faithful: bool
+    label: str = ""
 
     def __getitem__(self, name: str) -> Distance:
         for d in self.distances:
@@ -104,21 +132,39 @@ class FidelityReport:
                 f"fair when <= {self.ks_poor:g}, poor above; the world is faithful to the "
                 "distributions when none is poor")
 
+    @property
+    def worst(self) -> Distance | None:
+        """The measured distribution with the largest KS statistic (None if none)."""
+        measured = [d for d in self.distances if d.verdict != "not measured"]
+        return max(measured, key=lambda d: d.ks) if measured else None
+
+    def worst_text(self) -> str:
+        """One line naming the worst distribution and by how much."""
+        w = self.worst
+        if w is None:
+            return "worst distribution: none measured"
+        gap = w.ks - self.ks_close
+        how = (f"{gap:.3f} above the close threshold {self.ks_close:g}" if gap > 0 else
+               f"within the close threshold {self.ks_close:g}")
+        return (f"worst distribution: {w.name}, KS {w.ks:.3f} ({how}; real mean "
+                f"{w.real_mean:.4g}, simulated {w.simulated_mean:.4g})")
+
     def rows(self) -> list[tuple[str, ...]]:
-        """Table rows: statistic, real mean, simulated mean, KS, Wasserstein (relative),
-        verdict."""
+        """Table rows: statistic, sample sizes, real mean, simulated mean, KS, its 5% noise
+        level, Wasserstein (relative), TV, verdict."""
         out = []
         for d in self.distances:
             if d.verdict == "not measured":
-                out.append((d.name, "-", "-", "-", "-", d.verdict))
+                out.append((d.name, "-", "-", "-", "-", "-", "-", "-", d.verdict))
                 continue
-            out.append((d.name, f"{d.real_mean:.4g}", f"{d.simulated_mean:.4g}", f"{d.ks:.3f}",
+            out.append((d.name, f"{d.n_real}/{d.n_simulated}", f"{d.real_mean:.4g}",
+                        f"{d.simulated_mean:.4g}", f"{d.ks:.3f}", f"{d.ks_noise:.3f}",
                         f"{d.wasserstein:.4g} ({100 * d.relative_wasserstein:.1f}%)",
-                        d.verdict))
+                        "-" if math.isnan(d.tv) else f"{d.tv:.3f}", d.verdict))
         return out
 
-    HEADER = ("distribution", "real mean", "simulated mean", "KS", "Wasserstein (rel.)",
-              "verdict")
+    HEADER = ("distribution", "n real/sim", "real mean", "simulated mean", "KS",
+              "KS noise 5%", "Wasserstein (rel.)", "TV", "verdict")
 
     def to_markdown(self) -> str:
         lines = ["| " + " | ".join(self.HEADER) + " |",
@@ -133,14 +179,24 @@ class FidelityReport:
                          for r in rows)
 
 
-def _as_log(x, name: str):
-    """(binary CSR users x items, per-edge (user, tick) or None)."""
+# ---------------------------------------------------------------------------------------------
+# the statistics
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class _Log:
+    matrix: sp.csr_array  # binary users x items
+    user: np.ndarray | None  # per interaction (None for a matrix)
+    tick: np.ndarray | None
+    rating: np.ndarray | None
+
+
+def _as_log(x, name: str) -> _Log:
     if isinstance(x, InteractionLog):
         u, i, t = x.user, x.item, x.tick
         m = sp.csr_array((np.ones(u.size), (u, i)), shape=(x.n_users, x.n_items))
         m.sum_duplicates()
         m.data[:] = 1.0
-        return m, (u, t)
+        return _Log(m, u, t, x.rating)
     if sp.issparse(x) or isinstance(x, np.ndarray):
         if x.ndim != 2:
             raise ArgumentValueError(name, "a 2-D users x items matrix", f"shape {x.shape}")
@@ -148,20 +204,41 @@ def _as_log(x, name: str):
         m.sum_duplicates()
         m.eliminate_zeros()
         m.data[:] = 1.0
-        return m, None
+        return _Log(m, None, None, None)
     raise ArgumentTypeError(name, "an InteractionLog or a users x items matrix",
                             type(x).__name__)
 
 
-def _active_ticks(pairs, n_users: int) -> np.ndarray | None:
-    if pairs is None:
-        return None
-    u, t = pairs
-    if u.size == 0 or np.all(t == t[0]):
+def _active_days(user, tick) -> np.ndarray | None:
+    """Distinct ticks with an interaction, per user with at least one (None: no ticks)."""
+    if user is None or user.size == 0 or np.all(tick == tick[0]):
         return None  # no timestamps (every tick equal): activity is not measurable
-    key = np.unique(u.astype(np.int64) * (int(t.max()) + 1) + t)
-    users = key // (int(t.max()) + 1)
-    return np.bincount(users, minlength=n_users).astype(np.float64)
+    span = int(tick.max()) + 1
+    key = np.unique(user.astype(np.int64) * span + tick)
+    _, days = np.unique(key // span, return_counts=True)
+    return days.astype(np.float64)
+
+
+def _session_gaps(user, tick) -> np.ndarray | None:
+    """Ticks between consecutive distinct active ticks of each user, pooled."""
+    if user is None or user.size == 0 or np.all(tick == tick[0]):
+        return None
+    span = int(tick.max()) + 1
+    key = np.unique(user.astype(np.int64) * span + tick)
+    u, t = key // span, key % span
+    same = u[1:] == u[:-1]
+    return (t[1:] - t[:-1])[same].astype(np.float64)
+
+
+def _profile_sizes(m: sp.csr_array) -> np.ndarray:
+    """Items held per user with at least one."""
+    sizes = np.diff(m.indptr)
+    return sizes[sizes > 0].astype(np.float64)
+
+
+def _popularity(m: sp.csr_array) -> np.ndarray:
+    """Users holding each item, every item of the log (zeros included)."""
+    return np.bincount(m.indices, minlength=m.shape[1]).astype(np.float64)
 
 
 def _pairs(n_users: int, n_pairs: int, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -176,6 +253,7 @@ def _pairs(n_users: int, n_pairs: int, rng) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _overlap(m: sp.csr_array, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Jaccard index ``|I_a & I_b| / |I_a | I_b|`` of the pairs (0 for two empty profiles)."""
     size = np.diff(m.indptr).astype(np.float64)
     inter = np.empty(a.size)
     chunk = 1 << 14
@@ -186,28 +264,73 @@ def _overlap(m: sp.csr_array, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
 
 
+def _active_overlap(m: sp.csr_array, n_pairs: int, rng) -> np.ndarray:
+    active = np.flatnonzero(np.diff(m.indptr) > 0)
+    if active.size < 2:
+        return np.zeros(0)
+    a, b = _pairs(active.size, n_pairs, rng)
+    return _overlap(m, active[a], active[b])
+
+
+def _rating_tv(real: np.ndarray, sim: np.ndarray) -> float:
+    """Total variation of the rating histograms on the real log's levels."""
+    from simulator._ratings import rating_levels
+
+    _, bounds = rating_levels(real)
+    k = bounds.size + 1
+    p = np.bincount(np.searchsorted(bounds, real, side="right"), minlength=k) / real.size
+    q = np.bincount(np.searchsorted(bounds, sim, side="right"), minlength=k) / sim.size
+    return 0.5 * float(np.abs(p - q).sum())
+
+
+def _distance(name, x, y, ks_close, ks_poor) -> Distance:
+    from scipy.stats import ks_2samp, wasserstein_distance
+
+    if x is None or y is None or x.size == 0 or y.size == 0:
+        return Distance(name, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
+                        0 if x is None else int(x.size), 0 if y is None else int(y.size),
+                        "not measured")
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    ks = ks_2samp(x, y)
+    w = float(wasserstein_distance(x, y))
+    mean = float(x.mean())
+    verdict = ("close" if ks.statistic <= ks_close else
+               "fair" if ks.statistic <= ks_poor else "poor")
+    tv = _rating_tv(x, y) if name == "rating" else math.nan
+    return Distance(name, float(ks.statistic), float(ks.pvalue), w,
+                    w / abs(mean) if mean != 0 else math.nan, mean, float(y.mean()),
+                    int(x.size), int(y.size), verdict, tv)
+
+
 def fidelity(real, simulated, *, n_pairs: int = 20_000, ks_close: float = 0.1,
-             ks_poor: float = 0.2, rng=None) -> FidelityReport:
-    """Distances between the real and simulated distributions of four log statistics.
+             ks_poor: float = 0.2, label: str = "", rng=None) -> FidelityReport:
+    """Distances between the real and simulated distributions of six log statistics.
 
     Parameters
     ----------
     real, simulated : InteractionLog or sparse matrix / ndarray (n_users, n_items)
         The logs (stored non-zeros of a matrix are interactions). They may have different
-        sizes. User activity needs ticks (InteractionLogs whose ticks are not all equal).
+        sizes. User activity and session gaps need ticks (InteractionLogs whose ticks are
+        not all equal); ratings need ``InteractionLog.rating`` on both sides.
     n_pairs : int, default 20000
-        User pairs drawn for the profile overlap (all pairs when there are fewer).
+        Pairs of active users drawn for the profile overlap (all pairs when there are
+        fewer).
     ks_close, ks_poor : float
         Verdict thresholds on the KS statistic, ``0 < ks_close <= ks_poor <= 1``.
+    label : str
+        What is compared (kept in the report).
     rng : None, int, SeedSequence or Generator
         Draws the user pairs.
 
     Returns
     -------
     FidelityReport
-        One :class:`Distance` per statistic of :data:`DISTRIBUTIONS`: item popularity (users
-        per item), user activity (distinct active ticks per user), profile size (items per
-        user), profile overlap (Jaccard index ``|I_u & I_v| / |I_u | I_v|`` of user pairs).
+        One :class:`Distance` per statistic of :data:`DISTRIBUTIONS`: user activity (distinct
+        active ticks per active user), session gaps (ticks between a user's consecutive
+        active ticks, pooled), profile size (interactions per active user), item popularity
+        (users per item, every item), rating (values; plus the total variation of the
+        histograms), profile overlap (Jaccard index ``|I_u & I_v| / |I_u | I_v|`` of pairs of
+        active users). An active user has at least one interaction in the log.
 
     Raises
     ------
@@ -234,44 +357,287 @@ def fidelity(real, simulated, *, n_pairs: int = 20_000, ks_close: float = 0.1,
     n_pairs = check_int(n_pairs, "n_pairs", low=1)
     ks_close = check_float(ks_close, "ks_close", low=0.0, high=1.0, low_open=True)
     ks_poor = check_float(ks_poor, "ks_poor", low=ks_close, high=1.0)
+    if not isinstance(label, str):
+        raise ArgumentTypeError("label", "a str", type(label).__name__)
     gen = as_generator(rng)
-    m_real, t_real = _as_log(real, "real")
-    m_sim, t_sim = _as_log(simulated, "simulated")
-    for name, m in (("real", m_real), ("simulated", m_sim)):
-        if m.nnz == 0:
+    r, s = _as_log(real, "real"), _as_log(simulated, "simulated")
+    for name, lg in (("real", r), ("simulated", s)):
+        if lg.matrix.nnz == 0:
             raise ArgumentValueError(name, "a log with at least one interaction",
                                      "an empty log")
-    from scipy.stats import ks_2samp, wasserstein_distance
-
     samples = {
-        "item_popularity": (np.bincount(m_real.indices, minlength=m_real.shape[1]),
-                            np.bincount(m_sim.indices, minlength=m_sim.shape[1])),
-        "user_activity": (_active_ticks(t_real, m_real.shape[0]),
-                          _active_ticks(t_sim, m_sim.shape[0])),
-        "profile_size": (np.diff(m_real.indptr), np.diff(m_sim.indptr)),
+        "user_activity": (_active_days(r.user, r.tick), _active_days(s.user, s.tick)),
+        "session_gaps": (_session_gaps(r.user, r.tick), _session_gaps(s.user, s.tick)),
+        "profile_size": (_profile_sizes(r.matrix), _profile_sizes(s.matrix)),
+        "item_popularity": (_popularity(r.matrix), _popularity(s.matrix)),
+        "rating": (r.rating, s.rating),
+        "profile_overlap": (_active_overlap(r.matrix, n_pairs, gen),
+                            _active_overlap(s.matrix, n_pairs, gen)),
     }
-    pa, pb = _pairs(m_real.shape[0], n_pairs, gen)
-    if m_sim.shape[0] == m_real.shape[0]:
-        qa, qb = pa, pb  # the same users: paired pairs, less noise
-    else:
-        qa, qb = _pairs(m_sim.shape[0], n_pairs, gen)
-    samples["profile_overlap"] = (_overlap(m_real, pa, pb), _overlap(m_sim, qa, qb))
-    out = []
-    for name in DISTRIBUTIONS:
-        x, y = samples[name]
-        if x is None or y is None or x.size == 0 or y.size == 0:
-            out.append(Distance(name, math.nan, math.nan, math.nan, math.nan, math.nan,
-                                math.nan, 0, 0, "not measured"))
-            continue
-        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-        ks = ks_2samp(x, y)
-        w = float(wasserstein_distance(x, y))
-        mean = float(x.mean())
-        verdict = ("close" if ks.statistic <= ks_close else
-                   "fair" if ks.statistic <= ks_poor else "poor")
-        out.append(Distance(name, float(ks.statistic), float(ks.pvalue), w,
-                            w / mean if mean > 0 else math.nan, mean, float(y.mean()),
-                            int(x.size), int(y.size), verdict))
+    out = tuple(_distance(name, *samples[name], ks_close, ks_poor) for name in DISTRIBUTIONS)
     faithful = all(d.verdict != "poor" for d in out)
-    return FidelityReport(distances=tuple(out), ks_close=ks_close, ks_poor=ks_poor,
-                          faithful=faithful)
+    return FidelityReport(distances=out, ks_close=ks_close, ks_poor=ks_poor,
+                          faithful=faithful, label=label)
+
+
+# ---------------------------------------------------------------------------------------------
+# fidelity on the future
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class HoldoutFidelity:
+    """A world fitted on the first part of a log, run on over the rest, and the comparison.
+
+    Attributes
+    ----------
+    world : simulator.CalibratedWorld
+        The world fitted to the log before ``split`` (its users and items).
+    train : InteractionLog
+        The fitted part (ticks ``< split``), in the world's user and item indices.
+    real, simulated : InteractionLog
+        The real and simulated interactions of ticks ``[split, n_ticks)``. Users ``0 ..
+        world.n_users - 1`` are the fitted users; higher indices are users who arrived
+        after the split (real ones, or the forecast ones of the simulation). Items are the
+        fitted world's.
+    report : FidelityReport
+        ``fidelity(real, simulated)``.
+    split, n_ticks : int
+        First held-out tick and the log's horizon.
+    holdout : float
+        The held-out fraction of the time span.
+    new_users_real, new_users_simulated : int
+        Users first seen after the split (real) and forecast by the world.
+    dropped_new_items : int
+        Real held-out interactions with items first seen after the split (the fitted world
+        has no such items; they are left out of ``real``).
+    """
+
+    world: object
+    train: InteractionLog
+    real: InteractionLog
+    simulated: InteractionLog
+    report: FidelityReport
+    split: int
+    n_ticks: int
+    holdout: float
+    new_users_real: int
+    new_users_simulated: int
+    dropped_new_items: int
+
+
+def _split_columns(interactions, seconds_per_tick):
+    """(users, items, ratings, timestamps, ticks, user_ids, item_ids, source) of a log with
+    timestamps; users and items are indices into the id arrays."""
+    from simulator._calibrate import _columns, _int_column
+
+    if isinstance(interactions, InteractionLog):  # ticks as timestamps; ids are the indices
+        x = interactions
+        users, items, ratings, times = x.user, x.item, x.rating, x.tick
+        uid, iid = np.arange(x.n_users), np.arange(x.n_items)
+        source = str(x.metadata.get("source", ""))
+    else:
+        users, items, ratings, times, uid, iid, source = _columns(interactions)
+    if times is None:
+        raise ArgumentValueError("interactions", "a log with timestamps (a hold-out is cut "
+                                 "in time)", "a log without timestamps")
+    times = _int_column(times, "interactions (timestamps)")
+    if times.size != users.size:
+        raise ArgumentValueError("interactions (timestamps)", f"{users.size} timestamps, one "
+                                 "per interaction", str(times.size))
+    if times.size == 0:
+        raise ArgumentValueError("interactions", "a log with at least one interaction",
+                                 "an empty log")
+    ticks = np.floor((times - times.min()) / seconds_per_tick).astype(np.int64)
+    r = None if ratings is None else np.asarray(ratings, np.float64).ravel()
+    return users, items, r, times, ticks, np.asarray(uid), np.asarray(iid), source
+
+
+def holdout_split(ticks, holdout: float) -> int:
+    """The first held-out tick of a log with interaction ``ticks`` (ints >= 0):
+    ``floor((1 - holdout) * n_ticks)``, ``n_ticks = max(ticks) + 1``.
+
+    Raises
+    ------
+    ValueError
+        ``holdout`` outside (0, 0.5], or a part with fewer than two distinct ticks.
+    """
+    holdout = check_float(holdout, "holdout", low=0.0, high=0.5, low_open=True)
+    ticks = np.asarray(ticks, np.int64)
+    n_ticks = int(ticks.max()) + 1 if ticks.size else 0
+    split = int(math.floor((1.0 - holdout) * n_ticks))
+    for part, sel in (("fitted", ticks < split), ("held-out", ticks >= split)):
+        days = np.unique(ticks[sel]).size
+        if days < 2:
+            raise ArgumentValueError("holdout", f"a split leaving at least two distinct active "
+                                     f"ticks in each part (log of {n_ticks} ticks, split at "
+                                     f"tick {split})", f"{days} in the {part} part")
+    return split
+
+
+def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
+                     seconds_per_tick: float = 86400.0, n_pairs: int = 20_000,
+                     ks_close: float = 0.1, ks_poor: float = 0.2, rng=None,
+                     **calibrate_options) -> HoldoutFidelity:
+    """Fit a world on the first ``1 - holdout`` of a log's time span and compare its
+    continuation over the rest with the real one.
+
+    Parameters
+    ----------
+    interactions : tuple, RatingData or InteractionLog
+        A log with timestamps (see :func:`simulator.calibrate`); an InteractionLog's ticks
+        are its timestamps (give ``seconds_per_tick=1``), e.g. a calibrated world's
+        ``observed`` log.
+    holdout : float, default 0.2
+        Held-out fraction of the time span, in (0, 0.5]: the last ``ceil(holdout * n_ticks)``
+        ticks, roughly.
+    seed : int, default 0
+        Seed of the simulated continuation.
+    seconds_per_tick : float, default 86400
+    n_pairs, ks_close, ks_poor : see :func:`fidelity`.
+    rng : None, int, SeedSequence or Generator
+        The calibration's start vector and the draws of the comparison.
+    **calibrate_options
+        Passed to :func:`simulator.calibrate` (``n_factors``, ``ctr``, ``min_rating``, ...).
+
+    Returns
+    -------
+    HoldoutFidelity
+
+    Raises
+    ------
+    ValueError
+        ``holdout`` outside (0, 0.5]; a log without timestamps; a part with fewer than two
+        distinct ticks; anything :func:`simulator.calibrate` refuses.
+
+    Notes
+    -----
+    With ``n_ticks`` the log's horizon, the split is ``split = floor((1 - holdout) *
+    n_ticks)``. The world is fitted (:func:`simulator.calibrate`) on the ticks before it and
+    continued from the fitted state: the real profiles at the split are its history
+    (``World(..., history=train, start=split)``), every fitted user's observed sessions
+    continue by the session law conditioned on them
+    (:func:`~simulator._sessions.continue_schedule`), and new users arrive at the fitted rate
+    (``Poisson(arrival_rate * (n_ticks - split))`` of them, uniformly over the held-out
+    ticks), each a copy of a fitted user drawn at random (taste, activity per session,
+    rating offset) with sessions drawn from the law. A user's events per session are its
+    fitted ``E_u`` over the weights of its observed sessions. Items first seen after the
+    split are not forecast; their real interactions are counted in ``dropped_new_items``.
+    """
+    import dataclasses
+    import warnings
+
+    from simulator._calibrate import CalibrationWarning, calibrate
+    from simulator._config import FittedArrays
+    from simulator._sessions import SessionSchedule, continue_schedule, draw_schedule
+    from simulator._world import World
+
+    holdout = check_float(holdout, "holdout", low=0.0, high=0.5, low_open=True)
+    seed = check_int(seed, "seed", low=0)
+    seconds_per_tick = check_float(seconds_per_tick, "seconds_per_tick", low=0.0,
+                                   low_open=True)
+    if "n_ticks" in calibrate_options:
+        raise ArgumentValueError("n_ticks", "not given (the horizon is the log's span)",
+                                 repr(calibrate_options["n_ticks"]))
+    root = as_seed_sequence(rng)
+    r_fit, r_new, r_cmp = (np.random.default_rng(s) for s in root.spawn(3))
+    uids, iids, ratings, times, ticks, user_ids, item_ids, source = _split_columns(
+        interactions, seconds_per_tick)
+    n_ticks = int(ticks.max()) + 1
+    split = holdout_split(ticks, holdout)
+    before = ticks < split
+    train_cols = (uids[before], iids[before],
+                  None if ratings is None else ratings[before], times[before])
+    with warnings.catch_warnings():  # users or items dropped: they are simply not fitted
+        warnings.simplefilter("ignore", CalibrationWarning)
+        cal = calibrate(train_cols, seconds_per_tick=seconds_per_tick, rng=r_fit,
+                        **calibrate_options)
+    c = cal.config
+    # the fitted part, in the world's indices (ticks of the full log: same origin)
+    u_idx = np.searchsorted(cal.user_ids, uids)
+    i_idx = np.searchsorted(cal.item_ids, iids)
+    known_u = (u_idx < cal.n_users) & (cal.user_ids[np.minimum(u_idx, cal.n_users - 1)] == uids)
+    known_i = (i_idx < cal.n_items) & (cal.item_ids[np.minimum(i_idx, cal.n_items - 1)] == iids)
+    keep_train = before & known_u & known_i
+    if cal.info.min_rating is not None and ratings is not None:
+        keep_train &= ratings >= cal.info.min_rating
+    train = InteractionLog(user=u_idx[keep_train], item=i_idx[keep_train],
+                           tick=ticks[keep_train], source=np.zeros(int(keep_train.sum()),
+                                                                   np.int8),
+                           n_users=cal.n_users, n_items=cal.n_items,
+                           rating=None if ratings is None else ratings[keep_train])
+    # the real continuation: fitted users keep their index, new users come after them
+    after = ~before
+    if cal.info.min_rating is not None and ratings is not None:
+        after &= ratings >= cal.info.min_rating
+    dropped_items = int((after & ~known_i).sum())
+    after &= known_i
+    new_ids = np.unique(uids[after & ~known_u])
+    ru = np.where(known_u, u_idx, cal.n_users + np.searchsorted(new_ids, uids))[after]
+    real = InteractionLog(user=ru, item=i_idx[after], tick=ticks[after],
+                          source=np.zeros(ru.size, np.int8),
+                          n_users=cal.n_users + new_ids.size, n_items=cal.n_items,
+                          rating=None if ratings is None or c.fitted.ratings is None
+                          else ratings[after])
+    # the continued world
+    law = c.sessions
+    fa = c.fitted
+    n_old = cal.n_users
+    if law is not None:
+        sched_old = continue_schedule(law, train.user, train.tick, n_old, split, n_ticks, r_new)
+        w_obs = np.bincount(sched_old.user[sched_old.tick < split],
+                            sched_old.weight[sched_old.tick < split], minlength=n_old)
+        nu = fa.activity / np.where(w_obs > 0, w_obs, 1.0)  # events per unit session weight
+        n_new = int(r_new.poisson(law.arrival_rate * (n_ticks - split)))
+    else:  # no sessions: the fitted activity rate goes on, and no user is forecast
+        sched_old = None
+        nu = fa.activity / split
+        n_new = 0
+    src = r_new.integers(0, n_old, n_new)
+    n_all = n_old + n_new
+    taste = np.concatenate([fa.taste, fa.taste[src]])
+    if sched_old is not None:
+        arrival = r_new.integers(split, n_ticks, n_new)
+        sched_new = draw_schedule(law, arrival, n_ticks, r_new)
+        sched = SessionSchedule(user=np.concatenate([sched_old.user, n_old + sched_new.user]),
+                                tick=np.concatenate([sched_old.tick, sched_new.tick]),
+                                weight=np.concatenate([sched_old.weight, sched_new.weight]),
+                                n_users=n_all, n_ticks=n_ticks)
+        nu_all = np.concatenate([nu, nu[src]])
+        activity = nu_all * np.bincount(sched.user, sched.weight, minlength=n_all)
+    else:
+        sched = None
+        activity = nu * n_ticks
+    users_src = np.concatenate([np.arange(n_old), src])
+    ratings_model = None if fa.ratings is None else fa.ratings.subset(users=users_src)
+    fitted = FittedArrays(appeal=fa.appeal, features=fa.features, taste=taste,
+                          activity=activity, ratings=ratings_model)
+    cont = dataclasses.replace(c, n_users=n_all, n_ticks=n_ticks, fitted=fitted,
+                               sessions=sched, activity_halflife=None if sched is not None
+                               else c.activity_halflife)
+    history = InteractionLog(user=train.user, item=train.item, tick=train.tick,
+                             source=train.source, n_users=n_all, n_items=cal.n_items,
+                             rating=train.rating if fa.ratings is not None else None)
+    world = World(cont, seed, history=history, start=split)
+    world.simulate(n_ticks - 1)
+    e = world.edges
+    tail = e.tick >= split
+    simulated = InteractionLog(user=e.user[tail], item=e.item[tail], tick=e.tick[tail],
+                               source=e.source[tail], n_users=n_all, n_items=cal.n_items,
+                               rating=None if e.rating is None else e.rating[tail])
+    if simulated.user.size == 0:
+        raise ArgumentValueError("holdout", "a held-out window in which the fitted world "
+                                 "adopts something", "no simulated interaction after the "
+                                 f"split at tick {split}")
+    label = (f"out of sample: fitted on ticks 0-{split - 1}, the world run on over ticks "
+             f"{split}-{n_ticks - 1} ({holdout:g} of the span) from the real profiles at "
+             "the split, compared with the real interactions of those ticks")
+    report = fidelity(real, simulated, n_pairs=n_pairs, ks_close=ks_close, ks_poor=ks_poor,
+                      label=label, rng=r_cmp)
+    # the world's ids: the log's own (the fit saw their indices)
+    cal = dataclasses.replace(cal, user_ids=user_ids[cal.user_ids],
+                              item_ids=item_ids[cal.item_ids],
+                              dropped_users=user_ids[cal.dropped_users],
+                              dropped_items=item_ids[cal.dropped_items], source=str(source))
+    return HoldoutFidelity(world=cal, train=train, real=real, simulated=simulated,
+                           report=report, split=split, n_ticks=n_ticks, holdout=holdout,
+                           new_users_real=int(new_ids.size), new_users_simulated=n_new,
+                           dropped_new_items=dropped_items)

@@ -20,27 +20,22 @@ __all__ = ["organic_span", "organic_span_py", "compact_py", "campaign_offers",
            "campaign_offers_py"]
 
 
-def organic_span_py(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z,
-                    basis, drift_rate, features, appeal, decay, logistic, block, u_lo, u_hi,
-                    flag, out_u, out_i):
+def organic_span_py(users, r, coins, starts, prob, alias, has, taste0, drift_z, basis,
+                    drift_rate, features, appeal, decay, logistic, block, u_lo, u_hi, flag,
+                    out_u, out_i):
     """Process the exposure events of several ticks, user block by user block.
 
     Parameters
     ----------
-    keys, r, coins : (n,) float64
-        The events of ticks ``0 .. s - 1`` of the span, tick after tick. ``keys`` (in [0, 1),
-        non-decreasing within a tick) pick the user: event ``e`` visits the user
-        ``searchsorted(cdf[:-1], keys[e], "right")`` (capped at ``n_users - 1``), found with
-        the guide table. ``r`` picks the item by the alias method; ``coins`` are the
-        adoption coins.
+    users : (n,) int64
+        The visiting user of each event of ticks ``0 .. s - 1`` of the span, tick after
+        tick, non-decreasing within a tick.
+    r, coins : (n,) float64
+        ``r`` picks the item by the alias method; ``coins`` are the adoption coins.
     starts : (s + 1,) int64
         Events of span tick ``j`` are ``starts[j]:starts[j + 1]``.
     prob, alias : (s, n_items) float64, int64
         The alias tables of the span's ticks.
-    cdf : (n_users + 1,) float64
-        Normalised cumulative activity with a sentinel (> 1) at the end.
-    guide : (g + 1,) int64
-        ``guide[b] = searchsorted(cdf[:-1], b / g, "right")``.
     has : (n_users, n_items) bool
         The profiles; updated in place with the adoptions.
     taste0 : (n_users, dim); drift_z : (n_users, dim, K) (or (0, 0, 0) without drift);
@@ -72,9 +67,7 @@ def organic_span_py(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0
     while the block's rows of ``has`` and ``taste0`` stay in cache instead of being fetched
     from memory once per event.
     """
-    n_users = has.shape[0]
     n_ticks = starts.shape[0] - 1
-    g = guide.shape[0] - 1
     dim = taste0.shape[1]
     n_terms = basis.shape[1]
     drift = drift_z.shape[0] > 0
@@ -83,22 +76,14 @@ def organic_span_py(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0
     ptr = starts[:-1].copy()
     if u_lo > 0:  # first event of each tick whose user is >= u_lo
         for j in range(n_ticks):
-            ptr[j] = starts[j] + np.searchsorted(keys[starts[j]:starts[j + 1]], cdf[u_lo - 1])
+            ptr[j] = starts[j] + np.searchsorted(users[starts[j]:starts[j + 1]], u_lo)
     for lo in range(u_lo, u_hi, block):
         hi = min(lo + block, u_hi)
-        # events of users < hi have keys < cdf[hi - 1]; the last block takes the rest
-        # (including keys past cdf[n_users - 1], which map to the last user)
-        bound = cdf[hi - 1] if hi < n_users else 3.0
         for j in range(n_ticks):
             e = ptr[j]
             end = starts[j + 1]
-            while e < end and keys[e] < bound:
-                key = keys[e]
-                u = guide[int(key * g)]
-                while cdf[u] <= key:
-                    u += 1
-                if u > n_users - 1:
-                    u = n_users - 1
+            while e < end and users[e] < hi:
+                u = users[e]
                 xr = r[e] * n_col
                 col = int(xr)
                 if col > n_col - 1:
@@ -269,8 +254,8 @@ def _pool(name: str = "kernel"):
     return pools[name]
 
 
-def organic_span(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z,
-                 basis, drift_rate, features, appeal, decay, logistic, ticks, *, block=None,
+def organic_span(users, r, coins, starts, prob, alias, has, taste0, drift_z, basis,
+                 drift_rate, features, appeal, decay, logistic, ticks, *, block=None,
                  threads=None, min_split=None):
     """:func:`organic_span_py` compiled with numba (on the first call) over all users;
     returns the adoptions ``(users, items, ticks)`` in event order (``ticks[j]``: the tick
@@ -285,12 +270,12 @@ def organic_span(keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, d
     threads = _default_threads(threads)
     block = _BLOCK if block is None else block
     min_split = _MIN_SPLIT if min_split is None else min_split
-    n = keys.shape[0]
+    n = users.shape[0]
     n_users = has.shape[0]
     flag = np.zeros(n, np.uint8)
     out_u = np.empty(n, np.int64)
     out_i = np.empty(n, np.int64)
-    args = (keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z, basis,
+    args = (users, r, coins, starts, prob, alias, has, taste0, drift_z, basis,
             float(drift_rate), features, appeal, decay, bool(logistic), int(block))
     if threads > 1 and n >= min_split and n_users >= 2:
         mid = n_users // 2

@@ -14,8 +14,17 @@ Model (one tick = one day)
   ``~ exp(exposure * a_i(t))``; the user adopts it, if not already held, with probability
   ``p(u, i, t)`` (each exposure is one chance). ``R`` is calibrated so that the mean organic
   profile size over the horizon is about ``mean_profile_size``.
+* Sessions (``config.sessions``, off by default): user ``u`` is active only on its session
+  ticks (arrival, then a heavy-tailed number of returns after heavy-tailed gaps; see
+  :mod:`simulator._sessions`), and its expected events over the horizon, ``E_u``, are spread
+  over them: session ``s`` brings ``Poisson(E_u w_s / sum_s' w_s')`` exposure events, each an
+  alive item drawn as above and adopted with probability ``p(u, i, t)``. Without sessions
+  the events of tick ``t`` are ``Poisson(R * phi(t))`` as above.
 * Campaigns: a reached user (``U_reach(u, c) < reach``) is pushed once, at a tick drawn in
   the campaign window, and accepts each offered item with probability ``1 - (1 - p)**boost``.
+  With sessions, only users who have arrived by their push tick are reached.
+* Ratings (a calibrated world with ``fitted.ratings``): each adoption is rated by the
+  ordered-logit model of :mod:`simulator._ratings` on the latent score ``x_u(t) . f_i``.
 
 Randomness (common random numbers): everything that does not depend on the state -- the
 exposure events and their coins -- comes from a Generator seeded by the seed alone and is
@@ -38,13 +47,14 @@ from scipy.special import expit
 
 from simulator._config import WorldConfig
 from simulator._crn import hash_uniforms, seed_key, stream_id, uniforms_reference
+from simulator._sessions import SessionSchedule, draw_schedule
 from simulator.logs import SOURCES, InteractionLog
 
 __all__ = ["World", "WORLD_STREAMS"]
 
 #: Counter-based stream ids used by the world itself (1-4 are reserved); environments should
 #: use other ids or names.
-WORLD_STREAMS = {"campaign_accept": 2, "campaign_reach": 3, "campaign_tick": 4}
+WORLD_STREAMS = {"rating": 1, "campaign_accept": 2, "campaign_reach": 3, "campaign_tick": 4}
 _ORGANIC, _RECOMMENDED, _CAMPAIGN = (SOURCES.index(s) for s in ("organic", "recommended",
                                                                 "campaign"))
 _N_CALIBRATION_USERS = 1000
@@ -126,13 +136,33 @@ class World:
         at once through a numba kernel (:mod:`simulator._kernels`, compiled on the first
         simulated tick; two threads on disjoint users when there are many events) and the
         campaigns like ``"numpy"``. All three give the same edges, byte for byte.
+    history : InteractionLog, optional
+        Edges that happened before ``start`` (ticks ``< start``; e.g. a real log): the
+        profiles start from them and the simulation starts at tick ``start``. Their ratings,
+        if any, are kept.
+    start : int, default 0
+        First simulated tick.
 
     Notes
     -----
+    The generative story (the module docstring and ``docs/worlds.md`` write it out): an
+    exposure event of user ``u`` at tick ``t`` meets an alive item ``i`` with probability
+    ``q_i(t) ~ exp(exposure a_i(t))`` and adopts it, if not held, with probability
+    ``p(u, i, t) = g(a_i(t) + x_u(t) . f_i) d_i(t)``. Without sessions, tick ``t`` has
+    ``Poisson(R phi(t))`` events whose users are drawn by activity. With sessions
+    (``config.sessions``), user ``u`` arrives at ``A_u`` and has sessions
+    ``S_u1 = A_u, S_u,j+1 = S_uj + G_uj`` (``N_u`` of them, ``N`` and ``G`` discretised
+    log-normals), and session ``j`` brings ``Poisson(E_u w_j / sum_k w_k)`` events on tick
+    ``S_uj`` (``w_1 = 1``, later sessions ``later_weight``). Campaigns push items to reached
+    users, accepted with probability ``1 - (1 - p)**boost``. A calibrated world with
+    ``fitted.ratings`` rates each adoption: ``P(R <= k) = expit(theta_k - eta)``,
+    ``eta = slope x_u(t) . f_i + b_u + c_i`` (``edges.rating``).
+
     Methods that need the state at tick ``t`` simulate up to ``t`` first; simulation is
-    idempotent (``simulate(t)`` twice does nothing the second time). Ticks run from 0 to
-    ``config.n_ticks - 1``. The world model follows the campaign-bias setting of de
-    Myttenaere et al. (2014): organic profile growth plus campaigns that push items.
+    idempotent (``simulate(t)`` twice does nothing the second time). Ticks run from
+    ``start`` (0 by default) to ``config.n_ticks - 1``. The world model follows the
+    campaign-bias setting of de Myttenaere et al. (2014): organic profile growth plus
+    campaigns that push items.
 
     Examples
     --------
@@ -142,7 +172,8 @@ class World:
     (500, 180)
     """
 
-    def __init__(self, config: WorldConfig, seed=None, *, method: str = "fast"):
+    def __init__(self, config: WorldConfig, seed=None, *, method: str = "fast", history=None,
+                 start: int = 0):
         if not isinstance(config, WorldConfig):
             raise TypeError(f"`config` must be a WorldConfig; got {type(config).__name__}.")
         if method not in ("fast", "numpy", "naive"):
@@ -192,9 +223,17 @@ class World:
         self._user_w = (np.ones(c.n_users) if c.user_weights is None
                         else np.asarray(c.user_weights, dtype=np.float64))
         self._phi = self._time_profile()
+        self._sched = self._session_schedule()
+        if self._sched is not None:
+            # events follow the sessions: the rate's time profile is theirs
+            self._phi = self._session_profile(lam)
         # A fitted activity is the expected number of events of each user over the horizon,
         # so its sum is the rate; a drawn world calibrates the rate to `mean_profile_size`.
         self._rate = float(lam.sum()) if c.fitted is not None else self._calibrate_rate(lam)
+        if self._sched is not None:
+            expected = lam if c.fitted is not None else self._rate * lam / lam.sum()
+            self._sess_events = self._sched.events(expected)
+            self._sess_ptr = np.searchsorted(self._sched.tick, np.arange(c.n_ticks + 1))
         self._campaign_plan = [self._plan_campaign(j, camp) for j, camp in enumerate(c.campaigns)]
         #: This world's own copies of the campaign policies (``None`` for item lists): they
         #: are fitted in place, so worlds sharing a config must not share them.
@@ -205,9 +244,65 @@ class World:
         self._chunks: list[tuple[np.ndarray, ...]] = []
         self._offers: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._cat = None
-        self._next_tick = 0
+        self._ratings = None
+        self._start, self._history = self._check_history(history, start)
+        self._next_tick = self._start
 
     # ------------------------------------------------------------------------ construction
+    def _check_history(self, history, start):
+        c = self.config
+        if isinstance(start, (bool, np.bool_)) or not isinstance(start, (int, np.integer)):
+            raise TypeError(f"`start` must be an int; got {type(start).__name__}.")
+        if not 0 <= start < c.n_ticks:
+            raise ValueError(f"`start` must be in [0, {c.n_ticks - 1}]; got {start}.")
+        if history is None:
+            return int(start), None
+        if not isinstance(history, InteractionLog):
+            raise TypeError(f"`history` must be an InteractionLog or None; got "
+                            f"{type(history).__name__}.")
+        if (history.n_users, history.n_items) != (c.n_users, c.n_items):
+            raise ValueError(f"`history` must have the world's {c.n_users} users and "
+                             f"{c.n_items} items; got {history.n_users} and {history.n_items}.")
+        late = np.flatnonzero(history.tick >= start)
+        if late.size:
+            raise ValueError(f"`history` must end before `start` = {start}; got tick "
+                             f"{history.tick[late[0]]} at index {late[0]}.")
+        if history.tick.size and history.tick.min() < 0:
+            raise ValueError(f"`history` ticks must be >= 0; got {history.tick.min()}.")
+        order = np.argsort(history.tick, kind="stable")
+        u, i = history.user[order], history.item[order]
+        flat = u * c.n_items + i
+        if np.unique(flat).size != flat.size:
+            raise ValueError("`history` must hold each (user, item) edge once; got a repeat.")
+        self._has.reshape(-1)[flat] = True
+        if order.size:
+            self._chunks.append((u.astype(np.int64), i.astype(np.int64),
+                                 history.tick[order].astype(np.int64),
+                                 history.source[order].astype(np.int8)))
+        rating = None if history.rating is None else history.rating[order]
+        return int(start), (history, rating)
+
+    def _session_schedule(self):
+        """The users' sessions: the config's schedule, or drawn from its law (stream 4)."""
+        c = self.config
+        if c.sessions is None or isinstance(c.sessions, SessionSchedule):
+            return c.sessions
+        rng = _child(self._ss, 4)
+        arrival = None if c.fitted is None else c.fitted.arrival
+        if arrival is None:  # first sessions follow the activity time profile
+            arrival = np.minimum(np.searchsorted(np.cumsum(self._phi), rng.random(c.n_users),
+                                                 side="right"), c.n_ticks - 1)
+        return draw_schedule(c.sessions, arrival, c.n_ticks, rng)
+
+    def _session_profile(self, lam) -> np.ndarray:
+        """Share of all events on each tick when events follow the sessions."""
+        s = self._sched
+        share = s.events(lam / lam.sum())
+        phi = np.bincount(s.tick, share, minlength=self.config.n_ticks)
+        total = phi.sum()
+        return phi / total if total > 0 else np.full(self.config.n_ticks,
+                                                     1.0 / self.config.n_ticks)
+
     def _time_profile(self) -> np.ndarray:
         c = self.config
         t = np.arange(c.n_ticks, dtype=np.float64)
@@ -271,6 +366,11 @@ class World:
         reached = users[reach_u < camp.reach]
         ticks = camp.start + np.minimum((tick_u[reached] * camp.duration).astype(np.int64),
                                         camp.duration - 1)
+        if self._sched is not None:  # a campaign reaches only users who have arrived
+            first = np.full(c.n_users, c.n_ticks, dtype=np.int64)
+            np.minimum.at(first, self._sched.user, self._sched.tick)
+            here = first[reached] <= ticks
+            reached, ticks = reached[here], ticks[here]
         # stable sort on small ints is a radix sort (same order as on int64, much faster)
         offset = ticks - camp.start
         order = np.argsort(offset.astype(np.int16) if camp.duration < 2**15 else offset,
@@ -433,12 +533,12 @@ class World:
         ``_SPAN_EVENTS`` events. Draws the same numbers in the same order as
         :meth:`_draw_events` tick after tick.
         """
-        keys, rs, coins, ticks, counts, tables = [], [], [], [], [], []
+        users, rs, coins, ticks, counts, tables = [], [], [], [], [], []
         n_total = 0
         t = t0
         while True:
             k, r, coin, table = self._draw_tick_events(t)
-            keys.append(k)
+            users.append(k)
             rs.append(r)
             coins.append(coin)
             tables.append(table)
@@ -448,7 +548,7 @@ class World:
             if t >= until or n_total >= _SPAN_EVENTS or self._campaigning(t):
                 break
             t += 1
-        return np.asarray(ticks, np.int64), counts, keys, rs, coins, tables
+        return np.asarray(ticks, np.int64), counts, users, rs, coins, tables
 
     def _run_span(self, drawn) -> None:
         """Run the organic events of a drawn span through ``_kernels.organic_span``.
@@ -459,7 +559,7 @@ class World:
         from simulator import _kernels
 
         c = self.config
-        span, counts, keys, rs, coins, tables = drawn
+        span, counts, users, rs, coins, tables = drawn
         if sum(counts) == 0:
             return
         ticks = span.tolist()
@@ -477,49 +577,49 @@ class World:
         prob = np.stack([(some if tb is None else tb)[0] for tb in tables])
         alias = np.stack([(some if tb is None else tb)[1] for tb in tables])
         users, items, when = _kernels.organic_span(
-            np.concatenate(keys), np.concatenate(rs), np.concatenate(coins), starts, prob,
-            alias, self._activity_cdf_sentinel, self._activity_guide, self._has,
-            self._taste0, drift_z, basis, c.drift_rate, self._features, appeal, decay,
-            c.click_model == "logistic", span)
+            np.concatenate(users), np.concatenate(rs), np.concatenate(coins), starts, prob,
+            alias, self._has, self._taste0, drift_z, basis, c.drift_rate, self._features,
+            appeal, decay, c.click_model == "logistic", span)
         if users.size:
             self._chunks.append((users, items, when,
                                  np.full(users.size, _ORGANIC, dtype=np.int8)))
             self._cat = None
 
     def _draw_tick_events(self, t: int):
-        """Tick t's (sorted activity keys, alias uniforms, coins, alias table) for the span
-        kernel (see :meth:`_draw_events`); no events when no item is alive."""
-        rng = self._events_rng
-        n = int(rng.poisson(self._rate * self._phi[t]))
-        spacings = np.cumsum(rng.standard_exponential(n + 1))
-        keys = spacings[:-1]
-        keys /= spacings[-1]
-        r = rng.random(n)
-        coins = rng.random(n)
-        table = self._alias_table(t)
-        if table is None:
-            return keys[:0], r[:0], coins[:0], None
-        return keys, r, coins, table
+        """Exposure events of tick t: (users ascending, alias uniforms, coins, alias table),
+        state-independent; no events when no item is alive.
 
-    def _draw_events(self, t: int):
-        """Exposure events of tick t: (users ascending, items, coins); state-independent.
-
-        ``Poisson(R phi(t))`` events; users drawn with probability ``lambda_u / sum(lambda)``
-        from *sorted* uniforms (normalised cumulative exponential spacings are distributed as
-        uniform order statistics), so the binary searches in the activity table and the
-        later gathers of user rows walk memory in order (a 3x speed-up at 200,000 users).
+        Without sessions: ``Poisson(R phi(t))`` events, users drawn with probability
+        ``lambda_u / sum(lambda)`` from *sorted* uniforms (normalised cumulative exponential
+        spacings are distributed as uniform order statistics) through the guide table, so
+        the later gathers of user rows walk memory in order (a 3x speed-up at 200,000
+        users). With sessions: ``Poisson(m_s)`` events for each session ``s`` on tick t, in
+        user order.
         """
         rng = self._events_rng
-        n = int(rng.poisson(self._rate * self._phi[t]))
-        spacings = np.cumsum(rng.standard_exponential(n + 1))
-        users = _guided_search(self._activity_cdf_sentinel, self._activity_guide,
-                               spacings[:-1] / spacings[-1])
-        users = np.minimum(users, self.config.n_users - 1)
+        if self._sched is None:
+            n = int(rng.poisson(self._rate * self._phi[t]))
+            spacings = np.cumsum(rng.standard_exponential(n + 1))
+            users = _guided_search(self._activity_cdf_sentinel, self._activity_guide,
+                                   spacings[:-1] / spacings[-1])
+            np.minimum(users, self.config.n_users - 1, out=users)
+        else:
+            lo, hi = self._sess_ptr[t], self._sess_ptr[t + 1]
+            users = np.repeat(self._sched.user[lo:hi], rng.poisson(self._sess_events[lo:hi]))
+            n = users.size
         r = rng.random(n)
         coins = rng.random(n)
         table = self._alias_table(t)
         if table is None:
-            return users[:0], users[:0], coins[:0]
+            return users[:0], r[:0], coins[:0], None
+        return users, r, coins, table
+
+    def _draw_events(self, t: int):
+        """Exposure events of tick t: (users ascending, items, coins); state-independent
+        (see :meth:`_draw_tick_events`)."""
+        users, r, coins, table = self._draw_tick_events(t)
+        if table is None:
+            return users, users, coins
         prob, alias = table
         # Walker's alias method: one uniform gives the column and the coin (O(1) per event).
         x = r * prob.size
@@ -700,6 +800,26 @@ class World:
         self._cat = None
 
     # ------------------------------------------------------------------------ edges
+    def _edge_ratings(self, u, i, t) -> np.ndarray | None:
+        """Ratings of the edges (cached): the model's draw, the history's own where given."""
+        model = None if self.config.fitted is None else self.config.fitted.ratings
+        if model is None:
+            return None
+        if self._ratings is None or self._ratings.size != u.size:
+            out = np.empty(u.size)
+            key = self._keys["rating"]
+            for lo in range(0, u.size, _P_CHUNK):
+                uu, ii, tt = u[lo:lo + _P_CHUNK], i[lo:lo + _P_CHUNK], t[lo:lo + _P_CHUNK]
+                eta = (model.slope * self._rowdot(self._taste(uu, tt), ii)
+                       + model.user_offset[uu] + model.item_offset[ii])
+                out[lo:lo + _P_CHUNK] = model.draw(eta, hash_uniforms(key, uu, ii, tt))
+            if self._history is not None and self._history[1] is not None:
+                given = self._history[1]
+                out[:given.size] = given  # history edges come first, in their order
+            out.setflags(write=False)
+            self._ratings = out
+        return self._ratings
+
     def _edges_arrays(self):
         if self._cat is None:
             if self._chunks:
@@ -713,11 +833,19 @@ class World:
 
     @property
     def edges(self) -> InteractionLog:
-        """Every edge simulated or added so far (user, item, tick, source), in tick order."""
+        """Every edge simulated or added so far (user, item, tick, source), in tick order,
+        with its rating when the world rates adoptions (``fitted.ratings``); the edges of
+        ``history`` come first."""
         u, i, t, s = self._edges_arrays()
         return InteractionLog(user=u, item=i, tick=t, source=s, n_users=self.config.n_users,
                               n_items=self.config.n_items,
-                              metadata={"simulated_until": self.simulated_until})
+                              metadata={"simulated_until": self.simulated_until},
+                              rating=self._edge_ratings(u, i, t))
+
+    @property
+    def sessions(self) -> SessionSchedule | None:
+        """Every user's sessions (``None`` for a world without sessions)."""
+        return self._sched
 
     def _profiles_upto(self, t: int) -> sp.csr_matrix:
         u, i, tk, _ = self._edges_arrays()
@@ -893,9 +1021,9 @@ class World:
         Edges added with :meth:`add_edges` are not carried over. With no campaigns configured
         the twin is identical to this world, edge for edge.
         """
-        twin = World(dataclasses.replace(self.config, campaigns=()), self._ss,
-                     method=self.method)
-        return twin
+        history = None if self._history is None else self._history[0]
+        return World(dataclasses.replace(self.config, campaigns=()), self._ss,
+                     method=self.method, history=history, start=self._start)
 
     def true_ctr(self, users, items, t) -> np.ndarray:
         """True click / adoption probability ``p(u, i, t)`` (broadcasting), in [0, 1].

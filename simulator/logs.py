@@ -416,7 +416,9 @@ class BanditLog:
 class InteractionLog:
     """Edges of the profile graph: user ``user[e]`` got item ``item[e]`` at ``tick[e]``.
 
-    ``source[e]`` indexes :data:`SOURCES` (0 organic, 1 recommended, 2 campaign).
+    ``source[e]`` indexes :data:`SOURCES` (0 organic, 1 recommended, 2 campaign);
+    ``rating[e]``, when the log has ratings (a calibrated world's, or a real log's), is the
+    rating the user gave the item (``None``: no ratings).
     """
 
     user: np.ndarray
@@ -426,6 +428,7 @@ class InteractionLog:
     n_users: int
     n_items: int
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    rating: np.ndarray | None = None
 
     def __post_init__(self):
         for name in ("n_users", "n_items"):
@@ -438,7 +441,18 @@ class InteractionLog:
             _check_int_array(getattr(self, name), name)
             object.__setattr__(self, name, _frozen(getattr(self, name), dtype, name, 1))
         n = self.user.shape[0]
-        for name in ("item", "tick", "source"):
+        if self.rating is not None:
+            r = np.asarray(self.rating)
+            if r.size and not (np.issubdtype(r.dtype, np.floating)
+                               or np.issubdtype(r.dtype, np.integer)):
+                raise TypeError(f"`rating` must hold real numbers; got dtype {r.dtype}.")
+            object.__setattr__(self, "rating", _frozen(r, np.float64, "rating", 1))
+            bad = np.flatnonzero(~np.isfinite(self.rating))
+            if bad.size:
+                raise ValueError(f"`rating` must be finite; got {self.rating[bad[0]]} at "
+                                 f"index {bad[0]}.")
+        for name in ("item", "tick", "source") + (("rating",) if self.rating is not None
+                                                   else ()):
             if getattr(self, name).shape[0] != n:
                 raise ValueError(f"`{name}` must have {n} entries like `user`; "
                                  f"got {getattr(self, name).shape[0]}.")
@@ -473,16 +487,18 @@ class InteractionLog:
         """Write the log to ``path`` (``.npz``, no pickle, atomic)."""
         header = {"kind": "InteractionLog", "format": _FORMAT_VERSION, "n_users": self.n_users,
                   "n_items": self.n_items, "metadata": dict(self.metadata)}
-        return _atomic_savez(path, {"user": self.user, "item": self.item, "tick": self.tick,
-                                    "source": self.source,
-                                    "__header__": np.array(json.dumps(header))})
+        arrays = {"user": self.user, "item": self.item, "tick": self.tick,
+                  "source": self.source, "__header__": np.array(json.dumps(header))}
+        if self.rating is not None:
+            arrays["rating"] = self.rating
+        return _atomic_savez(path, arrays)
 
     @classmethod
     def load(cls, path) -> "InteractionLog":
         """Read a log written by :meth:`save` (``LogFormatError`` on a malformed file)."""
         data, header = _open_npz(path, "InteractionLog")
         with data:
-            kw = _read_arrays(data, path, ("user", "item", "tick", "source"), ())
+            kw = _read_arrays(data, path, ("user", "item", "tick", "source"), ("rating",))
         n_users = _header_int(header, "n_users", path)
         n_items = _header_int(header, "n_items", path)
         meta = _header_metadata(header, path)

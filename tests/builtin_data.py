@@ -80,6 +80,8 @@ def overrides(name: str) -> list[str]:
                 "evaluations.0.ticks=[40, 45, 50, 55, 59]"]
     if name == "ope_real":
         return [f"evaluations.0.data={small_obd()}", f"evaluations.2.data={small_obd()}"]
+    if name == "calibrated_loo_cf":
+        return [f"world.calibrate_from={small_movielens()}", "world.n_factors=2"]
     return []
 
 

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
-from recloop._schema import FilePath, Float, Int, ListOf, Param, Str
+from recloop._schema import Bool, FilePath, Float, Int, ListOf, Param, Str
 from recloop_base.validation import check_int
 
 __all__ = ["DATA_FORMATS", "FitOnceResult", "KIND", "SIMILARITIES", "fast_loo_cf", "fit_once_knn",
@@ -529,7 +529,7 @@ def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = SIMILARITIES, k=2
     return rows
 
 
-def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION) -> list:
+def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION, title: str = "") -> list:
     """MAE and RMSE per similarity: the two leaky protocols beside the exact LOO error (the
     truth), a dot plot with 95% bars per protocol, a panel per metric, one legend.
 
@@ -541,6 +541,8 @@ def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION) -> list:
         Created if missing.
     prefix : str
         File name prefix.
+    title : str
+        Prefixed to the figure's caption (e.g. which log).
 
     Returns
     -------
@@ -576,9 +578,11 @@ def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION) -> list:
         ax.set_xlabel(metric.upper())
         ax.set_title(metric.upper(), fontsize=9)
     _plots.legend(fig)
-    _plots.caption(fig, "Prediction error of user kNN: exact leave-one-out against the "
-                   "protocols that fit the similarities once", "Bars: 95% intervals (±1.96 "
-                   "standard errors over the held-out ratings); black: the exact LOO error.")
+    what = ("prediction error of user kNN: exact leave-one-out against the protocols that "
+            "fit the similarities once")
+    _plots.caption(fig, f"{title}: {what}" if title else what[0].upper() + what[1:],
+                   "Bars: 95% intervals (±1.96 standard errors over the held-out ratings); "
+                   "black: the exact LOO error.")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return [_plots.save(fig, out / f"{prefix}_errors.png", dpi=120)]
@@ -599,7 +603,21 @@ def _python_kwargs(params: dict) -> dict:
 
 
 def _check_kind(params, agents, world):
-    """Cross-key rules: a synthetic set that fits its shape, an ordered clip."""
+    """Cross-key rules: a synthetic set that fits its shape, an ordered clip, a fitted
+    world for ``world = true``."""
+    if params.get("world"):
+        from recloop._calibrated_world import is_calibrated
+
+        if params.get("data") is not None:
+            yield "data", ("expected no `data` with `world = true` (the fitted world's log is "
+                           f"the data), got {params['data']!r}")
+        if world == {}:
+            return  # a world to fit: the runner checks again once it is fitted
+        if not is_calibrated(world):
+            yield "world", ("expected a fitted [world] (`calibrate_from` or `file`) for "
+                            "`world = true`, got " + ("none" if not world else
+                                                      f"preset {world.get('preset')!r}"))
+        return
     if params.get("data") is None and params["n_ratings"] > params["n_users"] * params["n_items"]:
         yield "n_ratings", (f"expected at most n_users x n_items = "
                             f"{params['n_users'] * params['n_items']}, got {params['n_ratings']}")
@@ -624,19 +642,84 @@ def _resources(params, world):
             "n_items: the synthetic items' popularity": params["n_items"] * 3 * 8}
 
 
+def _world_logs(world, seed):
+    """The ``(users, items, ratings)`` of a fitted world's real log and of one simulated log
+    (the world run to its last tick, its rated adoptions)."""
+    from recloop import _calibrated_world
+
+    cal = _calibrated_world.calibrated_world(world)
+    if cal.config.fitted.ratings is None:
+        raise ValueError("`world` = true needs a fitted world with ratings (fitted to a log "
+                         "with ratings, `ratings = true`); this one has no rating model.")
+    o = cal.observed
+    e = cal.world(seed).simulate(cal.config.n_ticks - 1).edges
+    return {"real": (o.user, o.item, o.rating), "simulated": (e.user, e.item, e.rating)}
+
+
+def _similarity_of(m) -> str:
+    """The similarity of a row of a fitted world's comparison (agent ``"name (log)"``)."""
+    log = m.params.get("log")
+    return m.agent[:-len(f" ({log})")] if log and m.agent.endswith(f" ({log})") else m.agent
+
+
+def _rank_taus(rows, evaluation, k):
+    """Kendall's tau between the similarities' exact-LOO errors on the real and the
+    simulated log (rows of both), one row per metric."""
+    from scipy.stats import kendalltau
+
+    out = []
+    for metric in ("rmse", "mae"):
+        got = {(_similarity_of(m), m.params["log"]): m.estimate for m in rows
+               if m.metric == metric and m.variant == "exact_loo"}
+        sims = sorted({a for a, _ in got})
+        real = [got[(a, "real")] for a in sims]
+        sim = [got[(a, "simulated")] for a in sims]
+        tau = float(kendalltau(real, sim).statistic) if len(sims) > 1 else math.nan
+        out.append(Measurement(evaluation=evaluation, agent="similarities",
+                               metric=f"{metric}_rank_tau", estimate=tau, n=len(sims),
+                               variant="exact_loo",
+                               params={"k": k, "log": "simulated vs real"}))
+    return out
+
+
 def _run_kind(cell):
     p = cell.params
+    kwargs = _python_kwargs(p)
+    if p.get("world"):
+        import dataclasses
+
+        seed = int(cell.seed_sequence.generate_state(1)[0])
+        rows = []
+        for log, ratings in _world_logs(cell.world, seed).items():
+            # the log in the agent's name too: a summary that merges rows by agent must
+            # never average the real log's errors with the simulated one's
+            rows += [dataclasses.replace(m, agent=f"{m.agent} ({log})",
+                                         params={**m.params, "log": log})
+                     for m in fast_loo_cf(ratings, **kwargs, rng=cell.seed_sequence,
+                                          progress=cell.progress, evaluation=cell.evaluation,
+                                          executor=cell.executor)]
+        return rows + _rank_taus(rows, cell.evaluation, kwargs.get("k", 20))
     ratings = None
     if p.get("data") is not None:
         ratings = load_ratings(p["data"], format=p["format"], columns=tuple(p["columns"]))
-    return fast_loo_cf(ratings, **_python_kwargs(p), rng=cell.seed_sequence,
+    return fast_loo_cf(ratings, **kwargs, rng=cell.seed_sequence,
                        progress=cell.progress, evaluation=cell.evaluation,
                        executor=cell.executor)
 
 
 def _figures_kind(measurements, out_dir, world):
     prefix = measurements[0].evaluation if measurements else EVALUATION
-    return plot_fast_loo_cf(measurements, out_dir, prefix=prefix)
+    logs = list(dict.fromkeys(m.params.get("log") for m in measurements
+                              if m.metric in ("mae", "rmse")))
+    if logs == [None]:
+        return plot_fast_loo_cf(measurements, out_dir, prefix=prefix)
+    import dataclasses
+
+    return [path for log in logs  # a fitted world: one figure per log, real and simulated
+            for path in plot_fast_loo_cf([dataclasses.replace(m, agent=_similarity_of(m))
+                                          for m in measurements
+                                          if m.params.get("log") == log], out_dir,
+                                         prefix=f"{prefix}_{log}", title=f"{log} log")]
 
 
 KIND = EvaluationKind(
@@ -656,6 +739,11 @@ KIND = EvaluationKind(
               "to [low, high] (default: no clipping)."),
         Param("data", FilePath(), None, "A local rating file (default: a synthetic set of "
               "`n_users` x `n_items` with `n_ratings` ratings drawn from the cell's seed)."),
+        Param("world", Bool(), False, "Compare on the scenario's fitted [world] instead: its "
+              "real log and one simulated log (the world run to its last tick, its rated "
+              "adoptions), rows labelled by the log (agent `pearson (real)`, `pearson "
+              "(simulated)`, ...; `log` in `params`), plus the Kendall tau between the "
+              "similarities' exact-LOO errors on the two (`rmse_rank_tau`, `mae_rank_tau`)."),
         Param("format", Str(choices=DATA_FORMATS), "movielens_100k", "Format of `data`."),
         Param("columns", ListOf(Str(), min_len=3, max_len=3), ["userId", "itemId", "rating"],
               "User, item and rating column names of a `csv` file."),

@@ -2,7 +2,9 @@
 in the run directory and its hash, the fidelity section, resume, [world] file, recloop
 calibrate."""
 
+import hashlib
 import json
+import re
 
 import pytest
 
@@ -61,6 +63,25 @@ def test_a_scenario_runs_on_a_fitted_world_and_resumes_on_the_same_one(tmp_path,
     report = (run_dir / "report.md").read_text()
     assert "## The fitted world" in report and saved.sha256 in report
     assert "VERDICT" in (run_dir / "fidelity.md").read_text()
+    # the data file's hash and the world's, each named in the report
+    digest = hashlib.sha256(small_movielens().read_bytes()).hexdigest()
+    assert f"data: u.data (sha256 {digest})" in report
+    assert f"world sha256: {saved.sha256}" in report
+    assert f"(the world's sha256 {saved.sha256})" in report  # not read as the file's
+    # `recloop calibrate` with the same seed fits the same world, byte for byte, wherever
+    # the file lies
+    elsewhere = tmp_path / "copy" / "u.data"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(small_movielens().read_bytes())
+    assert main(["calibrate", str(elsewhere), "--n-factors", "2", "--seed", "0", "--holdout",
+                 "0", "--out", str(tmp_path / "cli.npz")]) == 0
+    assert simulator.CalibratedWorld.load(tmp_path / "cli.npz").sha256 == saved.sha256
+    # ... and the same in-sample figures as the run's fidelity report
+    cli_taus = re.findall(r"Kendall tau [-0-9.]+, 95% paired bootstrap interval \[[^]]+\]",
+                          capsys.readouterr().out)
+    run_taus = re.findall(r"Kendall tau [-0-9.]+, 95% paired bootstrap interval \[[^]]+\]",
+                          (run_dir / "fidelity.md").read_text())
+    assert cli_taus and cli_taus[0] == run_taus[0]
     rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     g1 = [r for r in rows if r["agent"] == "g1" and r["variant"] == "twin"]
     assert g1 and all(0.0 <= r["estimate"] <= 1.0 for r in g1)
@@ -142,3 +163,46 @@ def test_recloop_calibrate(tmp_path, capsys):
     assert main(["calibrate", str(tmp_path / "missing.data")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such file" in err
+
+
+@pytest.mark.slow
+def test_calibrated_loo_cf_compares_the_similarities_on_the_real_and_simulated_logs(tmp_path):
+    from scipy.stats import kendalltau
+
+    from recloop.experiments._loo_cf import fast_loo_cf
+
+    out = tmp_path / "runs"
+    assert main(["run", "calibrated_loo_cf", "--set",
+                 f"world.calibrate_from={small_movielens()}", "--set", "world.n_factors=2",
+                 "--set", 'evaluations.0.similarities=["pearson", "cosine", "adjusted_cosine"]',
+                 "--out", str(out), "-q"]) == 0
+    run_dir = out / "calibrated_loo_cf"
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    logs = {r["params"]["log"] for r in rows}
+    assert logs == {"real", "simulated", "simulated vs real"}
+    # the real rows are fast_loo_cf on the fitted world's real log, number for number
+    cal = simulator.CalibratedWorld.load(run_dir / "world.npz")
+    o = cal.observed
+    direct = fast_loo_cf((o.user, o.item, o.rating), similarities=["pearson", "cosine",
+                                                                   "adjusted_cosine"],
+                         k=20, clip=(1.0, 5.0))
+    real = {(r["agent"], r["variant"], r["metric"]): r["estimate"] for r in rows
+            if r["params"]["log"] == "real"}
+    assert {(f"{m.agent} (real)", m.variant, m.metric): m.estimate for m in direct} == real
+    # the rank agreement is Kendall's tau of the exact LOO errors, real against simulated
+    exact = {(r["agent"].split(" (")[0], r["params"]["log"]): r["estimate"] for r in rows
+             if r["metric"] == "rmse" and r["variant"] == "exact_loo"}
+    sims = sorted({a for a, _ in exact})
+    tau = kendalltau([exact[(s, "real")] for s in sims],
+                     [exact[(s, "simulated")] for s in sims]).statistic
+    (row,) = [r for r in rows if r["metric"] == "rmse_rank_tau"]
+    assert row["estimate"] == pytest.approx(tau)
+    assert sorted(p.name for p in (run_dir / "figures").iterdir()) == [
+        "fast_loo_cf_real_errors.png", "fast_loo_cf_simulated_errors.png"]
+
+
+def test_world_true_needs_a_fitted_world(tmp_path, capsys):
+    path = tmp_path / "s.toml"
+    path.write_text('[run]\nname = "x"\n\n[[evaluations]]\nkind = "fast_loo_cf"\nworld = true\n')
+    assert main(["validate", str(path)]) == 2
+    assert "evaluations[0].world: expected a fitted [world]" in capsys.readouterr().err

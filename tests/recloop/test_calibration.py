@@ -1,6 +1,8 @@
 """recloop.calibration: the ranking check, the full report and `recloop calibrate`'s logic."""
 
+import hashlib
 import io
+import os
 import warnings
 
 import numpy as np
@@ -49,7 +51,64 @@ def test_identical_logs_rank_identically():
     assert check.tau_ci_low == pytest.approx(1.0)
     assert check.faithful
     for r, s in zip(check.real, check.simulated, strict=True):
-        assert r.value == s.value and r.n == check.n_users
+        assert r.value == s.value and r.n == s.n
+    # held out: a fifth of every profile of 2 items or more
+    sizes = np.diff(m.indptr)
+    assert check.real[0].n == int(np.where(sizes >= 2, np.maximum(1, np.rint(0.2 * sizes)),
+                                           0).sum())
+
+
+def _naive_scores(name, b, u):
+    """The ranking recommenders' scores for user u, by loops over sets (the reference)."""
+    prof = [set(np.flatnonzero(row)) for row in b]
+    holders = [set(np.flatnonzero(b[:, i])) for i in range(b.shape[1])]
+
+    def sim(x, y, kind):
+        inter = len(x & y)
+        if kind == "cosine":
+            return inter / np.sqrt(len(x) * len(y)) if x and y else 0.0
+        return inter / len(x | y) if x | y else 0.0
+
+    n_items = b.shape[1]
+    if name == "popularity":
+        return np.array([len(h) for h in holders], float)
+    if name.startswith("user_knn"):
+        kind = name.rsplit("_", 1)[1]
+        sims = sorted(((-sim(prof[u], prof[v], kind), v) for v in range(len(prof)) if v != u))
+        out = np.zeros(n_items)
+        for neg, v in sims[:20]:
+            for i in prof[v]:
+                out[i] += -neg
+        return out
+    if name.startswith("item_knn"):
+        kind = name.rsplit("_", 1)[1]
+        out = np.zeros(n_items)
+        for i in range(n_items):
+            near = sorted((-sim(holders[i], holders[j], kind), j) for j in range(n_items)
+                          if j != i)[:20]
+            out[i] = sum(-neg for neg, j in near if j in prof[u])
+        return out
+    # naive_cf
+    return np.array([max((len(holders[i] & holders[j]) / len(holders[j]) for j in prof[u]),
+                         default=0.0) for i in range(n_items)])
+
+
+@pytest.mark.parametrize("name", [n for n in RANKING_RECOMMENDERS if n != "random"])
+def test_ranking_recommenders_equal_their_definition_written_as_loops(name):
+    from recloop.calibration import _Scorer, _top_k
+
+    rng = np.random.default_rng(3)
+    b = (rng.random((30, 26)) < 0.25).astype(float)
+    b[5] = 0.0  # an empty profile
+    train = sp.csr_array(b)
+    users = np.arange(30)
+    fast = _Scorer(name, train, None).scores(users)
+    ref = np.array([_naive_scores(name, b, u) for u in users])
+    np.testing.assert_allclose(fast, ref, rtol=1e-12, atol=1e-12)
+    top = _top_k(fast, train, 4)
+    for u in users:  # the 4 best unheld items, ties to the lower id
+        cand = sorted((-ref[u, i], i) for i in range(26) if b[u, i] == 0)
+        assert top[u].tolist() == [i for _, i in cand[:4]]
 
 
 def test_a_log_without_structure_ranks_differently():
@@ -80,8 +139,12 @@ def test_the_report_of_a_calibrated_world_states_its_verdict():
         cal = simulator.calibrate(world.profiles(29), n_factors=3, n_ticks=30, rng=0)
     rep = fidelity_report(cal, seed=1, k=5, n_bootstrap=50, rng=0)
     text, md = rep.to_text(), rep.to_markdown()
-    assert "VERDICT:" in text and "Kendall tau" in text and cal.sha256 in text
-    assert "| user_knn |" in md
+    assert "VERDICT (in sample):" in text and "Kendall tau" in text and cal.sha256 in text
+    assert "| item_knn_jaccard |" in md and "worst distribution:" in md
+    # no timestamps: no out-of-sample part, and the report says why
+    assert rep.holdout is None and "the log has no timestamps" in text
+    with pytest.raises(ValueError, match="`holdout` must be 0 for a log without timestamps"):
+        fidelity_report(cal, holdout=0.2)
     # no timestamps: activity is not measured; the others are not poor (40 items: KS moves
     # by steps of 1/40)
     assert rep.distributions["user_activity"].verdict == "not measured"
@@ -99,9 +162,15 @@ def test_calibrate_command_fits_prints_and_saves(ml_file, tmp_path):
                            stdout=out, stderr=err)
     assert rc == 0, err.getvalue()
     text = out.getvalue()
-    assert "Distributions" in text and "VERDICT" in text
+    assert "In sample -- the world was fitted to these data" in text
+    assert "Out of sample -- fitted on the first 0.8 of the time span" in text
+    assert "VERDICT (out of sample)" in text and text.count("worst distribution:") == 2
     back = simulator.CalibratedWorld.load(target)
     assert back.sha256 in text
+    # the data file's hash and the world's, each named
+    digest = hashlib.sha256(ml_file.read_bytes()).hexdigest()
+    assert f"data: u.data (sha256 {digest})" in text and f"world sha256: {back.sha256}" in text
+    assert back.source == "u.data" and back.source_sha256 == digest
     # timestamps: the activity of users is measured
     assert "user_activity" in text
     # same file, same default rng: the same world
@@ -158,6 +227,69 @@ def test_calibrate_command_bad_input_exits_2_and_writes_nothing(ml_file, tmp_pat
     # an unknown format
     assert "`format` must be one of 'movielens', 'jester', 'csv'" in _bad(
         tmp_path, ml_file, format="parquet")
+
+
+def _fifo(tmp_path):
+    path = tmp_path / "fifo.data"
+    os.mkfifo(path)
+    return path
+
+
+def _sparse(tmp_path, size=2 * 2**30):
+    path = tmp_path / "sparse.data"
+    with open(path, "wb") as fh:
+        fh.truncate(size)  # 2 GB of holes: no disk used
+    return path
+
+
+@pytest.mark.parametrize("make, kw, expected", [
+    pytest.param(_fifo, {}, "`PATH` must be a regular rating file; got a FIFO", id="fifo"),
+    pytest.param(lambda t: "/dev/zero", {}, "`PATH` must be a regular rating file; got a "
+                 "device", id="dev-zero"),
+    pytest.param(lambda t: "/dev/urandom", {}, "got a device", id="dev-urandom"),
+    pytest.param(_sparse, {}, "`PATH` must be a rating file of at most 256 MiB (--force reads "
+                 "a larger one); got 2147483648 bytes", id="2GB-sparse"),
+    pytest.param(_sparse, {"force": True}, "sparse.data:1: a NUL byte at byte 0: not a text "
+                 "rating file", id="2GB-sparse-forced"),
+])
+def test_inputs_that_would_hang_or_eat_memory_are_refused_at_once(tmp_path, make, kw,
+                                                                  expected):
+    assert expected in _bad(tmp_path, make(tmp_path), format="movielens", **kw)
+
+
+def test_values_that_must_be_refused(ml_file, tmp_path):
+    big = tmp_path / "big.data"
+    big.write_text("1\t1\t5\t881250949\n18446744073709551616\t2\t3\t881250950\n")
+    msg = _bad(tmp_path, big, format="movielens")
+    assert f"{big}:2: an integer of 2^63 or more (18446744073709551616)" in msg
+    msg = _bad(tmp_path, ml_file, format="movielens", n_factors=0)
+    assert "`n_factors` must be an int >= 1 for a log with ratings" in msg
+    assert "ratings=False" in msg
+    # --out to a device, or to something that is not a regular file
+    os.mkfifo(tmp_path / "pipe.npz")
+    for target, what in ((tmp_path / "pipe.npz", "a FIFO"), (tmp_path, "a path ending")):
+        out, err = io.StringIO(), io.StringIO()
+        assert calibrate_command(ml_file, format="movielens", out=target, stdout=out,
+                                 stderr=err) == 2
+        assert "`--out` must be" in err.getvalue() and what in err.getvalue()
+    # hold-outs out of range, or that the log cannot give
+    assert "`holdout` must be a finite number in [0.0, 0.5]; got 0.7" in _bad(
+        tmp_path, ml_file, format="movielens", holdout=0.7)
+    short = tmp_path / "short.data"
+    short.write_text("1\t1\t5\t880000000\n1\t2\t3\t880000000\n2\t1\t4\t880086400\n"
+                     "2\t2\t2\t880086400\n")
+    assert "`holdout` must be a split leaving at least two distinct active ticks" in _bad(
+        tmp_path, short, format="movielens", n_factors=1)
+    # a log of one user (or one item)
+    one = tmp_path / "one.data"
+    one.write_text("1\t1\t5\t880000000\n1\t2\t3\t880086400\n")
+    assert "`interactions` must be a log with at least 2 users" in _bad(
+        tmp_path, one, format="movielens", n_factors=0, ratings=False, holdout=0)
+    # a rating outside the declared scale (MovieLens: 1-5)
+    off = tmp_path / "off.data"
+    off.write_text("1\t1\t5\t880000000\n2\t2\t7\t880086400\n")
+    assert f"{off}:2: rating must be in [1, 5]; got 7" in _bad(tmp_path, off,
+                                                              format="movielens")
 
 
 def test_dropped_users_are_reported_as_a_note(tmp_path):

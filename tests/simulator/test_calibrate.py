@@ -366,21 +366,31 @@ def test_a_calibrated_world_drives_the_recommendation_environment():
 # --------------------------------------------------------------------------- fast vs reference
 @settings(max_examples=25)
 @given(n_users=st.integers(2, 12), n_items=st.integers(2, 9), k=st.integers(0, 3),
-       seed=st.integers(0, 2**32 - 1))
+       seed=st.integers(0, 2**32 - 1), sessions=st.booleans())
 def test_blocked_likelihood_and_its_gradient_equal_the_dense_reference(n_users, n_items, k,
-                                                                      seed):
+                                                                      seed, sessions):
     """The fit's blocked NLL (dense part over every cell + sparse correction) equals the cell
     by cell reference, per user and per item, and the Newton steps' gradients equal central
-    finite differences of the reference objective."""
+    finite differences of the reference objective -- with one time profile for all users, or
+    one per user (sessions: per-user offsets) with item births."""
     rng = np.random.default_rng(seed)
     X = sp.csr_array((rng.random((n_users, n_items)) < 0.4).astype(float))
+    if sessions:  # every user active on 1-3 of 5 ticks, items born on ticks 0-2
+        w = (rng.random((n_users, 5)) < 0.5).astype(float)
+        w[:, 4] = 1.0
+        phi = sp.csr_array(w / w.sum(axis=1, keepdims=True))
+        birth = rng.integers(0, 3, n_items)
+    else:
+        phi, birth = np.full(5, 0.2), None
     model = _calibrate._Model(X, k=k, exposure=0.7, ctr=0.3, reg=0.5,
-                              phi=np.full(5, 0.2), birth=None, ctr_halflife=None)
+                              phi=phi, birth=birth, ctr_halflife=None)
     model.rows = 3  # several blocks even on small matrices
+    model.alpha0 = 0.3  # the centre of the activities' prior
     alpha = rng.normal(0, 1, n_users)
     x, f = rng.normal(0, 1, (n_users, k)), rng.normal(0, 1, (n_items, k))
     a = rng.normal(-1, 1, n_items)
     o = model.offsets(a)
+    assert o.shape == ((n_users, n_items) if sessions else (n_items,))
     rows, cols, _ = model.nll(alpha, x, a, f, o)
     ref = _calibrate._nll_reference(X, alpha, x, a, f, o)
     np.testing.assert_allclose(rows, ref.sum(axis=1), rtol=1e-9, atol=1e-10)
@@ -395,7 +405,8 @@ def test_blocked_likelihood_and_its_gradient_equal_the_dense_reference(n_users, 
     def objective(alpha_, x_, a_, f_):
         o_ = o + model.e * (a_ - a)  # the exposure shares' normalisers held fixed
         return (_calibrate._nll_reference(X, alpha_, x_, a_, f_, o_).sum()
-                + 0.5 * model.reg * ((x_ * x_).sum() + (f_ * f_).sum()))
+                + 0.5 * model.reg * ((x_ * x_).sum() + (f_ * f_).sum())
+                + 0.5 * _calibrate._ALPHA_PRIOR * ((alpha_ - model.alpha0) ** 2).sum())
 
     def central(which, index):
         args = [alpha, x, a, f]
@@ -414,7 +425,8 @@ def test_blocked_likelihood_and_its_gradient_equal_the_dense_reference(n_users, 
 
 def test_a_user_holding_every_item_gets_a_bounded_activity():
     """The likelihood of a full row grows without bound with the user's activity; the fit
-    caps it where the least likely held item has 5 expected successful meetings."""
+    bounds it (the activities' weak prior, and a cap where the least likely held item has 5
+    expected successful meetings) while keeping nearly every item held."""
     rng = np.random.default_rng(0)
     m = (rng.random((40, 12)) < 0.3).astype(float)
     m[0] = 1.0
@@ -422,5 +434,95 @@ def test_a_user_holding_every_item_gets_a_bounded_activity():
     cal = calibrate(m, n_factors=2, n_ticks=20, rng=0)
     act = cal.config.fitted.activity
     assert np.all(np.isfinite(act)) and np.all(np.isfinite(cal.config.fitted.appeal))
-    assert cal.expected_profile_sizes()[0] >= 12 * (1 - math.exp(-5)) - 1e-9
+    assert cal.expected_profile_sizes()[0] >= 11.5
     assert act[0] < 1e6
+
+
+# --------------------------------------------------------------------------- sessions, ratings
+def _session_log(n_users=250, n_items=30, n_ticks=50, seed=0):
+    """(users, items, ratings, timestamps) of a known world with sessions, rated 1-5 by a
+    known model."""
+    rng = np.random.default_rng(seed)
+    law = simulator.SessionLaw(count_mu=0.3, count_sigma=1.2, gap_mu=1.6, gap_sigma=0.8,
+                               later_weight=0.3)
+    model = simulator.RatingModel(levels=[1.0, 2.0, 3.0, 4.0, 5.0], bounds=[1.5, 2.5, 3.5,
+                                                                           4.5],
+                                  thresholds=[-2.0, -0.8, 0.6, 2.0], slope=1.0,
+                                  user_offset=rng.normal(0, 0.7, n_users),
+                                  item_offset=rng.normal(0, 0.5, n_items))
+    fa = simulator.FittedArrays(appeal=rng.normal(-2.0, 0.7, n_items),
+                                features=rng.normal(0, 1, (n_items, 2)),
+                                taste=rng.normal(0, 0.8, (n_users, 2)),
+                                activity=np.exp(rng.normal(3.0, 0.5, n_users)),
+                                arrival=rng.integers(0, n_ticks, n_users), ratings=model)
+    config = WorldConfig(n_users=n_users, n_items=n_items, n_ticks=n_ticks, dim=2,
+                         n_universal=0, fitted=fa, sessions=law)
+    e = World(config, seed).simulate(n_ticks - 1).edges
+    return e.user, e.item, e.rating, 1_000_000 + 86400 * e.tick
+
+
+def test_a_log_with_timestamps_and_ratings_gives_sessions_and_ratings(tmp_path):
+    users, items, ratings, times = _session_log()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)
+        cal = calibrate((users, items, ratings, times), n_factors=2, rng=0)
+    law, fa = cal.config.sessions, cal.config.fitted
+    assert isinstance(law, simulator.SessionLaw) and cal.info.n_sessions > cal.n_users
+    ticks = (times - times.min()) // 86400
+    first = np.full(cal.n_users, 10**9)
+    np.minimum.at(first, np.searchsorted(cal.user_ids, users), ticks)
+    np.testing.assert_array_equal(fa.arrival, first)  # each user arrives on its first tick
+    assert fa.ratings is not None and fa.ratings.levels.tolist() == [1, 2, 3, 4, 5]
+    assert cal.config.activity_halflife is None  # the sessions are the time profile
+    e = cal.world(3).simulate(cal.config.n_ticks - 1).edges
+    assert set(np.unique(e.rating)) <= {1.0, 2.0, 3.0, 4.0, 5.0}
+    assert sorted(cal.observed.rating.tolist()) == sorted(ratings.tolist())
+    # saved and loaded: the same world, sessions, ratings and all
+    back = CalibratedWorld.load(cal.save(tmp_path / "w.npz"))
+    assert back.sha256 == cal.sha256 and back.config.sessions == law
+    np.testing.assert_array_equal(back.config.fitted.arrival, fa.arrival)
+    f = back.world(3).simulate(cal.config.n_ticks - 1).edges
+    np.testing.assert_array_equal(f.item, e.item)
+    np.testing.assert_array_equal(f.rating, e.rating)
+    # without: no session process, no ratings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)
+        plain = calibrate((users, items, ratings, times), n_factors=2, sessions=False,
+                          ratings=False, rng=0)
+    assert plain.config.sessions is None and plain.config.fitted.ratings is None
+    assert plain.world(3).simulate(5).edges.rating is None
+
+
+def test_min_rating_gives_a_world_whose_ratings_respect_it():
+    users, items, ratings, times = _session_log(seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)
+        cal = calibrate((users, items, ratings, times), n_factors=2, min_rating=3, rng=0)
+    assert cal.config.fitted.ratings.levels.tolist() == [3, 4, 5]
+    e = cal.world(0).simulate(cal.config.n_ticks - 1).edges
+    assert e.rating.min() >= 3
+
+
+def test_no_rating_model_from_a_binary_matrix_and_none_without_a_latent_score():
+    m = (np.random.default_rng(0).random((30, 10)) < 0.4).astype(float)
+    m[:, 0] = 1.0
+    cal = calibrate(m, n_factors=2, rng=0)  # every value 1: no ratings to model
+    assert cal.config.fitted.ratings is None
+    users, items, ratings, times = _session_log(n_users=60, n_items=12, seed=2)
+    with pytest.raises(ValueError, match="`n_factors` must be an int >= 1 for a log with "
+                                         "ratings"):
+        calibrate((users, items, ratings, times), n_factors=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)
+        assert calibrate((users, items, ratings, times), n_factors=0, ratings=False,
+                         rng=0).config.fitted.ratings is None
+
+
+def test_ids_that_do_not_fit_64_bits_are_refused():
+    big = np.array([2**64, 1, 2], dtype=object)
+    with pytest.raises(ValueError, match=r"`interactions\[0\] \(users\)` must be integer ids "
+                                         r"in \[0, 2\^63\); got 18446744073709551616"):
+        calibrate((big, np.array([0, 1, 0]), None), n_factors=0)
+    with pytest.raises(ValueError, match="must be integer ids in"):
+        calibrate((np.array([2**63, 1, 2], dtype=np.uint64), np.array([0, 1, 0])),
+                  n_factors=0)

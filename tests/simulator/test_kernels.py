@@ -11,14 +11,13 @@ from simulator._world import _alias_table
 def _span_inputs(seed, n_users, n_items, n_ticks, dim, n_terms, events, logistic):
     rng = np.random.default_rng(seed)
     lam = 1.0 + rng.pareto(2.0, n_users)
-    cdf = np.append(np.cumsum(lam) / lam.sum(), 2.0)
-    g = 3 * n_users
-    guide = np.searchsorted(cdf[:-1], np.arange(g + 1) / g, side="right")
     counts = rng.integers(0, events + 1, n_ticks)
     starts = np.zeros(n_ticks + 1, np.int64)
     np.cumsum(counts, out=starts[1:])
-    keys = np.concatenate([np.sort(rng.random(c)) for c in counts])
-    n = keys.size
+    # visiting users, ascending within each tick (repeats: several events of one user)
+    users = np.concatenate([np.sort(rng.choice(n_users, c, p=lam / lam.sum()))
+                            for c in counts]).astype(np.int64)
+    n = users.size
     r = rng.random(n)
     tables = [_alias_table(w / w.sum()) for w in rng.random((n_ticks, n_items)) + 0.05]
     prob = np.stack([tb[0] for tb in tables])
@@ -32,13 +31,13 @@ def _span_inputs(seed, n_users, n_items, n_ticks, dim, n_terms, events, logistic
     features = rng.normal(0, 1, (n_items, dim))
     appeal = rng.normal(0, 1, (n_ticks, n_items))
     decay = rng.random((n_ticks, n_items))
-    return (keys, r, coins, starts, prob, alias, cdf, guide, has, taste0, drift_z, basis,
-            0.1, features, appeal, decay, logistic)
+    return (users, r, coins, starts, prob, alias, has, taste0, drift_z, basis, 0.1, features,
+            appeal, decay, logistic)
 
 
 def _items(args):
     """The item of every event, by the alias method in numpy (the reference)."""
-    keys, r, _, starts, prob, alias = args[:6]
+    _, r, _, starts, prob, alias = args[:6]
     tick = np.repeat(np.arange(starts.size - 1), np.diff(starts))
     x = r * prob.shape[1]
     col = np.minimum(x.astype(np.int64), prob.shape[1] - 1)
@@ -55,15 +54,15 @@ span_cases = st.tuples(st.integers(0, 2**32 - 1), st.integers(1, 60), st.integer
 def test_span_kernel_matches_python_and_ignores_blocks_and_threads(case, block, threads):
     args = _span_inputs(*case)
     # the reference: the Python function, interpreted, one block holding every user
-    has0 = args[8]
+    has0 = args[6]
     has_ref = has0.copy()
     n, n_users = args[0].size, has0.shape[0]
     flag_ref, u_ref, i_ref = np.zeros(n, np.uint8), np.full(n, -1), np.full(n, -1)
-    _kernels.organic_span_py(*args[:8], has_ref, *args[9:], n_users, 0, n_users, flag_ref,
+    _kernels.organic_span_py(*args[:6], has_ref, *args[7:], n_users, 0, n_users, flag_ref,
                              u_ref, i_ref)
     has = has0.copy()
     span_ticks = 100 + np.arange(args[3].size - 1)  # the span's ticks in the world
-    users, items, when = _kernels.organic_span(*args[:8], has, *args[9:], span_ticks,
+    users, items, when = _kernels.organic_span(*args[:6], has, *args[7:], span_ticks,
                                                block=block, threads=threads, min_split=1)
     hit = flag_ref.astype(bool)
     item_ref, tick_ref = _items(args)
@@ -81,14 +80,14 @@ def test_span_kernel_matches_python_and_ignores_blocks_and_threads(case, block, 
 def test_span_kernel_adopts_only_when_the_coin_is_below_p():
     # p = decay (score -> +inf with the linear model clipped to 1): coins below decay adopt
     args = list(_span_inputs(3, 10, 4, 2, 2, 0, 50, False))
-    args[14] = np.full_like(args[14], 50.0)  # appeal: clip(score) = 1
-    args[8] = np.zeros_like(args[8])
+    args[12] = np.full_like(args[12], 50.0)  # appeal: clip(score) = 1
+    args[6] = np.zeros_like(args[6])
     n = args[0].size
     flag, out_u, out_i = np.zeros(n, np.uint8), np.zeros(n, np.int64), np.zeros(n, np.int64)
-    n_users = args[8].shape[0]
+    n_users = args[6].shape[0]
     _kernels.organic_span_py(*args, 5, 0, n_users, flag, out_u, out_i)
     items, tick = _items(args)
-    coins, decay = args[2], args[15]
+    coins, decay = args[2], args[13]
     below = coins < decay[tick, items]
     assert np.all(~flag.astype(bool) | below)  # never adopts above p
     assert flag.sum() > 0
@@ -96,8 +95,8 @@ def test_span_kernel_adopts_only_when_the_coin_is_below_p():
 
 def _span_in_child(case):
     args = _span_inputs(*case)
-    has = args[8].copy()
-    out = _kernels.organic_span(*args[:8], has, *args[9:], np.arange(args[3].size - 1),
+    has = args[6].copy()
+    out = _kernels.organic_span(*args[:6], has, *args[7:], np.arange(args[3].size - 1),
                                 block=4, threads=2, min_split=1)
     return [a.tolist() for a in out]
 

@@ -1,12 +1,26 @@
 """The simulated world: determinism, twin, invariants, ground truth, calibration."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator import AppealShock, CampaignConfig, World, WorldConfig, preset
+from simulator import (
+    WORLD_STREAMS,
+    AppealShock,
+    CampaignConfig,
+    FittedArrays,
+    InteractionLog,
+    RatingModel,
+    SessionLaw,
+    SessionSchedule,
+    World,
+    WorldConfig,
+    preset,
+)
 from simulator._crn import hash_uniforms, seed_key, uniforms_reference
 
 
@@ -549,3 +563,105 @@ def test_calibrated_rate_gives_the_configured_mean_profile_size(extra):
     world = World(cfg, 11).simulate(59)
     organic = np.count_nonzero(world.edges.source == 0) / cfg.n_users
     assert organic == pytest.approx(4.0, rel=0.08)
+
+
+# -- sessions, history, ratings ---------------------------------------------------------------
+LAW = SessionLaw(count_mu=0.5, count_sigma=1.2, gap_mu=1.2, gap_sigma=0.8, later_weight=0.4)
+
+
+@settings(max_examples=12)
+@given(world_configs(), seeds)
+def test_sessions_every_method_the_same_edges_on_session_ticks_only(cfg, seed):
+    cfg = dataclasses.replace(cfg, sessions=LAW)
+    fast = World(cfg, seed).simulate(cfg.n_ticks - 1)
+    naive = World(cfg, seed, method="naive").simulate(cfg.n_ticks - 1)
+    vectorised = World(cfg, seed, method="numpy").simulate(cfg.n_ticks - 1)
+    assert _same_edges(fast, naive) and _same_edges(vectorised, naive)
+    s = fast.sessions
+    assert s is not None and np.array_equal(s.tick, naive.sessions.tick)
+    organic = fast.edges.source == 0
+    on = set(zip(s.user.tolist(), s.tick.tolist(), strict=True))
+    assert {(u, t) for u, t in zip(fast.edges.user[organic].tolist(),
+                                   fast.edges.tick[organic].tolist(), strict=True)} <= on
+    # a campaign reaches only users who have arrived
+    first = np.full(cfg.n_users, cfg.n_ticks)
+    np.minimum.at(first, s.user, s.tick)
+    camp = fast.edges.source == 2
+    assert np.all(first[fast.edges.user[camp]] <= fast.edges.tick[camp])
+    # the twin meets the same sessions
+    twin = fast.without_campaigns()
+    assert np.array_equal(twin.sessions.user, s.user)
+
+
+def test_a_given_schedule_brings_each_user_its_expected_events():
+    """Every user has one session (tick 3), activity 3 and p = 1 on 2,000 items: profile
+    sizes are Poisson(3) events less the rare repeats of an item."""
+    n = 4000
+    sched = SessionSchedule(user=np.arange(n), tick=np.full(n, 3), weight=np.ones(n),
+                            n_users=n, n_ticks=5)
+    fa = FittedArrays(appeal=np.full(2000, 5.0), features=np.zeros((2000, 1)),
+                      taste=np.zeros((n, 1)), activity=np.full(n, 3.0))
+    cfg = WorldConfig(n_users=n, n_items=2000, n_ticks=5, dim=1, n_universal=0,
+                      click_model="linear", fitted=fa, sessions=sched)
+    e = World(cfg, 0).simulate(4).edges
+    assert np.all(e.tick == 3)
+    sizes = np.bincount(e.user, minlength=n)
+    assert sizes.mean() == pytest.approx(3.0 * (1 - 3.0 / 4000), abs=4 * np.sqrt(3 / n))
+    assert sizes.var() == pytest.approx(3.0, rel=0.15)
+
+
+def test_a_world_continues_from_its_history():
+    cfg = WorldConfig(n_users=200, n_items=20, n_ticks=30, dim=2, mean_profile_size=6.0,
+                      n_universal=0, appeal_mean=-1.5)
+    full = World(cfg, 1).simulate(29).edges
+    past = full.tick < 15
+    history = InteractionLog(user=full.user[past], item=full.item[past], tick=full.tick[past],
+                             source=full.source[past], n_users=200, n_items=20,
+                             rating=np.arange(past.sum(), dtype=float))
+    w = World(cfg, 2, history=history, start=15)
+    assert w.simulated_until == 14
+    assert w.profiles(14).nnz == past.sum()
+    e = w.simulate(29).edges
+    n = int(past.sum())
+    assert np.array_equal(e.user[:n], history.user) and np.all(e.tick[n:] >= 15)
+    assert e.rating is None  # no rating model: no ratings, even with rated history
+    held = set(zip(history.user.tolist(), history.item.tolist(), strict=True))
+    assert not held & set(zip(e.user[n:].tolist(), e.item[n:].tolist(), strict=True))
+    assert _same_edges(w.without_campaigns().simulate(29), w)
+    with pytest.raises(ValueError, match="`history` must end before `start` = 10"):
+        World(cfg, 0, history=history, start=10)
+
+
+def _rated_config():
+    rng = np.random.default_rng(0)
+    n_users, n_items = 120, 15
+    model = RatingModel(levels=[1.0, 2.0, 3.0], bounds=[1.5, 2.5], thresholds=[-0.5, 0.8],
+                        slope=1.5, user_offset=rng.normal(0, 0.5, n_users),
+                        item_offset=rng.normal(0, 0.5, n_items))
+    fa = FittedArrays(appeal=rng.normal(-1, 0.5, n_items), features=rng.normal(0, 1, (n_items, 2)),
+                      taste=rng.normal(0, 1, (n_users, 2)), activity=np.full(n_users, 6.0),
+                      ratings=model)
+    return WorldConfig(n_users=n_users, n_items=n_items, n_ticks=20, dim=2, n_universal=0,
+                       fitted=fa, campaigns=(CampaignConfig(start=5, duration=3, reach=0.5,
+                                                            items=(0, 1), k=2),))
+
+
+def test_ratings_of_the_edges_are_the_model_drawn_with_keyed_uniforms():
+    cfg = _rated_config()
+    world = World(cfg, 4).simulate(19)
+    e = world.edges
+    assert e.rating is not None and set(np.unique(e.rating)) <= {1.0, 2.0, 3.0}
+    m = cfg.fitted.ratings
+    score = (cfg.fitted.taste[e.user] * cfg.fitted.features[e.item]).sum(axis=1)
+    eta = m.slope * score + m.user_offset[e.user] + m.item_offset[e.item]
+    key = seed_key(world._entropy, WORLD_STREAMS["rating"])
+    assert np.array_equal(e.rating, m.draw(eta, hash_uniforms(key, e.user, e.item, e.tick)))
+    # the twin rates the edges it shares with the world alike
+    t = world.without_campaigns().simulate(19).edges
+    both = {(u, i, k): r for u, i, k, r in zip(t.user, t.item, t.tick, t.rating, strict=True)}
+    shared = [(r, both[(u, i, k)]) for u, i, k, r in zip(e.user, e.item, e.tick, e.rating,
+                                                           strict=True) if (u, i, k) in both]
+    assert len(shared) > 100 and all(a == b for a, b in shared)
+    # without a rating model: no ratings
+    plain = dataclasses.replace(cfg, fitted=dataclasses.replace(cfg.fitted, ratings=None))
+    assert World(plain, 4).simulate(19).edges.rating is None
