@@ -83,8 +83,9 @@ def child(path: str, n_factors: int) -> None:
     cal = simulator.calibrate(data, n_factors=n_factors, rng=0)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out = {"seconds": seconds, "cpu_seconds": cpu, "n_iter": cal.info.n_iter, "converged": cal.info.converged,
-           "log_likelihood": cal.info.log_likelihood, "peak_rss_mb": peak,
+    out = {"seconds": seconds, "cpu_seconds": cpu, "n_iter": cal.info.n_iter,
+           "converged": cal.info.converged, "log_likelihood": cal.info.log_likelihood,
+           "peak_rss_mb": peak,
            "rating_converged": cal.info.rating_converged, "n_sessions": cal.info.n_sessions}
     t0 = time.perf_counter()
     if real:  # in and out of sample, with the recommender ranking

@@ -50,9 +50,8 @@ import numpy as np
 
 from evaluators import _reward_models as _rm
 from evaluators._estimate import Estimate, UndefinedStderrWarning, _z
-from evaluators._validation import _sum_tol
+from evaluators._validation import _sum_tol, check_positioned, rows_at_position
 from evaluators._validation import check_log as _check_log
-from evaluators._validation import check_positioned, rows_at_position
 from recloop_base.threads import n_threads, thread_map
 from recloop_base.validation import (
     ArgumentTypeError,
