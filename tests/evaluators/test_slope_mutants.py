@@ -33,6 +33,17 @@ def target(n, K, seed=1):
     return p / p.sum(axis=1, keepdims=True)
 
 
+class MeanRegressor:
+    """The smallest duck-typed regressor: predicts the mean of what it was fitted on."""
+
+    def fit(self, X, y):
+        self.mean_ = float(np.mean(y))
+        return self
+
+    def predict(self, X):
+        return np.full(len(X), self.mean_)
+
+
 def message(err, text):
     return pytest.raises(err, match="^" + re.escape(text) + "$")
 
@@ -173,14 +184,18 @@ def test_no_support_is_nan_with_the_candidates_as_given():
     ("doubly_robust", doubly_robust, "clip"), ("switch_dr", switch_dr, "tau"),
     ("dr_os", dr_os, "lambda_")])
 @pytest.mark.parametrize("per_action", [False, True])
-def test_model_based_candidates_are_the_estimators_values(family, func, param, per_action):
+@pytest.mark.parametrize("model", ["ridge", "regressor"])
+def test_model_based_candidates_are_the_estimators_values(family, func, param, per_action,
+                                                          model):
     n, K = 40, 3
     log, pi = small_log(n, K, seed=3), target(n, K, seed=4)
     values = (5.0, 1.5, 0.5)
-    est = select_estimator(log, pi, estimator=family, values=values, per_action=per_action,
-                           n_folds=3, rng=7)
-    direct = [func(log, pi, **{param: v}, per_action=per_action, n_folds=3, rng=7).value
-              for v in values]
+    # a regressor predicting its training mean: per action, each action's own mean
+    model = MeanRegressor() if model == "regressor" else model
+    est = select_estimator(log, pi, estimator=family, values=values, model=model,
+                           per_action=per_action, n_folds=3, rng=7)
+    direct = [func(log, pi, **{param: v}, model=model, per_action=per_action, n_folds=3,
+                   rng=7).value for v in values]
     assert est.candidate_values == pytest.approx(direct, rel=1e-12, abs=1e-15)
     assert est.value == est.candidate_values[values.index(est.selected)]
 
@@ -194,3 +209,18 @@ def test_weight_only_families_candidates_are_the_estimators_values():
     direct = [ips(log, pi, clip=v).value for v in (3.0, 1.0)]
     assert select_estimator(log, pi, values=(1.0, 3.0)).candidate_values == pytest.approx(
         direct, rel=1e-12)
+
+
+@pytest.mark.parametrize("family, func", [("doubly_robust", doubly_robust),
+                                          ("switch_dr", switch_dr), ("dr_os", dr_os)])
+def test_model_based_families_refuse_as_their_estimator_does(family, func):
+    # a bad model and a bad action_dist at once: the estimator's own first complaint (the
+    # model-based estimators check the distributions' values in the model's pass)
+    log = small_log()
+    pi = target(8, 3)
+    pi[3] = [1.5, -0.5, 0.0]
+    for model in (np.zeros((8, 2)), np.full((8, 3), np.nan)):
+        with pytest.raises(ValueError) as want:
+            func(log, pi, model=model)
+        with message(ValueError, str(want.value)):
+            select_estimator(log, pi, estimator=family, model=model)
