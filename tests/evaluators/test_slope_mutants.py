@@ -129,8 +129,8 @@ def test_action_dist_values_are_checked_for_the_weight_only_families():
 
 # -- the width's Student t ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("delta", [0.1, 0.3])
-def test_two_records_width_is_t_with_one_degree_of_freedom(delta):
+@pytest.mark.parametrize("delta, accepted", [(0.1, True), (0.3, True), (0.45, False)])
+def test_two_records_width_is_t_with_one_degree_of_freedom(delta, accepted):
     # two records, both weights 1/(1/2)*(1/2) = 1 unclipped: w r = (1, 0)
     log = BanditLog(context=np.zeros((2, 1)), action=[0, 1], reward=[1.0, 0.0],
                     pscore=[0.5, 0.5], n_actions=2)
@@ -141,10 +141,15 @@ def test_two_records_width_is_t_with_one_degree_of_freedom(delta):
     t = math.tan(math.pi * (0.5 - delta))  # the (1 - delta) quantile of t with 1 dof
     assert est.candidate_values == (0.5, 0.25)
     assert est.candidate_widths == pytest.approx((t / 2, t / 4), rel=1e-12)
-    # |1/2 - 1/4| <= t/4 + (sqrt 6 - 1) t/2 for t >= 0.25 / (0.25 + 0.7247) = 0.2565...
-    assert est.selected == 0.5 and est.value == 0.25 and est.stderr == 0.25
-    # the interval is the union of both candidates' (95%, normal): the wider one's here
+    # clip 0.5 is accepted iff |1/2 - 1/4| <= t/4 + (sqrt 6 - 1) t/2, i.e. t >= 0.2565...
+    # (t = 3.08 at delta 0.1, 1.38 at 0.3, 0.158 at 0.45)
+    assert (t >= 0.25 / (0.25 + (math.sqrt(6) - 1) / 2)) == accepted
     z = 1.959963984540054
+    if accepted:
+        assert est.selected == 0.5 and est.value == 0.25 and est.stderr == 0.25
+    else:
+        assert est.selected == 4.0 and est.value == 0.5 and est.stderr == 0.5
+    # the interval is the union of the accepted candidates' (95%, normal): clip 4's here
     assert est.ci_low == pytest.approx(0.5 - z * 0.5, rel=1e-12)
     assert est.ci_high == pytest.approx(0.5 + z * 0.5, rel=1e-12)
 
