@@ -55,6 +55,7 @@ TESTS = {
                            "tests/evaluators/test_stderr.py",
                            "tests/evaluators/test_bad_arrays.py"],
     "evaluators/_slope.py": ["tests/evaluators/test_ope_catalogue.py",
+                             "tests/evaluators/test_slope_mutants.py",
                              "tests/evaluators/test_stderr.py",
                              "tests/evaluators/test_bad_arrays.py"],
     "simulator/_truth.py": ["tests/simulator/test_truth.py",
