@@ -116,13 +116,11 @@ def main():
     print(json.dumps(out))
 
 
-def time_catalogue(args, out):
+def static_cases(log, ad, q) -> dict:
+    """The static estimators on one log, target and estimated rewards ``q``, as calls."""
     import evaluators as ev
 
-    print(f"building inputs: n = {args.n:,}, K = {args.k:,} (float32)", flush=True)
-    log, ad = make_inputs(args.n, args.k, np.float32)
-    q = np.random.default_rng(1).random((args.n, args.k), dtype=np.float32)
-    cases = {
+    return {
         "ips": lambda: ev.ips(log, ad),
         "snips": lambda: ev.snips(log, ad),
         "subgaussian_ips": lambda: ev.subgaussian_ips(log, ad),
@@ -132,10 +130,23 @@ def time_catalogue(args, out):
         "switch_dr": lambda: ev.switch_dr(log, ad, model=q),
         "dr_os": lambda: ev.dr_os(log, ad, model=q),
     }
+
+
+def time_static(cases: dict, seconds: dict) -> None:
+    """Best of 2 of each call into ``seconds``, a line each."""
     for name, fn in cases.items():
         s, est = best_of(fn, 2)
-        out["seconds"][name] = round(s, 3)
+        seconds[name] = round(s, 3)
         print(f"  {name:16s} {s:7.3f} s  value {est.value:.6f}", flush=True)
+
+
+def time_catalogue(args, out):
+    import evaluators as ev
+
+    print(f"building inputs: n = {args.n:,}, K = {args.k:,} (float32)", flush=True)
+    log, ad = make_inputs(args.n, args.k, np.float32)
+    q = np.random.default_rng(1).random((args.n, args.k), dtype=np.float32)
+    time_static(static_cases(log, ad, q), out["seconds"])
     if not args.skip_mips:
         del q
         # the log is uniform: MIPS's logging marginal in closed form (no pi_b array) ...
@@ -182,21 +193,9 @@ def time_positions(n, twin_n, K=80, L=3):
     print(f"position-aware inputs: n = {n:,}, K = {K}, L = {L} (float32)", flush=True)
     log, ad = positioned_inputs(n, K, L)
     q = np.random.default_rng(1).random((n, K, L), dtype=np.float32) * 0.01
-    cases = {
-        "ips": lambda: ev.ips(log, ad),
-        "snips": lambda: ev.snips(log, ad),
-        "subgaussian_ips": lambda: ev.subgaussian_ips(log, ad),
-        "direct_method": lambda: ev.direct_method(log, ad, model=q),
-        "doubly_robust": lambda: ev.doubly_robust(log, ad, model=q),
-        "sndr": lambda: ev.sndr(log, ad, model=q),
-        "switch_dr": lambda: ev.switch_dr(log, ad, model=q),
-        "dr_os": lambda: ev.dr_os(log, ad, model=q),
-        "mips": lambda: ev.mips(log, ad),
-    }
-    for name, fn in cases.items():
-        s, est = best_of(fn, 2)
-        res["seconds"][name] = round(s, 3)
-        print(f"  {name:16s} {s:7.3f} s  value {est.value:.6f}", flush=True)
+    cases = static_cases(log, ad, q)
+    cases["mips"] = lambda: ev.mips(log, ad)
+    time_static(cases, res["seconds"])
     rows = np.arange(n)
 
     def reference():  # the formula in plain numpy, no validation
