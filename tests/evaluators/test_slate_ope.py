@@ -395,3 +395,40 @@ def test_unbiased_under_their_assumption_and_biased_outside(model, uniform):
             assert abs(_t(e)) < 4, (name, e.mean(), _t(e))
         else:
             assert abs(_t(e)) > 6, (name, e.mean(), _t(e))
+
+
+@pytest.mark.parametrize("n_folds", [1, 2, 3])
+def test_cascade_dr_mean_model_equals_the_recursion_written_as_a_loop(n_folds):
+    # Cascade-DR's "mean" Q model, T_j(a) = mean over the training records showing a at j of
+    # r_ij + sum_b pi(b | prefix) T_{j+1}(b), written record by record; items never shown at
+    # j get the mean of the position's targets. Its estimate equals the estimate from those
+    # tables given as an array.
+    log, t, pi, obs = _fixed_problem(n=20, m=12, k=3, seed=4)  # some items unseen at a slot
+    D = t["dist"]
+    fitted = evaluators.fit_reward_model(log, "mean", n_folds=n_folds, rng=7)
+    folds = fitted.folds
+    n, k = log.action.shape
+    m = log.n_items
+    q = np.zeros((n, k, m))
+    for f in range(n_folds):
+        train = [i for i in range(n) if folds[i] != f] if n_folds > 1 else list(range(n))
+        if not train:
+            train = list(range(n))
+        T = np.zeros((k, m))
+        for j in range(k - 1, -1, -1):
+            tot, cnt = np.zeros(m), np.zeros(m)
+            for i in train:
+                target = log.reward[i, j]
+                if j < k - 1:
+                    target += sum(D[i, j + 1, b] * T[j + 1, b] for b in range(m))
+                tot[log.action[i, j]] += target
+                cnt[log.action[i, j]] += 1
+            for a in range(m):
+                T[j, a] = tot[a] / cnt[a] if cnt[a] > 0 else tot.sum() / cnt.sum()
+        for i in range(n):
+            if folds[i] == f:
+                q[i] = T
+    got = evaluators.cascade_dr(log, t["cascade"], D, reward_model=fitted)
+    want = evaluators.cascade_dr(log, t["cascade"], D, reward_model=q)
+    assert got.value == pytest.approx(want.value, rel=1e-12, abs=1e-14)
+    assert got.stderr == pytest.approx(want.stderr, rel=1e-9, abs=1e-14)
