@@ -106,6 +106,9 @@ def test_static_value_is_the_mean_over_ticks_of_the_sum_over_atoms(ticks, monkey
         {"available": a[0], "tick": t})[None], ts)
     assert static_policy_value(DYN, TickPolicy(), ticks=ticks) == pytest.approx(want, rel=1e-13)
     # in chunks of 3 atoms (8 = 3 + 3 + 2): the same sum
+    if isinstance(ticks, int):  # 0, the default tick
+        assert static_policy_value(DYN, scored) == pytest.approx(
+            loop_value(DYN, lambda x, a, t: scored(x, a), [0]), rel=1e-13)
     monkeypatch.setattr(_truth, "_CHUNK_ATOMS", 3)
     want = loop_value(DYN, lambda x, a, t: a / a.sum(axis=1, keepdims=True), ts)
     assert static_policy_value(DYN, ticks=ticks) == pytest.approx(want, rel=1e-13)
@@ -137,7 +140,17 @@ def test_ticks_are_refused_by_name_with_what_was_received(fn):
         fn(DYN, ticks=[0, h, h + 5])
     assert fn(DYN, ticks=[0, h - 1]) == pytest.approx((fn(DYN, ticks=0) + fn(DYN, ticks=h - 1))
                                                       / 2, rel=1e-14)
+    with pytest.raises(ValueError, match=re.escape(f"`ticks` must be < the horizon {h}; got "
+                                                   f"{h}.")):
+        fn(DYN, ticks=h)
     assert fn(LinearBanditConfig(dim=3), ticks=10**9) == fn(LinearBanditConfig(dim=3))
+
+
+def test_oracle_value_defaults_to_tick_0():
+    xs, probs = loop_atoms(DYN)
+    want = sum(prob * max(B.true_ctr(DYN, x[None], np.array([0]))[0])
+               for x, prob in zip(xs, probs, strict=True))
+    assert oracle_value(DYN) == pytest.approx(want, rel=1e-13)
 
 
 # -- online_value's refusals -------------------------------------------------------------------
@@ -186,7 +199,8 @@ class _TwinBatch:
         return self.bad(self.runs, self.t)
 
     def update(self, active, context, action, reward):
-        assert active.all() and active.shape == (self.B,)
+        # the batched interface (agents/_batched.py): every copy learns, ``active`` (B,) bool
+        assert active.dtype == np.bool_ and active.shape == (self.B,) and active.all()
         self.t += 1
 
 
@@ -221,12 +235,36 @@ def test_online_value_refuses_bad_arguments_by_name():
         args = dict(make_agent=Twin, T=5, n_runs=2, rng=0) | kw
         with pytest.raises(error, match=re.escape(message)):
             online_value(DYN, args.pop("make_agent"), args.pop("T"), **args)
-    with pytest.raises(ValueError, match="n_partitions"):
+    with pytest.raises(ValueError, match=re.escape("`n_partitions` must be an int >= 1; got 0.")):
         online_value(DYN, Twin, 5, n_runs=2, n_partitions=0)
     # the boundaries are accepted: start + T == horizon, one step, one run
     assert online_value(DYN, Twin, 10, start=340, n_runs=2, rng=0).T == 10
     with pytest.warns(_truth.DegenerateTruthWarning):
         assert online_value(DYN, Twin, 1, n_runs=1, rng=0).T == 1
+
+
+class Scrawler(Fixed):
+    """Writes into the availability mask it was shown."""
+
+    def act(self, obs):
+        obs["available"][0] = False
+        return 0
+
+
+def test_the_loop_lends_a_read_only_availability_mask():
+    with pytest.raises(ValueError, match="read-only"):
+        online_value(DYN, lambda g: Scrawler(0), 3, n_runs=2, rng=0, method="loop")
+
+
+def test_auto_batches_a_class_with_a_twin_and_loop_never_does():
+    refuses = twin(lambda runs, t: np.full(len(runs), -1))
+    for method in ("auto", "batched"):
+        with pytest.raises(ValueError, match="returned action -1 at step 0"):
+            online_value(DYN, refuses, 3, n_runs=2, rng=0, method=method)
+    # the loop calls act, which plays the first available arm
+    np.testing.assert_array_equal(online_value(DYN, refuses, 3, n_runs=2, rng=0,
+                                               method="loop").curve,
+                                  online_value(DYN, Other, 3, n_runs=2, rng=0).curve)
 
 
 def test_agents_of_two_classes_run_the_loop_and_cannot_be_batched():
@@ -318,3 +356,42 @@ def test_online_results_are_read_only_and_progress_is_shown_only_when_asked(caps
     assert capsys.readouterr().err == ""
     online_value(DYN, Twin, 4, n_runs=2, rng=0, progress=True)
     assert "online_value" in capsys.readouterr().err
+
+
+def test_one_run_warns_at_the_callers_line_with_the_exact_message():
+    with pytest.warns(_truth.DegenerateTruthWarning,
+                      match=r"^`n_runs` == 1: standard errors are nan\.$") as got:
+        online_value(DYN, Twin, 2, n_runs=1, rng=0)
+    # under mutmut every function is called through its trampoline (docs/testing.md)
+    assert got[0].filename == __file__ or "mutmut" in got[0].filename, got[0].filename
+
+
+def test_the_runs_are_cut_into_the_documented_parts_and_sent_to_the_executor(monkeypatch):
+    """n_partitions' defaults (docs of online_value): 1 part here when batched, else 8; on a
+    cluster one per worker thread when batched, else four per thread. A stand-in client
+    with 3 threads checks the wiring; the parts run here, giving the same numbers."""
+    calls = []
+    real = _truth.run_partitions
+
+    def recorded(fn, parts, *, shared, executor, progress, desc):
+        calls.append((len(parts), executor, progress, desc))
+        return real(fn, parts, shared=shared)
+
+    client = object()
+    monkeypatch.setattr(_truth, "run_partitions", recorded)
+    monkeypatch.setattr(_truth, "check_executor", lambda ex: ex)
+    monkeypatch.setattr(_truth, "executor_threads", lambda ex: 3 if ex is client else None)
+    here = online_value(DYN, Other, 3, n_runs=13, rng=2)
+    assert here.n_runs == 13
+    for kw, parts in [(dict(method="batched"), 1), (dict(method="loop"), 8),
+                      (dict(method="batched", executor=client), 3),
+                      (dict(method="loop", executor=client), 12),
+                      (dict(method="loop", n_partitions=1), 1),
+                      (dict(method="batched", n_partitions=5, executor=client), 5)]:
+        calls.clear()
+        v = online_value(DYN, Twin, 3, n_runs=13, rng=2, **kw)
+        assert calls == [(parts, kw.get("executor"), False, "online_value")], kw
+        np.testing.assert_array_equal(v.curve, here.curve)
+    calls.clear()
+    assert online_value(DYN, Twin, 2, rng=0).n_runs == 200  # the default
+    assert calls == [(1, None, False, "online_value")]
