@@ -109,9 +109,19 @@ def test_static_value_is_the_mean_over_ticks_of_the_sum_over_atoms(ticks, monkey
     if isinstance(ticks, int):  # 0, the default tick
         assert static_policy_value(DYN, scored) == pytest.approx(
             loop_value(DYN, lambda x, a, t: scored(x, a), [0]), rel=1e-13)
-    monkeypatch.setattr(_truth, "_CHUNK_ATOMS", 3)
-    want = loop_value(DYN, lambda x, a, t: a / a.sum(axis=1, keepdims=True), ts)
-    assert static_policy_value(DYN, ticks=ticks) == pytest.approx(want, rel=1e-13)
+    uniform = loop_value(DYN, lambda x, a, t: a / a.sum(axis=1, keepdims=True), ts)
+    want = loop_value(DYN, lambda x, a, t: scored(x, a), ts)
+    for chunk, chunks in [(3, [3, 3, 2]), (4, [4, 4])]:  # 8 atoms in chunks
+        monkeypatch.setattr(_truth, "_CHUNK_ATOMS", chunk)
+        assert static_policy_value(DYN, ticks=ticks) == pytest.approx(uniform, rel=1e-13)
+        sizes = []  # a callable policy is called once per chunk, never on an empty one
+
+        def counted(x, a, sizes=sizes):
+            sizes.append(len(x))
+            return scored(x, a)
+
+        assert static_policy_value(DYN, counted, ticks=ticks) == pytest.approx(want, rel=1e-13)
+        assert sizes == chunks * len(ts)
 
 
 def test_truth_of_an_env_or_a_wrapped_env_is_the_truth_of_its_config():
