@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 import simulator
-from simulator import LinearBanditConfig, online_value, oracle_value, static_policy_value
+from simulator import LinearBanditConfig, _truth, online_value, oracle_value, static_policy_value
 from simulator import _bandit as B
-from simulator import _truth
 
 #: a small dynamic world: 8 atoms, arms born and dying (horizon (40 + 1 - 6) * 60 // 6 = 350)
 DYN = LinearBanditConfig(dim=4, n_arms=40, n_universal=16, lifetime=60, n_alive=6,
@@ -277,14 +276,19 @@ def test_auto_batches_a_class_with_a_twin_and_loop_never_does():
                                   online_value(DYN, Other, 3, n_runs=2, rng=0).curve)
 
 
+def in_turn(*makers):
+    """A ``make_agent`` that calls ``makers`` in turn, cycling."""
+    turn = itertools.cycle(makers)
+    return lambda g: next(turn)(g)
+
+
 def test_agents_of_two_classes_run_the_loop_and_cannot_be_batched():
-    make = lambda g, n=itertools.count(): (Twin if next(n) % 2 else Other)(g)  # noqa: E731
     with pytest.raises(ValueError, match=re.escape(
             "`method='batched'` needs a batched twin of Other: `make_agent` returned both "
             "Other and Twin.")):
-        online_value(DYN, make, 4, n_runs=3, rng=0, method="batched")
-    mixed = online_value(DYN, lambda g, n=itertools.count(): (Twin if next(n) % 2 else Other)(g),
-                         4, n_runs=3, rng=0)  # auto: the loop, the same numbers as one class
+        online_value(DYN, in_turn(Other, Twin), 4, n_runs=3, rng=0, method="batched")
+    # auto runs the loop: the same numbers as agents of one class
+    mixed = online_value(DYN, in_turn(Other, Twin), 4, n_runs=3, rng=0)
     np.testing.assert_array_equal(mixed.curve, online_value(DYN, Other, 4, n_runs=3, rng=0).curve)
 
 
@@ -314,16 +318,16 @@ def test_a_bad_action_names_its_run_across_parts():
     def bad(runs, t):
         return np.array([40 if r == 5 and t == 1 else 0 for r in runs])
 
-    cls = twin(bad)
+    cls, runs = twin(bad), itertools.count()
     with pytest.raises(ValueError, match=re.escape("the agent of run 5 returned action 40 at "
                                                    "step 1,")):
-        online_value(DYN, lambda g, n=itertools.count(): cls(g, next(n)), 3, n_runs=6, rng=0,
-                     method="batched", n_partitions=3)
-    loop = [Fixed(0)] * 5 + [Fixed(40)]
+        online_value(DYN, lambda g: cls(g, next(runs)), 3, n_runs=6, rng=0, method="batched",
+                     n_partitions=3)
+    fine, late = (lambda g: Fixed(0)), (lambda g: Fixed(40))
     with pytest.raises(ValueError, match=re.escape("the agent of run 5 returned action 40 at "
                                                    "step 7, which is out of range")):
-        online_value(DYN, lambda g, it=iter(loop): next(it), 3, start=7, n_runs=6, rng=0,
-                     method="loop", n_partitions=3)
+        online_value(DYN, in_turn(fine, fine, fine, fine, fine, late), 3, start=7, n_runs=6,
+                     rng=0, method="loop", n_partitions=3)
     with pytest.raises(ValueError, match=re.escape("the agent of run 0 returned a non-integer "
                                                    "action '1' at step 0.")):
         online_value(DYN, lambda g: Fixed("1"), 3, n_runs=2, rng=0, method="loop")
