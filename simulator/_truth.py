@@ -41,6 +41,8 @@ def _ticks_arg(config, ticks) -> np.ndarray:
         raise ValueError(f"`ticks` must be an int or a non-empty 1-d array of ints; got {ticks!r}.")
     if np.any(t < 0):
         raise ValueError(f"`ticks` must be >= 0; got {int(t.min())}.")
+    if np.any(t > np.iinfo(np.int64).max):  # uint64 ticks: int64 would wrap them negative
+        raise ValueError(f"`ticks` must be < 2**63; got {int(t.max())}.")
     h = config.horizon
     if h is not None and np.any(t >= h):
         raise ValueError(f"`ticks` must be < the horizon {h}; got {int(t.max())}.")

@@ -153,6 +153,10 @@ def test_ticks_are_refused_by_name_with_what_was_received(fn):
                                                    f"{h}.")):
         fn(DYN, ticks=h)
     assert fn(LinearBanditConfig(dim=3), ticks=10**9) == fn(LinearBanditConfig(dim=3))
+    # ticks numpy reads as uint64 are refused, not wrapped to negative int64 (nan before)
+    for big, top in ((2**63, 2**63), (np.array([0, 2**64 - 1], dtype=np.uint64), 2**64 - 1)):
+        with pytest.raises(ValueError, match=re.escape(f"`ticks` must be < 2**63; got {top}.")):
+            fn(LinearBanditConfig(half_life=10.0), ticks=big)
 
 
 def test_oracle_value_defaults_to_tick_0():
