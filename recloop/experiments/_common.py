@@ -145,3 +145,18 @@ def emit_per_log(per_log, estimates, truth, *, evaluation: str, agent: str, vari
                             ci_high=float(getattr(est, "ci_high", nan)),
                             truth=float(truths[j]), n=getattr(est, "n", None),
                             params=params, log=j if logs is None else logs[j]))
+
+
+def same_header(parts) -> dict:
+    """The header shared by a chunked cell's parts ``(header, per-log values)`` -- what
+    every chunk computes before its logs (policies' truth, variants, settings) -- checked
+    equal in every chunk: a chunk that disagrees means a computation that depends on more
+    than the cell's seed (e.g. a user's agent with hidden state), and its cell fails rather
+    than mix two answers."""
+    header = parts[0][0]
+    for k, (other, _) in enumerate(parts[1:], 1):
+        if repr(other) != repr(header):
+            raise RuntimeError(f"chunk {k} of the cell computed another header than chunk 0 "
+                               f"(the same seed must give the same truth and settings): "
+                               f"{other!r} != {header!r}")
+    return header
