@@ -799,11 +799,16 @@ def _merge(cell, parts):
 
 
 def _cost(cell) -> float:
-    """Estimated cost of one log: records x targets x (estimators + the A/B test)."""
+    """Estimated cost of one log: records x (arms + context features: what a record costs
+    the estimators and the reward model) x targets x (estimators + the A/B test)."""
+    from recloop._limits import bandit_sizes
+
     p = cell.params
+    K, d = bandit_sizes(cell.world)
     targets = len(p.get("targets") or ()) + len(cell.agents)
     calls = len(p.get("estimators") or ()) + (1 if p.get("ab_users") else 0)
-    return float(p["n_rounds"]) * max(1, targets) * max(1, calls)
+    return float(p["n_rounds"]) * ((p.get("n_actions") or K) + d) * max(1, targets) \
+        * max(1, calls)
 
 
 CHUNKS = Chunks(n_logs=lambda cell: cell.params["n_logs"], cost=_cost, run=_chunk,
