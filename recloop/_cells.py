@@ -98,26 +98,34 @@ class Chunk:
 #: A chunk holds at least this many logs (each chunk repeats the cell's set-up: policies,
 #: truth, agents fitted).
 MIN_CHUNK_LOGS = 2
+#: ... and at least this many seconds of estimated work: a chunk's set-up and messages cost
+#: milliseconds, but cutting the only cell of a run also starts the worker processes (each
+#: imports recloop: about a second on an idle machine), which a smaller cell does not repay.
+MIN_CHUNK_SECONDS = 1.0
 #: Units of work per worker the planner aims at: a few per worker, so that the last ones
 #: to finish leave little idle time.
 UNITS_PER_WORKER = 4
 
 
 def plan_units(data: dict, cells: list[Cell], workers: int, *,
-               min_logs: int = MIN_CHUNK_LOGS, per_worker: int = UNITS_PER_WORKER) -> list:
+               min_logs: int | None = None, min_seconds: float | None = None,
+               per_worker: int = UNITS_PER_WORKER) -> list:
     """The units of work of ``cells`` on ``workers`` workers: cells, and chunks of the
     cells whose kind declares :class:`recloop._registry.Chunks`, largest first.
 
-    A chunkable cell's cost is its logs times the kind's cost of a log. With one worker
-    every cell is one unit, in cell order. Else a cell is cut into ``ceil(cost /
-    target)`` chunks of consecutive logs (at most one per ``min_logs`` logs), ``target``
-    being the chunkable cells' total cost over ``workers x per_worker``: one large cell
-    becomes ``workers x per_worker`` chunks, many small ones stay whole. The units are then
-    ordered by decreasing cost (cells without a cost estimate first, in cell order), the
-    longest-processing-time-first rule that keeps the last ones short. The results do not
-    depend on any of it: a chunk's logs are computed as in the whole cell and merged in
-    log order.
+    A chunkable cell's cost is its logs times the kind's estimated seconds of a log. With
+    one worker every cell is one unit, in cell order. Else a cell is cut into ``ceil(cost
+    / target)`` chunks of consecutive logs, ``target`` being the chunkable cells' total
+    cost over ``workers x per_worker`` -- one large cell becomes ``workers x per_worker``
+    chunks, many small ones stay whole -- but at most one chunk per ``min_logs`` logs
+    (:data:`MIN_CHUNK_LOGS`) and per ``min_seconds`` of estimated work
+    (:data:`MIN_CHUNK_SECONDS`). The units are then ordered by decreasing cost (cells
+    without a cost estimate first, in cell order), the longest-processing-time-first rule
+    that keeps the last ones short. The results do not depend on any of it: a chunk's logs
+    are computed as in the whole cell and merged in log order.
     """
+    min_logs = MIN_CHUNK_LOGS if min_logs is None else min_logs
+    min_seconds = MIN_CHUNK_SECONDS if min_seconds is None else min_seconds
     if workers <= 1:
         return list(cells)
     sized = {}
@@ -137,7 +145,8 @@ def plan_units(data: dict, cells: list[Cell], workers: int, *,
             units.append((float("inf"), j, cell))
             continue
         n, cost = sized[cell]
-        m = min(math.ceil(cost / target), n // max(1, min_logs))
+        m = min(math.ceil(cost / target), n // max(1, min_logs),
+                int(cost // min_seconds) if min_seconds > 0 else n)
         if m <= 1:
             units.append((cost, j, cell))
             continue

@@ -107,9 +107,10 @@ class Chunks:
     every worker of a run) and merge into the cell's result, bit for bit the whole cell's.
 
     Each function takes the cell's :class:`recloop._cells.CellContext`. ``n_logs(cell)``:
-    the number of logs of the cell; ``cost(cell)``: the estimated cost of one of its logs,
-    in any unit common to the kinds (records x targets x estimators: what the runner
-    weighs cells by); ``run(cell, start, stop)``: a picklable *part* holding the per-log
+    the number of logs of the cell; ``cost(cell)``: the estimated seconds of one of its
+    logs on one core of an idle machine (rough -- within a factor of 2 is plenty: it decides
+    how the cells are cut, never a number; see :func:`recloop._cells.plan_units`);
+    ``run(cell, start, stop)``: a picklable *part* holding the per-log
     values of logs ``start`` to ``stop - 1`` (in a worker: the users' code runs here);
     ``merge(cell, parts)``: the cell's ``Measurement`` rows from the parts of consecutive
     ranges covering every log, in log order (in the runner's process: recloop's code only;

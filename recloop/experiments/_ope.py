@@ -28,6 +28,7 @@ from recloop._registry import Chunks, EvaluationKind, registry
 from recloop._results import Measurement
 from recloop._schema import EstimatorList, Float, Int, ListOf, Param, Str, Table
 from recloop.experiments._common import (
+    SECONDS_PER_RECORD_CALL,
     as_estimate,
     child_rng,
     emit_per_log,
@@ -799,16 +800,17 @@ def _merge(cell, parts):
 
 
 def _cost(cell) -> float:
-    """Estimated cost of one log: records x (arms + context features: what a record costs
-    the estimators and the reward model) x targets x (estimators + the A/B test)."""
+    """Estimated seconds of one log: records x (arms + context features: what a record
+    costs the estimators and the reward model) x targets x (estimators + the A/B test), at
+    :data:`SECONDS_PER_RECORD_CALL`."""
     from recloop._limits import bandit_sizes
 
     p = cell.params
     K, d = bandit_sizes(cell.world)
     targets = len(p.get("targets") or ()) + len(cell.agents)
     calls = len(p.get("estimators") or ()) + (1 if p.get("ab_users") else 0)
-    return float(p["n_rounds"]) * ((p.get("n_actions") or K) + d) * max(1, targets) \
-        * max(1, calls)
+    return SECONDS_PER_RECORD_CALL * p["n_rounds"] * ((p.get("n_actions") or K) + d) \
+        * max(1, targets) * max(1, calls)
 
 
 CHUNKS = Chunks(n_logs=lambda cell: cell.params["n_logs"], cost=_cost, run=_chunk,

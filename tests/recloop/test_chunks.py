@@ -16,8 +16,10 @@ from recloop._scenario import loads_scenario
 
 PLUGINS = str(Path(__file__).resolve().parents[1] / "fixtures" / "plugins")
 
-#: One ope cell of 6 cheap logs: the DR's ridge model draws its folds from each log's stream.
-SMALL = loads_scenario("""
+#: Cells of 6 cheap logs of the chunkable kinds: the DR's ridge model draws its folds from
+#: each log's stream, SLOPE's bootstrap of the logs is keyed by the target.
+SMALL = {
+    "ope": loads_scenario("""
 [run]
 name = "small"
 [world]
@@ -28,16 +30,31 @@ logging = "softmax"
 n_logs = 6
 n_rounds = 40
 estimators = ["ips", "doubly_robust"]
-""")
+"""),
+    "estimator_selection": loads_scenario("""
+[run]
+name = "small"
+[world]
+preset = "bred_linear"
+[[evaluations]]
+kind = "estimator_selection"
+family = "doubly_robust"
+values = [1.0, 10.0, 1000.0]
+n_logs = 6
+n_rounds = 40
+n_resamples = 50
+"""),
+}
 
 
-def _merged(data, cell, bounds) -> str:
+def _merged(kind, bounds) -> str:
     """The cell's rows and per-log estimates computed as chunks ``bounds`` and merged."""
-    chunks = registry().evaluations["ope"].chunks
+    data = SMALL[kind].data
+    cell = plan_cells(data)[0]
+    chunks = registry().evaluations[kind].chunks
     parts = []
     for a, b in zip(bounds, bounds[1:], strict=False):
-        ctx = _context(data, cell, False)
-        parts.append(chunks.run(ctx, a, b))
+        parts.append(chunks.run(_context(data, cell, False), a, b))
     ctx = _context(data, cell, False)
     rows = chunks.merge(ctx, parts)
     return repr(rows) + repr(ctx.estimates)
@@ -46,35 +63,40 @@ def _merged(data, cell, bounds) -> str:
 _WHOLE: dict = {}
 
 
-def _whole(data, cell) -> str:
-    if cell not in _WHOLE:
-        ctx = _context(data, cell, False)
-        rows = registry().evaluations["ope"].run(ctx)  # Chunks.whole: one chunk of every log
-        _WHOLE[cell] = repr(rows) + repr(ctx.estimates)
-    return _WHOLE[cell]
+def _whole(kind) -> str:
+    if kind not in _WHOLE:
+        data = SMALL[kind].data
+        ctx = _context(data, plan_cells(data)[0], False)
+        rows = registry().evaluations[kind].run(ctx)  # Chunks.whole: one chunk of every log
+        _WHOLE[kind] = repr(rows) + repr(ctx.estimates)
+    return _WHOLE[kind]
 
 
-@settings(max_examples=12, deadline=None)
-@given(cuts=st.sets(st.integers(1, 5), max_size=5))
-def test_merged_chunks_equal_the_whole_cell_whatever_the_boundaries(cuts):
-    # log i's estimates depend on i alone (streams keyed by the log's index), and the
-    # merge reads the parts as one list of logs: any cut points give the whole cell's rows
-    # and per-log estimates, to the last bit (empty chunks included: [a, a))
-    cell = plan_cells(SMALL.data)[0]
-    bounds = [0, *sorted(cuts), 6]
-    assert _merged(SMALL.data, cell, bounds) == _whole(SMALL.data, cell)
+@settings(max_examples=16, deadline=None)
+@given(kind=st.sampled_from(sorted(SMALL)), cuts=st.sets(st.integers(1, 5), max_size=5))
+def test_merged_chunks_equal_the_whole_cell_whatever_the_boundaries(kind, cuts):
+    # log i's values depend on i alone (streams keyed by the log's index), and the merge
+    # reads the parts as one list of logs: any cut points give the whole cell's rows and
+    # per-log estimates, to the last bit (empty chunks included: [a, a))
+    assert _merged(kind, [0, *sorted(cuts), 6]) == _whole(kind)
+
+
+def test_every_chunkable_kind_is_tested_here():
+    chunkable = sorted(k for k, v in registry().evaluations.items() if v.chunks is not None)
+    assert chunkable == sorted(SMALL)
 
 
 def test_chunks_that_disagree_on_the_truth_fail_their_cell():
     # a chunk whose set-up differs (hidden state in a user's agent, say) cannot be merged
     # with the others: the cell fails instead of mixing two answers
-    cell = plan_cells(SMALL.data)[0]
+    data = SMALL["ope"].data
+    cell = plan_cells(data)[0]
     chunks = registry().evaluations["ope"].chunks
-    a = chunks.run(_context(SMALL.data, cell, False), 0, 3)
-    b = chunks.run(_context(SMALL.data, cell, False), 3, 6)
+    a = chunks.run(_context(data, cell, False), 0, 3)
+    b = chunks.run(_context(data, cell, False), 3, 6)
     header = dict(b[0], truth={k: v + 1e-12 for k, v in b[0]["truth"].items()})
     with pytest.raises(CellError, match="chunk 1 of the cell computed another header"):
-        merge_chunks(SMALL.data, cell, [(a, 0.1, []), ((header, b[1]), 0.1, [])])
+        merge_chunks(data, cell, [(a, 0.1, []), ((header, b[1]), 0.1, [])])
 
 
 MIXED = """
@@ -104,6 +126,8 @@ sweep = { beta = [1.0, 5.0] }
 @pytest.fixture
 def mixed(monkeypatch):
     monkeypatch.syspath_prepend(PLUGINS)  # the user's estimator, as --path would
+    # these cells take milliseconds: cut them anyway (the planner runs in this process)
+    monkeypatch.setattr("recloop._cells.MIN_CHUNK_SECONDS", 0.0)
     return loads_scenario(MIXED)
 
 
@@ -111,6 +135,12 @@ def test_plan_cuts_the_large_cells_into_chunks_covering_their_logs(mixed):
     data = mixed.data
     cells = plan_cells(data)
     assert plan_units(data, cells, 1) == cells  # one worker: whole cells, in cell order
+    # a chunk must carry a second of estimated work (0.72 ms per log of 300 records, 3
+    # targets, 4 estimators): these 8 logs stay whole, as do 1,000; 3,000 are cut in two
+    assert plan_units(data, cells, 2, min_seconds=1.0) == cells
+    for logs, count in [(1000, 1), (3000, 2)]:
+        big = loads_scenario(MIXED.replace("n_logs = 8", f"n_logs = {logs}")).data
+        assert len(plan_units(big, plan_cells(big), 2, min_seconds=1.0)) == count + 2
     units = plan_units(data, cells, 2)
     chunks = [u for u in units if isinstance(u, Chunk)]
     large = cells[0]
