@@ -23,13 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from recloop._results import Measurement
-from recloop.experiments._common import (
-    SECONDS_PER_RECORD_CALL,
-    child_rng,
-    emit_per_log,
-    same_header,
-    seed_sequence,
-)
+from recloop.experiments._common import child_rng, emit_per_log, seed_sequence
 from recloop_base.validation import check_int
 
 __all__ = ["KIND", "SLATE_OPE_PARAMS", "SLATE_ESTIMATORS", "slate_ope", "plot_slate_ope"]
@@ -286,157 +280,118 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
     >>> sorted({r.metric for r in rows if r.variant == "reward_interaction_ips"})
     ['bias', 'coverage', 'nan_rate', 'relative_rmse', 'rmse', 'sd', 'value', 'width']
     """
-    study = _Slate(config, click_model=click_model, k=k, n_rounds=n_rounds, n_logs=n_logs,
-                   logging_temperature=logging_temperature,
-                   target_temperature=target_temperature, score_noise=score_noise, eta=eta,
-                   dcm_lambda=dcm_lambda, tick=tick, world_seed=world_seed,
-                   estimators=estimators, n_folds=n_folds, rng=rng, evaluation=evaluation)
-    return finish(study.header, study.logs(0, n_logs, progress=progress), per_log)
+    import agents
+    import evaluators
+    import simulator
+    from recloop_base.validation import check_choice, check_float
 
+    world = _world(config)
+    world_seed = check_int(world_seed, "world_seed", low=0)
+    click_model = check_choice(click_model, "click_model", _CLICK_MODELS)
+    k = check_int(k, "k", low=1, high=10)
+    n_rounds = check_int(n_rounds, "n_rounds", low=1)
+    n_logs = check_int(n_logs, "n_logs", low=2)
+    n_folds = check_int(n_folds, "n_folds", low=1)
+    log_t = _temperature("logging_temperature", logging_temperature, True)
+    tgt_t = _temperature("target_temperature", target_temperature, False)
+    score_noise = check_float(score_noise, "score_noise", low=0.0)
+    eta = check_float(eta, "eta", low=0.0)
+    dcm_lambda = check_float(dcm_lambda, "dcm_lambda", low=0.0, high=1.0)
+    tick = check_int(tick, "tick", low=0, high=world.n_ticks - 1)
+    names = _check_estimators(estimators)
+    if not isinstance(evaluation, str) or not evaluation:
+        raise TypeError(f"`evaluation` must be a non-empty str; got {evaluation!r}.")
+    alive = int(((world.birth_array() <= tick) & (tick < world.death_array())).sum())
+    if k > alive:
+        raise ValueError(f"`k` must be <= the {alive} items alive at tick {tick}; got {k}.")
+    uniform = math.isinf(log_t)
+    if "pseudoinverse" in names and not uniform:
+        names = tuple(n for n in names if n != "pseudoinverse")
 
-class _Slate:
-    """One cell of :func:`slate_ope` (its arguments, checked): the world, the policies and
-    the truth, then any range of logs -- log ``i`` depends on ``i`` alone (the harness's
-    chunks, :data:`CHUNKS`)."""
+    root = seed_sequence(rng)
+    model_kw = {"pbm": {"eta": eta}, "dcm": {"dcm_lambda": dcm_lambda}}.get(click_model, {})
+    span = world.n_ticks - tick
+    per_tick = -(-n_rounds // span)
+    if not _static(world, tick, tick + -(-n_rounds // per_tick)):
+        per_tick = n_rounds
+        warnings.warn(f"{evaluation}: p(u, i, t) changes over the ticks after {tick}, so every "
+                      f"visit of a log is at tick {tick}, where repeated (user, item) pairs "
+                      "share the environment's click coin: the records are not independent "
+                      "and the intervals may cover less than their level.", RuntimeWarning,
+                      stacklevel=2)
+    cfg = simulator.RecommendationConfig(world=world, world_seed=world_seed, k=k,
+                                         visits_per_tick=per_tick, start_tick=tick,
+                                         click_model=click_model, **model_kw)
+    sim_world = simulator.World(world, seed=world_seed)
+    users = np.arange(world.n_users)
+    p = sim_world.true_ctr(users[:, None], np.arange(world.n_items)[None, :], tick)
+    q = np.clip(p, 1e-12, 1 - 1e-12)
+    scores = np.log(q) - np.log1p(-q)
+    if score_noise > 0:  # part of the setting, not of a log: keyed by the world's seed
+        noise = np.random.default_rng(np.random.SeedSequence(world_seed, spawn_key=(_NOISE,)))
+        scores = scores + noise.normal(0.0, score_noise, scores.shape)
+    logging = agents.PlackettLuce(scores, k=k, temperature=log_t)
+    target = agents.PlackettLuce(scores, k=k, temperature=tgt_t)
+    truth = simulator.slate_policy_value(cfg, target, method="exact")
+    truth_log = simulator.slate_policy_value(cfg, logging, method="exact")
 
-    def __init__(self, config, *, click_model, k, n_rounds, n_logs, logging_temperature,
-                 target_temperature, score_noise, eta, dcm_lambda, tick, world_seed,
-                 estimators, n_folds, rng, evaluation):
-        import agents
-        import simulator
-        from recloop_base.validation import check_choice, check_float
+    est = {n: [] for n in names}
+    on_policy = []
+    from recloop_base.progress import bar
 
-        world = _world(config)
-        world_seed = check_int(world_seed, "world_seed", low=0)
-        click_model = check_choice(click_model, "click_model", _CLICK_MODELS)
-        k = check_int(k, "k", low=1, high=10)
-        n_rounds = check_int(n_rounds, "n_rounds", low=1)
-        n_logs = check_int(n_logs, "n_logs", low=2)
-        n_folds = check_int(n_folds, "n_folds", low=1)
-        log_t = _temperature("logging_temperature", logging_temperature, True)
-        tgt_t = _temperature("target_temperature", target_temperature, False)
-        score_noise = check_float(score_noise, "score_noise", low=0.0)
-        eta = check_float(eta, "eta", low=0.0)
-        dcm_lambda = check_float(dcm_lambda, "dcm_lambda", low=0.0, high=1.0)
-        tick = check_int(tick, "tick", low=0, high=world.n_ticks - 1)
-        names = _check_estimators(estimators)
-        if not isinstance(evaluation, str) or not evaluation:
-            raise TypeError(f"`evaluation` must be a non-empty str; got {evaluation!r}.")
-        alive = int(((world.birth_array() <= tick) & (tick < world.death_array())).sum())
-        if k > alive:
-            raise ValueError(f"`k` must be <= the {alive} items alive at tick {tick}; got {k}.")
-        uniform = math.isinf(log_t)
-        if "pseudoinverse" in names and not uniform:
-            names = tuple(n for n in names if n != "pseudoinverse")
+    for i in bar(range(n_logs), desc="logs", show=progress):
+        log, _ = simulator.collect_slate_log(cfg, n_rounds, policy=logging,
+                                             rng=child_rng(root, 2, i))
+        on_policy.append(float(log.slate_reward.mean()))
+        obs = log.observations()
+        cascade = target.prefix_probabilities(obs, log.action)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", evaluators.NoSupportWarning)
+            for name in names:
+                if name == "slate_ips":
+                    e = evaluators.slate_ips(log, cascade[:, -1])
+                elif name == "independent_ips":
+                    e = evaluators.independent_ips(
+                        log, target.item_position_probabilities(obs, log.action))
+                elif name == "reward_interaction_ips":
+                    e = evaluators.reward_interaction_ips(log, cascade)
+                elif name == "pseudoinverse":
+                    e = evaluators.pseudoinverse(log, target.item_marginals(obs, log.action))
+                else:
+                    # the (n, k, n_items) action distribution whole when it is small, else
+                    # the policy itself, evaluated by cascade_dr chunk by chunk
+                    dist = (target.conditional_probabilities(obs, log.action)
+                            if n_rounds * k * world.n_items <= _WHOLE_DIST else target)
+                    # the Q model's folds and per-item sums: once per log, its own stream
+                    model = evaluators.fit_reward_model(log, "mean", n_folds=n_folds,
+                                                        rng=child_rng(root, 4, i))
+                    e = evaluators.cascade_dr(log, cascade, dist, reward_model=model)
+                est[name].append(e)
 
-        root = seed_sequence(rng)
-        model_kw = {"pbm": {"eta": eta}, "dcm": {"dcm_lambda": dcm_lambda}}.get(click_model, {})
-        span = world.n_ticks - tick
-        per_tick = -(-n_rounds // span)
-        if not _static(world, tick, tick + -(-n_rounds // per_tick)):
-            per_tick = n_rounds
-            warnings.warn(f"{evaluation}: p(u, i, t) changes over the ticks after {tick}, so every "
-                          f"visit of a log is at tick {tick}, where repeated (user, item) pairs "
-                          "share the environment's click coin: the records are not independent "
-                          "and the intervals may cover less than their level.", RuntimeWarning,
-                          stacklevel=3)
-        cfg = simulator.RecommendationConfig(world=world, world_seed=world_seed, k=k,
-                                             visits_per_tick=per_tick, start_tick=tick,
-                                             click_model=click_model, **model_kw)
-        sim_world = simulator.World(world, seed=world_seed)
-        users = np.arange(world.n_users)
-        p = sim_world.true_ctr(users[:, None], np.arange(world.n_items)[None, :], tick)
-        q = np.clip(p, 1e-12, 1 - 1e-12)
-        scores = np.log(q) - np.log1p(-q)
-        if score_noise > 0:  # part of the setting, not of a log: keyed by the world's seed
-            noise = np.random.default_rng(np.random.SeedSequence(world_seed, spawn_key=(_NOISE,)))
-            scores = scores + noise.normal(0.0, score_noise, scores.shape)
-        logging = agents.PlackettLuce(scores, k=k, temperature=log_t)
-        target = agents.PlackettLuce(scores, k=k, temperature=tgt_t)
-        truth = simulator.slate_policy_value(cfg, target, method="exact")
-        truth_log = simulator.slate_policy_value(cfg, logging, method="exact")
-        params = {"click_model": click_model, "k": k, "n_rounds": n_rounds, "n_logs": n_logs,
-                  "logging_temperature": log_t, "target_temperature": tgt_t,
-                  "score_noise": score_noise, "tick": tick, "world_seed": world_seed}
-        if click_model == "pbm":
-            params["eta"] = eta
-        if click_model == "dcm":
-            params["dcm_lambda"] = dcm_lambda
-        self.cfg, self.world, self.root, self.names = cfg, world, root, names
-        self.logging, self.target, self.n_rounds, self.n_folds = (
-            logging, target, n_rounds, n_folds)
-        #: What the estimates of every log are read with (the same in every chunk).
-        self.header = {"evaluation": evaluation, "names": names, "params": params,
-                       "agent": _policy_name(tgt_t), "logging_agent": _policy_name(log_t),
-                       "truth": truth.value, "truth_logging": truth_log.value}
-
-    def logs(self, start: int, stop: int, *, progress: bool = False) -> list[tuple]:
-        """Logs ``start`` to ``stop - 1``: per log, ``(on-policy mean reward, the
-        estimators' estimates in the order of the header's names)``."""
-        import evaluators
-        import simulator
-        from recloop_base.progress import bar
-
-        root, target, world, n_rounds = self.root, self.target, self.world, self.n_rounds
-        out = []
-        for i in bar(range(start, stop), desc="logs", show=progress):
-            log, _ = simulator.collect_slate_log(self.cfg, n_rounds, policy=self.logging,
-                                                 rng=child_rng(root, 2, i))
-            on_policy = float(log.slate_reward.mean())
-            obs = log.observations()
-            cascade = target.prefix_probabilities(obs, log.action)
-            ests = []
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", evaluators.NoSupportWarning)
-                for name in self.names:
-                    if name == "slate_ips":
-                        e = evaluators.slate_ips(log, cascade[:, -1])
-                    elif name == "independent_ips":
-                        e = evaluators.independent_ips(
-                            log, target.item_position_probabilities(obs, log.action))
-                    elif name == "reward_interaction_ips":
-                        e = evaluators.reward_interaction_ips(log, cascade)
-                    elif name == "pseudoinverse":
-                        e = evaluators.pseudoinverse(log,
-                                                     target.item_marginals(obs, log.action))
-                    else:
-                        # the (n, k, n_items) action distribution whole when it is small,
-                        # else the policy itself, evaluated by cascade_dr chunk by chunk
-                        dist = (target.conditional_probabilities(obs, log.action)
-                                if n_rounds * self.cfg.k * world.n_items <= _WHOLE_DIST
-                                else target)
-                        # the Q model's folds and per-item sums: once per log, its own stream
-                        model = evaluators.fit_reward_model(log, "mean", n_folds=self.n_folds,
-                                                            rng=child_rng(root, 4, i))
-                        e = evaluators.cascade_dr(log, cascade, dist, reward_model=model)
-                    ests.append(e)
-            out.append((on_policy, ests))
-        return out
-
-
-def finish(header: dict, values: list[tuple], per_log=None) -> list[Measurement]:
-    """The rows of :func:`slate_ope` from the values of every log in log order
-    (:meth:`_Slate.logs` of all the logs, or of consecutive ranges concatenated); each
-    estimate goes to ``per_log`` first."""
-    evaluation, params, agent = header["evaluation"], header["params"], header["agent"]
-    truth = header["truth"]
+    params = {"click_model": click_model, "k": k, "n_rounds": n_rounds, "n_logs": n_logs,
+              "logging_temperature": log_t, "target_temperature": tgt_t,
+              "score_noise": score_noise, "tick": tick, "world_seed": world_seed}
+    if click_model == "pbm":
+        params["eta"] = eta
+    if click_model == "dcm":
+        params["dcm_lambda"] = dcm_lambda
+    agent = _policy_name(tgt_t)
     rows = []
     kw = dict(evaluation=evaluation, params=params)
-    for j, name in enumerate(header["names"]):
-        es = [ests[j] for _, ests in values]
-        emit_per_log(per_log, es, truth, agent=agent, variant=name, **kw)
+    for name in names:
+        es = est[name]
+        emit_per_log(per_log, es, truth.value, agent=agent, variant=name, **kw)
         rows += _summary([e.value for e in es], [e.stderr for e in es],
-                         [e.ci_low for e in es], [e.ci_high for e in es], truth,
+                         [e.ci_low for e in es], [e.ci_high for e in es], truth.value,
                          evaluation=evaluation, agent=agent, variant=name, params=params)
-    on_policy = [v for v, _ in values]
-    emit_per_log(per_log, on_policy, header["truth_logging"], agent=header["logging_agent"],
+    emit_per_log(per_log, on_policy, truth_log.value, agent=_policy_name(log_t),
                  variant="on_policy", **kw)
     op = np.asarray(on_policy)
     se = float(op.std(ddof=1) / math.sqrt(op.size))
-    rows.append(Measurement(evaluation=evaluation, agent=header["logging_agent"],
-                            metric="value", estimate=float(op.mean()), stderr=se,
+    rows.append(Measurement(evaluation=evaluation, agent=_policy_name(log_t), metric="value",
+                            estimate=float(op.mean()), stderr=se,
                             ci_low=float(op.mean()) - _Z * se,
-                            ci_high=float(op.mean()) + _Z * se, truth=header["truth_logging"],
+                            ci_high=float(op.mean()) + _Z * se, truth=truth_log.value,
                             n=op.size, variant="on_policy", params=params))
     return rows
 
@@ -573,42 +528,12 @@ def _resources(params, world):
     return out
 
 
-def _chunk(cell, start: int, stop: int):
-    """Logs ``[start, stop)`` of a cell: ``(header, values)`` (:class:`_Slate`)."""
+def _run_kind(cell):
     from recloop._worlds import world_config
 
-    kw = {name: default for name, default, _ in SLATE_OPE_PARAMS}
-    kw.update(cell.params)
-    study = _Slate(world_config(cell.world), **kw, rng=cell.seed_sequence,
-                   evaluation=cell.evaluation)
-    return study.header, study.logs(start, stop, progress=cell.progress)
-
-
-def _merge(cell, parts):
-    """The cell's rows from its chunks' ``(header, values)`` in log order."""
-    return finish(same_header(parts), [v for _, values in parts for v in values],
-                  cell.per_log)
-
-
-def _cost(cell) -> float:
-    """Estimated seconds of one log: visits x k x items (the target's position
-    distributions), x 2 with Cascade-DR, at :data:`SECONDS_PER_RECORD_CALL`."""
-    from recloop._limits import world_config_or_none
-
-    p = cell.params
-    items = getattr(world_config_or_none(cell.world), "n_items", 1000)
-    calls = 1 + ("cascade_dr" in (p.get("estimators") or SLATE_ESTIMATORS))
-    return SECONDS_PER_RECORD_CALL * p.get("n_rounds", 10_000) * p.get("k", 5) * items * calls
-
-
-def _chunks():
-    from recloop._registry import Chunks
-
-    return Chunks(n_logs=lambda cell: cell.params.get("n_logs", 50), cost=_cost, run=_chunk,
-                  merge=_merge)
-
-
-CHUNKS = _chunks()
+    return slate_ope(world_config(cell.world), **cell.params, rng=cell.seed_sequence,
+                     progress=cell.progress, evaluation=cell.evaluation,
+                     per_log=cell.per_log)
 
 
 def _figures_kind(measurements, out_dir, world):
@@ -646,8 +571,7 @@ def _kind():
                 "of a Plackett-Luce ranker, against the exact value of another one, under a "
                 "click model (independent, position-based, cascade, dependent): per "
                 "estimator value, bias, rmse, relative_rmse, sd, coverage, width, nan_rate.",
-        run=CHUNKS.whole,
-        chunks=CHUNKS,
+        run=_run_kind,
         params=tuple(Param(name, types[name], default[name], doc[name],
                            sweepable=name != "estimators") for name in types),
         per_agent=False,

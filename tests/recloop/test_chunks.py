@@ -1,6 +1,7 @@
 """Cells cut into chunks of logs (issue 26, section 3): the plan, the merge whatever the
 boundaries, and the same bytes as ``--workers 1`` on local workers and on Dask."""
 
+import functools
 import gzip
 import json
 from pathlib import Path
@@ -16,7 +17,7 @@ from recloop._scenario import loads_scenario
 
 PLUGINS = str(Path(__file__).resolve().parents[1] / "fixtures" / "plugins")
 
-#: Cells of 6 cheap logs of the chunkable kinds: the DR's ridge model draws its folds from
+#: Cells of 6 cheap logs of every chunkable kind: the DR's ridge model draws its folds from
 #: each log's stream, SLOPE's bootstrap of the logs is keyed by the target.
 SMALL = {
     "ope": loads_scenario("""
@@ -47,16 +48,21 @@ n_resamples = 50
 }
 
 
+@functools.lru_cache(maxsize=None)
+def _part(kind, a, b):
+    """Logs [a, b) of the small cell of ``kind``, each in a fresh context (as a worker would
+    compute them; a range computed once serves every example that cuts there)."""
+    data = SMALL[kind].data
+    chunks = registry().evaluations[kind].chunks
+    return chunks.run(_context(data, plan_cells(data)[0], False), a, b)
+
+
 def _merged(kind, bounds) -> str:
     """The cell's rows and per-log estimates computed as chunks ``bounds`` and merged."""
     data = SMALL[kind].data
-    cell = plan_cells(data)[0]
-    chunks = registry().evaluations[kind].chunks
-    parts = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
-        parts.append(chunks.run(_context(data, cell, False), a, b))
-    ctx = _context(data, cell, False)
-    rows = chunks.merge(ctx, parts)
+    parts = [_part(kind, a, b) for a, b in zip(bounds, bounds[1:], strict=False)]
+    ctx = _context(data, plan_cells(data)[0], False)
+    rows = registry().evaluations[kind].chunks.merge(ctx, parts)
     return repr(rows) + repr(ctx.estimates)
 
 
