@@ -1,14 +1,17 @@
 """Every core busy (issue 26, section 3): one large cell on 1 and on 2 local workers.
 
-The study: ONE ``ope`` cell -- ``--logs`` logs (default 40) of ``--n`` records (default
+The study: ONE ``ope`` cell -- ``--logs`` logs (default 200) of ``--n`` records (default
 10,000) of the ``bred_linear`` world, softmax logging (beta 10), the three default targets,
 seven estimators (IPS, SNIPS, DM, DR, SNDR, Switch-DR, DRos), the ridge reward model: the
 shape of ``benchmarks/study.py``, run as users run it, ``recloop run FILE -q`` in a fresh
 process (start-up, validation, tables and report included). With ``--workers 1`` the cell
 runs whole in the command's process; with ``--workers 2`` the runner cuts it into chunks of
-logs (``recloop._cells.plan_units``: 8 chunks of 5 logs) that the two worker processes run,
-and merges them in log order (before issue 26 section 3 the second core idled: the issue
-measured 328 and 341 ms per log).
+logs (``recloop._cells.plan_units``: 8 chunks of 25 logs at the default size) that the two
+worker processes run, and merges them in log order (before issue 26 section 3 the second
+core idled: the issue measured 328 and 341 ms per log). A chunk must carry a second of
+estimated work (``MIN_CHUNK_SECONDS``): at 40 logs (1.7 s of work on an idle core) the cell
+stays whole on 2 workers as well -- starting the workers would cost what the second core
+saves -- and ``chunks`` says so.
 
 Each setting runs ``--repeat`` times, interleaved; the best wall time of each counts. The
 whole command is timed at ``--logs`` and at twice as many logs: the difference is the
@@ -20,7 +23,7 @@ worker / 2 workers: marginal and of the whole command at ``--logs``), ``same_byt
 byte-identical between 1 and 2 workers), the CPUs and the load average before and after
 (the machine may be shared: quote the figures with it).
 
-Usage: ``.venv/bin/python benchmarks/chunks.py [--n 10000] [--logs 40] [--repeat 2]``.
+Usage: ``.venv/bin/python benchmarks/chunks.py [--n 10000] [--logs 200] [--repeat 2]``.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ def _run(scenario: Path, out: Path, workers: int) -> tuple[float, Path]:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=10_000)
-    ap.add_argument("--logs", type=int, default=40)
+    ap.add_argument("--logs", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
     load_before = os.getloadavg()
@@ -95,6 +98,14 @@ def main():
                     times.setdefault((workers, logs), []).append(seconds)
                     outputs.setdefault((workers, logs), _outputs(run_dir))
                     print(f"{logs} logs, --workers {workers}: {seconds:.1f} s", file=sys.stderr)
+    chunks = {}
+    for logs in sizes:
+        from recloop._cells import Chunk, plan_cells, plan_units
+        from recloop._scenario import loads_scenario
+
+        data = loads_scenario(SCENARIO.format(n=args.n, logs=logs)).data
+        units = plan_units(data, plan_cells(data), 2)
+        chunks[str(logs)] = sum(isinstance(u, Chunk) for u in units) or 1
     best = {k: min(v) for k, v in times.items()}
     marginal = {w: best[w, sizes[1]] - best[w, sizes[0]] for w in (1, 2)}
     out = {
@@ -108,6 +119,7 @@ def main():
         "all_times_s": {f"workers={w},logs={n}": [round(t, 2) for t in v]
                         for (w, n), v in times.items()},
         "same_bytes": all(outputs[1, n] == outputs[2, n] for n in sizes),
+        "units_on_2_workers": chunks,
         "cpus": len(os.sched_getaffinity(0)),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
