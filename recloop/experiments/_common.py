@@ -147,6 +147,17 @@ def emit_per_log(per_log, estimates, truth, *, evaluation: str, agent: str, vari
                             params=params, log=j if logs is None else logs[j]))
 
 
+def bound_arguments(function, *args, drop=("progress", "per_log"), **kwargs) -> dict:
+    """The arguments of ``function(*args, **kwargs)`` by name with its defaults filled in
+    (their one home: the function's signature), without ``drop``: what a chunk's set-up
+    receives from a cell's parameters."""
+    import inspect
+
+    bound = inspect.signature(function).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return {k: v for k, v in bound.arguments.items() if k not in drop}
+
+
 def same_header(parts) -> dict:
     """The header shared by a chunked cell's parts ``(header, per-log values)`` -- what
     every chunk computes before its logs (policies' truth, variants, settings) -- checked

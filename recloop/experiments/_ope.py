@@ -30,6 +30,7 @@ from recloop._schema import EstimatorList, Float, Int, ListOf, Param, Str, Table
 from recloop.experiments._common import (
     SECONDS_PER_RECORD_CALL,
     as_estimate,
+    bound_arguments,
     child_rng,
     emit_per_log,
     estimator_table,
@@ -775,22 +776,10 @@ def _chunk(cell, start: int, stop: int):
     p = dict(cell.params)
     p["estimators"] = cell.estimators(p["estimators"], "static")
     makers = {name: cell.make_agent(name) for name in cell.agent_names}
-    study = _study(world_config(cell.world), p.pop("targets"), agents=makers, **p,
-                   rng=cell.seed_sequence, evaluation=cell.evaluation,
-                   on_error=cell.report_error)
+    study = _Study(**bound_arguments(ope, world_config(cell.world), p.pop("targets"),
+                                     agents=makers, **p, rng=cell.seed_sequence,
+                                     evaluation=cell.evaluation, on_error=cell.report_error))
     return study.header, study.logs(start, stop, progress=cell.progress)
-
-
-def _study(*args, **kwargs) -> _Study:
-    """:class:`_Study` of :func:`ope`'s arguments, with its defaults (their one home)."""
-    import inspect
-
-    bound = inspect.signature(ope).bind(*args, **kwargs)
-    bound.apply_defaults()
-    given = dict(bound.arguments)
-    for key in ("progress", "per_log"):
-        given.pop(key)
-    return _Study(**given)
 
 
 def _merge(cell, parts):

@@ -21,6 +21,7 @@ from recloop._results import Measurement
 from recloop._schema import Float, Int, ListOf, Param, Str, Table
 from recloop.experiments._common import (
     SECONDS_PER_RECORD_CALL,
+    bound_arguments,
     child_rng,
     child_seed,
     emit_per_log,
@@ -453,19 +454,12 @@ def _check_kind(params, agents, world):
 
 def _chunk(cell, start: int, stop: int):
     """Logs ``[start, stop)`` of a cell: ``(header, values)`` (:class:`_Selection`)."""
-    import inspect
-
     from recloop._worlds import world_config
 
     p = dict(cell.params)
-    bound = inspect.signature(estimator_selection).bind(
-        world_config(cell.world), p.pop("targets"), **p, rng=cell.seed_sequence,
-        evaluation=cell.evaluation)
-    bound.apply_defaults()  # the function's defaults: their one home
-    given = dict(bound.arguments)
-    for key in ("progress", "per_log"):
-        given.pop(key)
-    study = _Selection(**given)
+    study = _Selection(**bound_arguments(estimator_selection, world_config(cell.world),
+                                         p.pop("targets"), **p, rng=cell.seed_sequence,
+                                         evaluation=cell.evaluation))
     return study.header, study.logs(start, stop, progress=cell.progress)
 
 
