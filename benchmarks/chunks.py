@@ -68,13 +68,19 @@ def _outputs(run_dir: Path) -> tuple:
             gzip.decompress((run_dir / "estimates.csv.gz").read_bytes()), cells)
 
 
-def _run(scenario: Path, out: Path, workers: int) -> tuple[float, Path]:
+def _run(scenario: Path, out: Path, workers: int) -> tuple[float, float, Path]:
+    """Wall seconds, CPU seconds (the command and its workers) and the run directory."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "recloop", "run", str(scenario), "-q", "--workers",
                     str(workers), "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    return seconds, run_dir
+    return seconds, cpu, run_dir
 
 
 def main():
@@ -87,19 +93,21 @@ def main():
     sizes = (args.logs, 2 * args.logs)
     times: dict[tuple[int, int], list[float]] = {}
     outputs: dict[tuple[int, int], tuple] = {}
+    cpus: dict[tuple[int, int], list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeat):
             for logs in sizes:
                 scenario = Path(tmp) / f"one_cell_{logs}.toml"
                 scenario.write_text(SCENARIO.format(n=args.n, logs=logs))
                 for workers in (1, 2):
-                    seconds, run_dir = _run(scenario, Path(tmp) / f"w{workers}_{logs}_{r}",
-                                            workers)
+                    seconds, cpu, run_dir = _run(scenario,
+                                                 Path(tmp) / f"w{workers}_{logs}_{r}", workers)
                     times.setdefault((workers, logs), []).append(seconds)
+                    cpus.setdefault((workers, logs), []).append(cpu)
                     outputs.setdefault((workers, logs), _outputs(run_dir))
                     print(f"{logs} logs, --workers {workers}: {seconds:.1f} s", file=sys.stderr)
     chunks = {}
-    for logs in sizes:
+    for logs in sizes:  # what the runner planned
         from recloop._cells import Chunk, plan_cells, plan_units
         from recloop._scenario import loads_scenario
 
@@ -118,6 +126,11 @@ def main():
         "speedup_per_log": round(marginal[1] / marginal[2], 2),
         "all_times_s": {f"workers={w},logs={n}": [round(t, 2) for t in v]
                         for (w, n), v in times.items()},
+        # the CPU time of the command and its workers: what the second worker's start-up
+        # and the chunks' set-ups add (on a shared machine the wall clock also depends on
+        # how much of the second core the others leave)
+        "cpu_s": {f"workers={w},logs={n}": [round(t, 2) for t in v]
+                  for (w, n), v in cpus.items()},
         "same_bytes": all(outputs[1, n] == outputs[2, n] for n in sizes),
         "units_on_2_workers": chunks,
         "cpus": len(os.sched_getaffinity(0)),
