@@ -133,8 +133,13 @@ def plan_units(data: dict, cells: list[Cell], workers: int, *,
         kind = registry().evaluations[_evaluation(data, cell)["kind"]]
         if kind.chunks is not None:
             ctx = _context(data, cell, False)
-            n = int(kind.chunks.n_logs(ctx))
-            sized[cell] = (n, n * float(kind.chunks.cost(ctx)))
+            try:
+                n = int(kind.chunks.n_logs(ctx))
+                cost = n * float(kind.chunks.cost(ctx))
+            except Exception:  # an estimate that fails must not stop a run: a whole cell
+                continue
+            if n > 0 and math.isfinite(cost) and cost >= 0:
+                sized[cell] = (n, cost)
     total = sum(cost for _, cost in sized.values())
     if total <= 0:
         return list(cells)
