@@ -108,8 +108,9 @@ class Chunks:
 
     Each function takes the cell's :class:`recloop._cells.CellContext`. ``n_logs(cell)``:
     the number of logs of the cell; ``cost(cell)``: the estimated seconds of one of its
-    logs on one core of an idle machine (rough -- within a factor of 2 is plenty: it decides
-    how the cells are cut, never a number; see :func:`recloop._cells.plan_units`);
+    logs on one core of an idle machine (rough -- the built-in kinds' are within a factor
+    of 2 to 5: it decides how the cells are cut, never a number; see
+    :func:`recloop._cells.plan_units`);
     ``run(cell, start, stop)``: a picklable *part* holding the per-log
     values of logs ``start`` to ``stop - 1`` (in a worker: the users' code runs here);
     ``merge(cell, parts)``: the cell's ``Measurement`` rows from the parts of consecutive

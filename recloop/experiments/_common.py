@@ -177,5 +177,8 @@ def same_header(parts) -> dict:
 #: context features) x targets x estimator calls of a log: 43 ms for a log of 10,000 records
 #: of ``bred_linear`` (10 arms, 10 features), 3 targets and 7 estimators on one idle core
 #: (docs/performance.md's ``harness`` row); ``estimator_selection``'s candidates cost 0.6 (IPS)
-#: to 1.1 (DR) times as much per unit.
+#: to 1.1 (DR) times as much per unit at 10,000 records, but small logs have a fixed cost per
+#: call that this ignores (2-8x more than estimated at 500 records, 20 twins) and many arms
+#: cost less than their share (100 arms: overestimated). Good enough to cut cells: a plan
+#: never changes a number.
 SECONDS_PER_RECORD_CALL = 1e-8
