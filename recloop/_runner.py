@@ -79,6 +79,11 @@ class _Assembly:
             return
         self.on_done(cell, *merged)
 
+    def skip(self, unit) -> bool:
+        """Whether ``unit`` is a chunk of a cell that has already failed (not worth running:
+        a hanging plugin would otherwise hang every chunk in turn)."""
+        return isinstance(unit, Chunk) and unit.cell in self.failed
+
     def failed_unit(self, unit, exc: CellError) -> None:
         if not isinstance(unit, Chunk):
             self.on_failed(unit, exc)
@@ -175,9 +180,11 @@ def _environ(extra: dict):
             os.environ.pop(k, None)
 
 def _run_pool(data, todo, workers, on_done, on_failed, *, reporter=None, paths=(),
-              timeout=600.0, note=lambda line: None, on_progress=None):
+              timeout=600.0, note=lambda line: None, on_progress=None,
+              skip=lambda unit: False):
     """The units (cells, chunks) on local worker processes
-    (:class:`recloop._workers.WorkerPool`); ``on_progress(unit, fraction, label)``."""
+    (:class:`recloop._workers.WorkerPool`); ``on_progress(unit, fraction, label)``; units
+    for which ``skip(unit)`` is true when their turn comes are dropped."""
     from recloop._plugins import users_code
     from recloop._workers import WorkerPool
 
@@ -189,7 +196,7 @@ def _run_pool(data, todo, workers, on_done, on_failed, *, reporter=None, paths=(
                       users_code=lambda c: users_code(data, c.evaluation, c.agent),
                       on_progress=on_progress or progress)
     with _environ(_worker_env(workers)):
-        pool.run(todo, on_done, on_failed)
+        pool.run(todo, on_done, on_failed, skip)
 
 
 class _UsageError(Exception):
@@ -443,7 +450,7 @@ class _Dask:
                             reporter.cell_progress(msg["cell"], msg["fraction"], msg["label"])
 
                 self.client.subscribe_topic(_PROGRESS_TOPIC, on_event)
-            self._run(data, todo, on_done, on_failed, paths, reporter)
+            self._run(data, todo, on_done, on_failed, paths, reporter, assembly)
         except (CellError, KeyboardInterrupt, _rundir.RunDirError, _UsageError):
             raise
         except OSError as exc:
@@ -455,7 +462,7 @@ class _Dask:
             raise ExecutorError(f"the Dask scheduler or its workers went away: "
                                 f"{_dask_problem(exc)}") from None
 
-    def _run(self, data, todo, on_done, on_failed, paths=(), reporter=None):
+    def _run(self, data, todo, on_done, on_failed, paths=(), reporter=None, assembly=None):
         from dask.distributed import as_completed
         from distributed import KilledWorker
 
@@ -502,6 +509,8 @@ class _Dask:
                 on_done(cell, *result)
             fut.release()
             nxt = next(it, None)
+            while nxt is not None and assembly is not None and assembly.skip(nxt):
+                nxt = next(it, None)  # a chunk of a cell that has failed: not worth a task
             if nxt is not None:
                 f = submit(nxt)
                 futures[f] = nxt
@@ -861,7 +870,7 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
             _run_pool(data, units, workers, assembly.done, assembly.failed_unit,
                       reporter=progress, paths=paths, timeout=plugin_timeout,
                       note=lambda line: echo(f"recloop: {line}"),
-                      on_progress=assembly.progress)
+                      on_progress=assembly.progress, skip=assembly.skip)
     except ExecutorError as exc:
         log = dask.log.text() if dask is not None else ""
         _rundir.atomic_write(run_dir / "errors.log", "".join(

@@ -187,14 +187,19 @@ class WorkerPool:
         self.idle: list[_Worker] = []
         self.busy: list[_Worker] = []
 
-    def run(self, todo, on_done: Callable, on_failed: Callable) -> None:
+    def run(self, todo, on_done: Callable, on_failed: Callable,
+            skip: Callable = lambda unit: False) -> None:
+        """Run the units of ``todo``; those for which ``skip(unit)`` is true when their turn
+        comes are dropped (the chunks of a cell that has already failed)."""
         from multiprocessing.connection import wait
 
         queue = collections.deque(todo)
         try:
             while queue or self.busy:
                 while queue and len(self.busy) < self.n:
-                    self._assign(queue.popleft())
+                    unit = queue.popleft()
+                    if not skip(unit):
+                        self._assign(unit)
                 waits = [w.conn for w in self.busy] + [w.process.sentinel for w in self.busy]
                 wait(waits, timeout=POLL_SECONDS)
                 for w in list(self.busy):

@@ -203,6 +203,10 @@ def test_progress_of_a_chunked_cell_weighs_its_chunks_by_their_logs():
     assembly.done(units[0], ("part", []), 1.0, [])
     assembly.progress(units[0], 1.0, "")
     assert done == [] and len(failed) == 1
+    # the cell's chunks still queued are dropped, not run (a plugin that hangs would
+    # otherwise hang every chunk in turn)
+    assert assembly.skip(Chunk(cell, 0, 2, 0, 6)) and not assembly.skip(cell)
+    assert not assembly.skip(Chunk(Cell(1, "large", None), 0, 2, 0, 6))
     assert failed[0].cell_id == "large/*/seed=0"
     assert failed[0].message == ("the worker running it was killed by SIGKILL (in logs 6-7, "
                                  "chunk 2 of 2)")
