@@ -18,8 +18,10 @@ The runner (:mod:`recloop._runner`) schedules cells on executors; the worker pro
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
 import sys
 import time
 import traceback
@@ -33,8 +35,8 @@ from recloop import _rundir
 from recloop._registry import registry
 from recloop._schema import sweep_values
 
-__all__ = ["Cell", "CellContext", "CellError", "execute_cell", "iter_cells", "plan_cells",
-           "use_paths"]
+__all__ = ["Cell", "CellContext", "CellError", "Chunk", "execute_cell", "execute_unit",
+           "iter_cells", "merge_chunks", "plan_cells", "plan_units", "use_paths"]
 
 #: Spawn key (under the cell's seed sequence) of the streams :meth:`CellContext.agent_rng`
 #: gives; far from the small keys the experiments use for their own streams.
@@ -66,6 +68,98 @@ class Cell:
         digest = hashlib.sha256(key.encode()).digest()
         words = tuple(int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4))
         return np.random.SeedSequence(self.seed, spawn_key=words)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Logs ``start`` to ``stop - 1`` of a cell whose kind declares
+    :class:`recloop._registry.Chunks`: chunk ``index`` of ``count``. A unit of work, not of
+    storage: the runner merges a cell's chunks, in log order, into its one cell file."""
+
+    cell: Cell
+    index: int
+    count: int
+    start: int
+    stop: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.cell.id} [logs {self.start}-{self.stop - 1}]"
+
+    @property
+    def evaluation(self) -> str:
+        return self.cell.evaluation
+
+    @property
+    def agent(self) -> str | None:
+        return self.cell.agent
+
+
+#: A chunk holds at least this many logs (each chunk repeats the cell's set-up: policies,
+#: truth, agents fitted).
+MIN_CHUNK_LOGS = 2
+#: ... and at least this many seconds of estimated work: a chunk's set-up and messages cost
+#: milliseconds, but cutting the only cell of a run also starts the worker processes (each
+#: imports recloop: about a second on an idle machine), which a smaller cell does not repay.
+MIN_CHUNK_SECONDS = 1.0
+#: Units of work per worker the planner aims at: a few per worker, so that the last ones
+#: to finish leave little idle time.
+UNITS_PER_WORKER = 4
+
+
+def plan_units(data: dict, cells: list[Cell], workers: int, *,
+               min_logs: int | None = None, min_seconds: float | None = None,
+               per_worker: int = UNITS_PER_WORKER) -> list:
+    """The units of work of ``cells`` on ``workers`` workers: cells, and chunks of the
+    cells whose kind declares :class:`recloop._registry.Chunks`, largest first.
+
+    A chunkable cell's cost is its logs times the kind's estimated seconds of a log. With
+    one worker every cell is one unit, in cell order. Else a cell is cut into ``ceil(cost
+    / target)`` chunks of consecutive logs, ``target`` being the chunkable cells' total
+    cost over ``workers x per_worker`` -- one large cell becomes ``workers x per_worker``
+    chunks, many small ones stay whole -- but at most one chunk per ``min_logs`` logs
+    (:data:`MIN_CHUNK_LOGS`) and per ``min_seconds`` of estimated work
+    (:data:`MIN_CHUNK_SECONDS`). The units are then ordered by decreasing cost (cells
+    without a cost estimate first, in cell order), the longest-processing-time-first rule
+    that keeps the last ones short. The results do not depend on any of it: a chunk's logs
+    are computed as in the whole cell and merged in log order.
+    """
+    min_logs = MIN_CHUNK_LOGS if min_logs is None else min_logs
+    min_seconds = MIN_CHUNK_SECONDS if min_seconds is None else min_seconds
+    if workers <= 1:
+        return list(cells)
+    sized = {}
+    for cell in cells:
+        kind = registry().evaluations[_evaluation(data, cell)["kind"]]
+        if kind.chunks is not None:
+            ctx = _context(data, cell, False)
+            try:
+                n = int(kind.chunks.n_logs(ctx))
+                cost = n * float(kind.chunks.cost(ctx))
+            except Exception:  # an estimate that fails must not stop a run: a whole cell
+                continue
+            if n > 0 and math.isfinite(cost) and cost >= 0:
+                sized[cell] = (n, cost)
+    total = sum(cost for _, cost in sized.values())
+    if total <= 0:
+        return list(cells)
+    target = total / (workers * per_worker)
+    units: list[tuple[float, int, Any]] = []
+    for j, cell in enumerate(cells):
+        if cell not in sized:
+            units.append((float("inf"), j, cell))
+            continue
+        n, cost = sized[cell]
+        m = min(math.ceil(cost / target), n // max(1, min_logs),
+                int(cost // min_seconds) if min_seconds > 0 else n)
+        if m <= 1:
+            units.append((cost, j, cell))
+            continue
+        bounds = [n * k // m for k in range(m + 1)]
+        units += [(cost * (bounds[k + 1] - bounds[k]) / n, j,
+                   Chunk(cell, k, m, bounds[k], bounds[k + 1])) for k in range(m)]
+    units.sort(key=lambda u: (-u[0], u[1]))  # stable: a cell's chunks stay in log order
+    return [u for _, _, u in units]
 
 
 def plan_cells(data: dict) -> list[Cell]:
@@ -185,8 +279,12 @@ class CellError(Exception):
         return type(self), (self.cell_id, self.message, self.tb)
 
 
+def _evaluation(data: dict, cell: Cell) -> dict:
+    return next(e for e in data["evaluations"] if e["name"] == cell.evaluation)
+
+
 def _context(data: dict, cell: Cell, progress: bool, executor=None) -> CellContext:
-    ev = next(e for e in data["evaluations"] if e["name"] == cell.evaluation)
+    ev = _evaluation(data, cell)
     kind = registry().evaluations[ev["kind"]]
     params = {p.name: ev[p.name] for p in kind.params if p.name in ev}
     params.update(cell.swept)
@@ -229,31 +327,84 @@ def execute_cell(data: dict, cell: Cell, progress: bool = False, paths=(), execu
     ``"seed"``, its rows themselves, as log 0: the seed is the log). ``paths`` are put on
     the import path first (users' plugins); ``executor`` is the client that runs the
     cell's inner partitions (see :attr:`CellContext.executor`)."""
-    from recloop._guard import UserCodeError, last_section
-
     start = time.perf_counter()
-    try:
+    with _failing_as(cell.id):
         use_paths(paths)
         ctx = _context(data, cell, progress, executor)
         kind = registry().evaluations[ctx.kind]
-        measurements = kind.run(ctx)
-        rows = [_row(m, scenario=ctx.scenario, cell=cell) for m in measurements]
-        if kind.unit == "seed":
-            per_log = [_row(m, scenario=ctx.scenario, cell=cell, log=0) for m in measurements]
-        else:
-            per_log = [_row(m, scenario=ctx.scenario, cell=cell, log=m.log)
-                       for m in ctx.estimates]
-    except UserCodeError as exc:  # a plugin ended the process or changed shared inputs
-        raise CellError(cell.id, str(exc), traceback.format_exc()) from None
-    except SystemExit as exc:  # a user's sys.exit() fails its cell, not the run's process
-        last = last_section()
-        raise CellError(cell.id, f"SystemExit: {exc.code!r}: users' code called sys.exit("
-                        f"{exc.code!r})" + (f" (the users' code called last: {last})" if last
-                                            else ""), traceback.format_exc()) from None
-    except Exception as exc:  # reported by the parent with the cell's id
-        raise CellError(cell.id, f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
+        rows, per_log = _rows(kind, ctx, cell, kind.run(ctx))
     return (rows, time.perf_counter() - start, [f"{cell.id}: {e}" for e in ctx.errors],
             per_log)
+
+
+def execute_chunk(data: dict, chunk: Chunk, progress: bool = False, paths=()
+                  ) -> tuple[Any, float, list[str]]:
+    """Run one chunk (in any process): its part (``Chunks.run`` of its logs), the seconds
+    it took and the errors of users' code it survived, named by its cell like a whole
+    cell's; a failure is a :class:`CellError` of the cell, naming the chunk's logs."""
+    start = time.perf_counter()
+    cell = chunk.cell
+    with _failing_as(cell.id, f" (in logs {chunk.start}-{chunk.stop - 1}, chunk "
+                     f"{chunk.index + 1} of {chunk.count})"):
+        use_paths(paths)
+        ctx = _context(data, cell, progress)
+        part = registry().evaluations[ctx.kind].chunks.run(ctx, chunk.start, chunk.stop)
+    return part, time.perf_counter() - start, [f"{cell.id}: {e}" for e in ctx.errors]
+
+
+def execute_unit(data: dict, unit, progress: bool = False, paths=()) -> tuple:
+    """:func:`execute_cell` of a :class:`Cell`, :func:`execute_chunk` of a :class:`Chunk`."""
+    if isinstance(unit, Chunk):
+        return execute_chunk(data, unit, progress, paths)
+    return execute_cell(data, unit, progress, paths)
+
+
+def merge_chunks(data: dict, cell: Cell, results: list[tuple]
+                 ) -> tuple[list[dict], float, list[str], list[dict]]:
+    """A cell's result, as :func:`execute_cell` gives it, from the results of
+    :func:`execute_chunk` of its chunks in log order (recloop's ``Chunks.merge``, in the
+    runner's process): the same rows, per-log estimates and errors, in the same order, as
+    the whole cell; its seconds are the chunks' added up."""
+    start = time.perf_counter()
+    with _failing_as(cell.id):
+        ctx = _context(data, cell, False)
+        kind = registry().evaluations[ctx.kind]
+        measurements = kind.chunks.merge(ctx, [part for part, _, _ in results])
+        rows, per_log = _rows(kind, ctx, cell, measurements)
+    errors = [e for _, _, errs in results for e in errs]
+    errors += [f"{cell.id}: {e}" for e in ctx.errors]
+    seconds = sum(s for _, s, _ in results) + time.perf_counter() - start
+    return rows, seconds, errors, per_log
+
+
+def _rows(kind, ctx: CellContext, cell: Cell, measurements) -> tuple[list[dict], list[dict]]:
+    rows = [_row(m, scenario=ctx.scenario, cell=cell) for m in measurements]
+    if kind.unit == "seed":
+        per_log = [_row(m, scenario=ctx.scenario, cell=cell, log=0) for m in measurements]
+    else:
+        per_log = [_row(m, scenario=ctx.scenario, cell=cell, log=m.log) for m in ctx.estimates]
+    return rows, per_log
+
+
+@contextlib.contextmanager
+def _failing_as(cell_id: str, where: str = ""):
+    """Whatever the block raises becomes a :class:`CellError` of cell ``cell_id`` (its
+    message followed by ``where``)."""
+    from recloop._guard import UserCodeError, last_section
+
+    try:
+        yield
+    except UserCodeError as exc:  # a plugin ended the process or changed shared inputs
+        raise CellError(cell_id, f"{exc}{where}", traceback.format_exc()) from None
+    except SystemExit as exc:  # a user's sys.exit() fails its cell, not the run's process
+        last = last_section()
+        raise CellError(cell_id, f"SystemExit: {exc.code!r}: users' code called sys.exit("
+                        f"{exc.code!r})" + (f" (the users' code called last: {last})" if last
+                                            else "") + where,
+                        traceback.format_exc()) from None
+    except Exception as exc:  # reported by the parent with the cell's id
+        raise CellError(cell_id, f"{type(exc).__name__}: {exc}{where}",
+                        traceback.format_exc()) from None
 
 
 def iter_cells(run_dir: Path, cells: list[Cell], timing: dict | None = None,

@@ -35,7 +35,7 @@ from recloop._schema import REFERENCE_PATTERN, Param
 
 __all__ = [
     "AGENT_FAMILIES", "BUILTIN_MODULES", "ENTRY_POINT_GROUPS", "ESTIMATOR_FAMILIES", "AgentKind",
-    "EstimatorKind", "EvaluationKind", "PluginError", "Registry", "agent_family_of",
+    "Chunks", "EstimatorKind", "EvaluationKind", "PluginError", "Registry", "agent_family_of",
     "kind_from_reference", "registry", "resolve_reference",
 ]
 
@@ -102,6 +102,39 @@ class EstimatorKind:
 
 
 @dataclass(frozen=True)
+class Chunks:
+    """How the cells of an evaluation kind split into chunks of logs that run apart (on
+    every worker of a run) and merge into the cell's result, bit for bit the whole cell's.
+
+    Each function takes the cell's :class:`recloop._cells.CellContext`. ``n_logs(cell)``:
+    the number of logs of the cell; ``cost(cell)``: the estimated seconds of one of its
+    logs on one core of an idle machine (rough -- the built-in kinds' are within a factor
+    of 2 to 5: it decides how the cells are cut, never a number; see
+    :func:`recloop._cells.plan_units`);
+    ``run(cell, start, stop)``: a picklable *part* holding the per-log
+    values of logs ``start`` to ``stop - 1`` (in a worker: the users' code runs here);
+    ``merge(cell, parts)``: the cell's ``Measurement`` rows from the parts of consecutive
+    ranges covering every log, in log order (in the runner's process: recloop's code only;
+    it records the per-log estimates with :meth:`CellContext.per_log`).
+
+    The contract that makes chunking exact: log ``i``'s values depend on ``i`` and the
+    cell alone (its random streams keyed by ``i``, never by its position in a chunk), and
+    ``merge`` reads the parts as one list of logs, so that any boundaries give the same
+    bytes. A whole cell is ``merge(cell, [run(cell, 0, n_logs)])`` (:meth:`whole`): one
+    code path whether a cell runs whole or in chunks.
+    """
+
+    n_logs: Callable
+    cost: Callable
+    run: Callable
+    merge: Callable
+
+    def whole(self, cell) -> list:
+        """The cell's rows computed in one piece (``EvaluationKind.run`` of such a kind)."""
+        return self.merge(cell, [self.run(cell, 0, self.n_logs(cell))])
+
+
+@dataclass(frozen=True)
 class EvaluationKind:
     """An evaluation a scenario can run, declared once beside the function that runs it.
 
@@ -126,7 +159,9 @@ class EvaluationKind:
     part (see :mod:`recloop._limits`); ``recloop run`` refuses a scenario whose cells need
     more than the machine has (``--force`` runs it anyway). ``headline``: the per-log
     metric(s) the summaries of the report and of the CLI show first (a name, or a name
-    followed by ``@k``: ``loo_hit`` matches ``loo_hit@5``).
+    followed by ``@k``: ``loo_hit`` matches ``loo_hit@5``). ``chunks``: a :class:`Chunks`
+    when the kind's cells are loops over independent logs that may run in chunks on
+    several workers (``None``: a cell always runs whole).
     """
 
     name: str
@@ -147,6 +182,7 @@ class EvaluationKind:
     resources: Callable | None = None
     headline: tuple[str, ...] = ()
     unit: str = "seed"
+    chunks: Chunks | None = None
 
     def __post_init__(self):
         if self.unit not in ("log", "seed"):

@@ -21,7 +21,17 @@ from pathlib import Path
 from typing import Callable
 
 from recloop import _rundir
-from recloop._cells import Cell, CellError, execute_cell, iter_cells, plan_cells
+from recloop._cells import (
+    Cell,
+    CellError,
+    Chunk,
+    execute_cell,
+    execute_unit,
+    iter_cells,
+    merge_chunks,
+    plan_cells,
+    plan_units,
+)
 from recloop._validate import Scenario
 
 __all__ = ["Damage", "ExecutorError", "ReportError", "out_problem", "run_scenario",
@@ -29,6 +39,99 @@ __all__ = ["Damage", "ExecutorError", "ReportError", "out_problem", "run_scenari
 
 
 # --- executors --------------------------------------------------------------------------------
+
+class _Assembly:
+    """Units of work (cells and chunks of cells) to finished cells: wraps the run's
+    ``on_done(cell, *result)``, ``on_failed(cell, CellError)`` and progress so that the
+    executors run units and the run sees cells. A cell's chunks are merged in log order
+    (:func:`recloop._cells.merge_chunks`, in this process) when the last one is in; the
+    first chunk that fails fails its cell (once; its other chunks are then ignored). The
+    progress of a chunked cell is its chunks' fractions weighted by their logs."""
+
+    def __init__(self, data, units, on_done, on_failed, reporter=None):
+        self.data, self.on_done, self.on_failed, self.reporter = (
+            data, on_done, on_failed, reporter)
+        self.parts: dict[Cell, dict[int, tuple]] = {}
+        self.fractions: dict[Cell, dict[int, float]] = {}
+        self.failed: set[Cell] = set()
+        self.chunks = {(u.cell.id, u.index): u for u in units if isinstance(u, Chunk)}
+
+    def done(self, unit, *result) -> None:
+        if not isinstance(unit, Chunk):
+            self.on_done(unit, *result)
+            return
+        cell = unit.cell
+        if cell in self.failed:
+            return
+        parts = self.parts.setdefault(cell, {})
+        parts[unit.index] = result
+        self.fractions.setdefault(cell, {})[unit.index] = 1.0
+        if len(parts) < unit.count:
+            self._progress(unit)
+            return
+        del self.parts[cell]
+        self.fractions.pop(cell, None)
+        try:
+            merged = merge_chunks(self.data, cell, [parts[k] for k in range(unit.count)])
+        except CellError as exc:
+            self.failed.add(cell)
+            self.on_failed(cell, exc)
+            return
+        self.on_done(cell, *merged)
+
+    def skip(self, unit) -> bool:
+        """Whether ``unit`` is a chunk of a cell that has already failed (not worth running:
+        a hanging plugin would otherwise hang every chunk in turn)."""
+        return isinstance(unit, Chunk) and unit.cell in self.failed
+
+    def failed_unit(self, unit, exc: CellError) -> None:
+        if not isinstance(unit, Chunk):
+            self.on_failed(unit, exc)
+            return
+        cell = unit.cell
+        if cell in self.failed:
+            return
+        self.failed.add(cell)
+        self.parts.pop(cell, None)
+        self.fractions.pop(cell, None)
+        if exc.cell_id != cell.id:  # the pool's words (a death, a time limit): name the logs
+            exc = CellError(cell.id, f"{exc.message} (in logs {unit.start}-{unit.stop - 1}, "
+                            f"chunk {unit.index + 1} of {unit.count})", exc.tb)
+        self.on_failed(cell, exc)
+
+    def progress(self, unit, fraction, label) -> None:
+        if self.reporter is None:
+            return
+        if not isinstance(unit, Chunk):
+            self.reporter.cell_progress(unit.id, fraction, label)
+            return
+        if unit.cell in self.failed:
+            return
+        self.fractions.setdefault(unit.cell, {})[unit.index] = fraction or 0.0
+        self._progress(unit)
+
+    def chunk_progress(self, cell_id: str, index: int, fraction, label) -> None:
+        """:meth:`progress` of chunk ``index`` of cell ``cell_id`` (Dask's events)."""
+        unit = self.chunks.get((cell_id, index))
+        if unit is not None:
+            self.progress(unit, fraction, label)
+
+    def _progress(self, unit: Chunk) -> None:
+        if self.reporter is None:
+            return
+        cell = unit.cell
+        n = self._logs(cell)
+        done = sum(f * self._size(cell, k) for k, f in self.fractions.get(cell, {}).items())
+        self.reporter.cell_progress(cell.id, done / n if n else 0.0,
+                                    f"logs {int(done)}/{n} in {unit.count} chunks")
+
+    def _size(self, cell, k) -> int:
+        u = self.chunks[cell.id, k]
+        return u.stop - u.start
+
+    def _logs(self, cell) -> int:
+        return max(u.stop for (cid, _), u in self.chunks.items() if cid == cell.id)
+
 
 def _run_inline(data, todo, on_done, on_failed, reporter=None, paths=()):
     """The cells in this process, one after the other (recloop's own code only: cells that
@@ -77,8 +180,11 @@ def _environ(extra: dict):
             os.environ.pop(k, None)
 
 def _run_pool(data, todo, workers, on_done, on_failed, *, reporter=None, paths=(),
-              timeout=600.0, note=lambda line: None):
-    """The cells on local worker processes (:class:`recloop._workers.WorkerPool`)."""
+              timeout=600.0, note=lambda line: None, on_progress=None,
+              skip=lambda unit: False):
+    """The units (cells, chunks) on local worker processes
+    (:class:`recloop._workers.WorkerPool`); ``on_progress(unit, fraction, label)``; units
+    for which ``skip(unit)`` is true when their turn comes are dropped."""
     from recloop._plugins import users_code
     from recloop._workers import WorkerPool
 
@@ -88,9 +194,9 @@ def _run_pool(data, todo, workers, on_done, on_failed, *, reporter=None, paths=(
 
     pool = WorkerPool(data, workers, paths=paths, timeout=timeout, note=note,
                       users_code=lambda c: users_code(data, c.evaluation, c.agent),
-                      on_progress=progress)
+                      on_progress=on_progress or progress)
     with _environ(_worker_env(workers)):
-        pool.run(todo, on_done, on_failed)
+        pool.run(todo, on_done, on_failed, skip)
 
 
 class _UsageError(Exception):
@@ -254,22 +360,24 @@ _PROGRESS_TOPIC = "recloop-progress"
 
 
 def _dask_cell(data, cell, progress, paths):
-    """A cell as a Dask task: :func:`execute_cell`, its progress sent to the client as
-    events of :data:`_PROGRESS_TOPIC` (when ``progress``)."""
+    """A unit (a cell or a chunk) as a Dask task: :func:`execute_unit`, its progress sent
+    to the client as events of :data:`_PROGRESS_TOPIC` (when ``progress``)."""
     if not progress:
-        return execute_cell(data, cell, False, paths)
+        return execute_unit(data, cell, False, paths)
     from distributed import get_worker
 
     from recloop_base.progress import reporting_to
 
     worker = get_worker()
+    cell_id, chunk = ((cell.cell.id, cell.index) if isinstance(cell, Chunk) else
+                      (cell.id, None))
 
     def send(fraction, label):
-        worker.log_event(_PROGRESS_TOPIC, {"cell": cell.id, "fraction": fraction,
-                                           "label": label})
+        worker.log_event(_PROGRESS_TOPIC, {"cell": cell_id, "chunk": chunk,
+                                           "fraction": fraction, "label": label})
 
     with reporting_to(send):
-        return execute_cell(data, cell, True, paths)
+        return execute_unit(data, cell, True, paths)
 
 
 class _Dask:
@@ -310,7 +418,8 @@ class _Dask:
         except BaseException:
             self.close()
             raise
-        self.window = 2 * max(workers, n, 1)
+        self.workers = max(workers, n, 1)
+        self.window = 2 * self.workers
 
     @staticmethod
     def _connect(Client, scheduler: str, timeout: float):
@@ -328,16 +437,20 @@ class _Dask:
                               f"a service that does not answer like one "
                               f"({_dask_problem(exc)})") from None
 
-    def run(self, data, todo, on_done, on_failed, paths=(), reporter=None):
+    def run(self, data, todo, on_done, on_failed, paths=(), reporter=None, assembly=None):
         try:
             if reporter is not None and not reporter.quiet:
                 def on_event(event):
                     msg = event[1] if isinstance(event, tuple) else event
                     with contextlib.suppress(Exception):
-                        reporter.cell_progress(msg["cell"], msg["fraction"], msg["label"])
+                        if msg.get("chunk") is not None and assembly is not None:
+                            assembly.chunk_progress(msg["cell"], msg["chunk"],
+                                                    msg["fraction"], msg["label"])
+                        else:
+                            reporter.cell_progress(msg["cell"], msg["fraction"], msg["label"])
 
                 self.client.subscribe_topic(_PROGRESS_TOPIC, on_event)
-            self._run(data, todo, on_done, on_failed, paths, reporter)
+            self._run(data, todo, on_done, on_failed, paths, reporter, assembly)
         except (CellError, KeyboardInterrupt, _rundir.RunDirError, _UsageError):
             raise
         except OSError as exc:
@@ -349,14 +462,15 @@ class _Dask:
             raise ExecutorError(f"the Dask scheduler or its workers went away: "
                                 f"{_dask_problem(exc)}") from None
 
-    def _run(self, data, todo, on_done, on_failed, paths=(), reporter=None):
+    def _run(self, data, todo, on_done, on_failed, paths=(), reporter=None, assembly=None):
         from dask.distributed import as_completed
         from distributed import KilledWorker
 
         from recloop_base.progress import reporting_to
 
         progress = reporter is not None and not reporter.quiet
-        if len(todo) == 1 and not _executes_users_code(data, todo):
+        if len(todo) == 1 and isinstance(todo[0], Cell) \
+                and not _executes_users_code(data, todo):
             # the only cell: run it here, its inner work partitioned over the cluster
             # (never tasks inside tasks: no nested deadlock, the same numbers); users' code
             # never runs in this process (an os._exit would end the run)
@@ -395,6 +509,8 @@ class _Dask:
                 on_done(cell, *result)
             fut.release()
             nxt = next(it, None)
+            while nxt is not None and assembly is not None and assembly.skip(nxt):
+                nxt = next(it, None)  # a chunk of a cell that has failed: not worth a task
             if nxt is not None:
                 f = submit(nxt)
                 futures[f] = nxt
@@ -740,14 +856,21 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
             echo(f"{scenario.name}: cell {cell.id} failed: {exc.message.splitlines()[0]} "
                  "(the other cells go on)")
 
+    # units of work: with several workers, large cells of kinds that declare chunks are
+    # cut into chunks of logs (merged here, in log order, into their cell's file)
+    units = plan_units(data, todo, dask.workers if dask is not None else workers)
+    assembly = _Assembly(data, units, on_done, on_failed, progress)
     try:
         if dask is not None:
-            dask.run(data, todo, on_done, on_failed, paths, progress)
-        elif (workers <= 1 or len(todo) <= 1) and not _executes_users_code(data, todo):
+            dask.run(data, units, assembly.done, assembly.failed_unit, paths, progress,
+                     assembly)
+        elif (workers <= 1 or len(units) <= 1) and not _executes_users_code(data, todo):
             _run_inline(data, todo, on_done, on_failed, progress, paths)  # no pool start-up
         else:  # users' code never runs in this process (os._exit, a hang, a segfault)
-            _run_pool(data, todo, workers, on_done, on_failed, reporter=progress, paths=paths,
-                      timeout=plugin_timeout, note=lambda line: echo(f"recloop: {line}"))
+            _run_pool(data, units, workers, assembly.done, assembly.failed_unit,
+                      reporter=progress, paths=paths, timeout=plugin_timeout,
+                      note=lambda line: echo(f"recloop: {line}"),
+                      on_progress=assembly.progress, skip=assembly.skip)
     except ExecutorError as exc:
         log = dask.log.text() if dask is not None else ""
         _rundir.atomic_write(run_dir / "errors.log", "".join(

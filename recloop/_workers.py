@@ -12,7 +12,12 @@ a cell, the worker answers with messages:
   every 0.25 s; also the heartbeat of the time limit;
 * ``("enter", what)`` / ``("enter", None)`` -- a call of users' code starts / returns
   (:func:`recloop._guard.section`);
-* ``("done", rows, seconds, errors)`` or ``("failed", CellError)``.
+* ``("done", *result)`` (:func:`recloop._cells.execute_unit`'s) or ``("failed",
+  CellError)``.
+
+A unit is a cell or a chunk of a cell's logs (:class:`recloop._cells.Chunk`): the pool runs
+both alike -- the time limit, the users' code named on a death -- and the runner merges a
+cell's chunks.
 
 The parent waits on every pipe and every process sentinel at once. A worker that exits in the
 middle of a cell (``os._exit`` in users' code, a segfault, the OOM killer's SIGKILL) fails
@@ -64,7 +69,7 @@ def _worker_main(conn, data: dict, paths, parent_pid: int) -> None:
     import threading
 
     from recloop import _guard
-    from recloop._cells import CellError, execute_cell
+    from recloop._cells import CellError, execute_unit
     from recloop_base.progress import reporting_to
 
     _worker_init(parent_pid)
@@ -88,11 +93,11 @@ def _worker_main(conn, data: dict, paths, parent_pid: int) -> None:
         send("start")
         with reporting_to(lambda fraction, label: send("progress", fraction, label)):
             try:
-                rows, seconds, errors, estimates = execute_cell(data, cell, True, paths)
+                result = execute_unit(data, cell, True, paths)
             except CellError as exc:
                 send("failed", exc)
                 continue
-        send("done", rows, seconds, errors, estimates)
+        send("done", *result)
 
 
 #: Seconds between two looks of a worker's watcher thread at its parent (where the kernel
@@ -182,14 +187,19 @@ class WorkerPool:
         self.idle: list[_Worker] = []
         self.busy: list[_Worker] = []
 
-    def run(self, todo, on_done: Callable, on_failed: Callable) -> None:
+    def run(self, todo, on_done: Callable, on_failed: Callable,
+            skip: Callable = lambda unit: False) -> None:
+        """Run the units of ``todo``; those for which ``skip(unit)`` is true when their turn
+        comes are dropped (the chunks of a cell that has already failed)."""
         from multiprocessing.connection import wait
 
         queue = collections.deque(todo)
         try:
             while queue or self.busy:
                 while queue and len(self.busy) < self.n:
-                    self._assign(queue.popleft())
+                    unit = queue.popleft()
+                    if not skip(unit):
+                        self._assign(unit)
                 waits = [w.conn for w in self.busy] + [w.process.sentinel for w in self.busy]
                 wait(waits, timeout=POLL_SECONDS)
                 for w in list(self.busy):

@@ -24,17 +24,21 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from recloop._registry import EvaluationKind, registry
+from recloop._registry import Chunks, EvaluationKind, registry
 from recloop._results import Measurement
 from recloop._schema import EstimatorList, Float, Int, ListOf, Param, Str, Table
 from recloop.experiments._common import (
+    SECONDS_PER_RECORD_CALL,
     as_estimate,
+    bound_arguments,
     child_rng,
     emit_per_log,
     estimator_table,
     name_key,
+    same_header,
     seed_sequence,
 )
+from recloop_base.progress import bar
 from recloop_base.validation import check_int
 
 __all__ = ["DEFAULT_ESTIMATORS", "DEFAULT_TARGETS", "KIND", "LOGGING_POLICIES",
@@ -289,96 +293,135 @@ def ope(config="bred_linear", targets: Sequence[Mapping] = DEFAULT_TARGETS, *,
     >>> sorted({m.variant for m in rows})
     ['direct_method', 'doubly_robust', 'ips', 'snips']
     """
-    import simulator
+    study = _Study(config, targets, agents=agents, estimators=estimators, logging=logging,
+                   beta=beta, epsilon=epsilon, n_rounds=n_rounds, n_logs=n_logs,
+                   n_actions=n_actions, residual=residual, reward_noise=reward_noise,
+                   n_train=n_train, ab_users=ab_users, rng=rng, evaluation=evaluation,
+                   on_error=on_error)
+    return finish(study.header, study.logs(0, study.n_logs, progress=progress), per_log)
 
-    config = _world(config, n_actions, residual)
-    n_rounds = check_int(n_rounds, "n_rounds", low=1)
-    n_logs = check_int(n_logs, "n_logs", low=1)
-    n_train = check_int(n_train, "n_train", low=0)
-    if isinstance(reward_noise, bool) or not isinstance(reward_noise, numbers.Real) \
-            or not (math.isfinite(reward_noise) and reward_noise >= 0):
-        raise ValueError(f"`reward_noise` must be a finite number >= 0; got {reward_noise!r}.")
-    logging_spec = _check_policy({"policy": logging, "beta": beta, "epsilon": epsilon},
-                                 "logging")
-    specs = {}
-    for j, t in enumerate(targets):
-        t = _check_policy(t, f"targets[{j}]")
-        name = t.get("name")
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"`targets[{j}].name` must be a non-empty string; got {name!r}.")
-        if name in specs:
-            raise ValueError(f"`targets` must not repeat a name; got {name!r} twice.")
-        specs[name] = t
-    agents = dict(agents or {})
-    clash = sorted(set(agents) & set(specs))
-    if clash:
-        raise ValueError(f"`agents` and `targets` must not share a name; got {clash[0]!r}.")
-    if not specs and not agents:
-        raise ValueError("`targets` and `agents` name no target policy; give at least one.")
-    ab_users = check_int(ab_users, "ab_users", low=0)
-    if ab_users == 1:
-        raise ValueError("`ab_users` must be 0 (no A/B test) or >= 2; got 1.")
-    builtins = {k: v.factory for k, v in registry().estimators.items()
-                if v.family == "static" and v.origin == "built-in"}
-    table = estimator_table(estimators, tuple(builtins), what="estimator")
-    if ab_users and "ab_test" in table:
-        raise ValueError("`estimators` must not name an estimator 'ab_test' when `ab_users` "
-                         "runs the A/B test of that name.")
-    funcs = {name: f if f is not None else builtins[name] for name, f in table.items()}
-    root = seed_sequence(rng)
-    if on_error is None:
-        def on_error(what, exc):
-            warnings.warn(f"{what}: {type(exc).__name__}: {exc}; recorded as nan.",
-                          EstimatorErrorWarning, stacklevel=3)
 
-    # policies on the context atoms, the truth of each target
-    policies = {name: policy_table(config, t) for name, t in specs.items()}
-    for name, make in agents.items():
-        key = name_key(name)
-        policies[name] = _agent_table(config, name, make, n_train, child_rng(root, 4, key),
-                                      child_rng(root, 5, key))
-    truth = {name: simulator.static_policy_value(config, _lookup(config, tab))
-             for name, tab in policies.items()}
-    logger = _lookup(config, policy_table(config, logging_spec))
+class _Study:
+    """One cell of :func:`ope` (its arguments, checked): the policies and their truth, then
+    the estimates of any range of logs -- log ``i`` depends on ``i`` alone (its streams are
+    keyed by it), so that logs ``[a, b)`` and ``[b, c)`` computed apart, in any processes,
+    are logs ``[a, c)`` (the harness's chunks, :data:`CHUNKS`)."""
 
-    variants = list(funcs) + (["ab_test"] if ab_users else [])
-    values: dict = {(t, e): [] for t in policies for e in variants}
-    from recloop_base.progress import bar
+    def __init__(self, config, targets, *, agents, estimators, logging, beta, epsilon,
+                 n_rounds, n_logs, n_actions, residual, reward_noise, n_train, ab_users, rng,
+                 evaluation, on_error):
+        import simulator
 
-    logs = bar(range(n_logs), desc="logs", show=progress)
-    takes_rng = {e: _takes_rng(f) for e, f in funcs.items()}
-    specs = {e: model_spec(f) for e, f in funcs.items()}
-    for i in logs:
-        log, atoms = logged(config, n_rounds, logger, root, i, reward_noise)
-        models = LogModels(log, root, i)
-        calls = {e: f if specs[e] is None else models.bind(*specs[e]) for e, f in funcs.items()}
-        for t, tab in policies.items():
-            action_dist = tab[atoms][:, :, None]
-            for e, f in calls.items():
-                kw = {"rng": child_rng(root, 3, name_key(e), name_key(t), i)} \
-                    if takes_rng[e] else {}
-                values[t, e].append(_safe_call(f, log, action_dist, kw, on_error,
-                                               f"estimator {e!r} on target {t!r}, log {i}"))
-            if ab_users:
-                values[t, "ab_test"].append(_ab_arm(config, tab, ab_users,
-                                                    child_rng(root, 6, name_key(t), i)))
-    params = {"logging": logging, "n_rounds": n_rounds, "n_actions": config.n_arms,
-              "reward_noise": float(reward_noise)}
-    if ab_users:
-        params["ab_users"] = ab_users
-    if residual is not None:
-        params["residual"] = float(residual)
-    if logging == "softmax":
-        params["beta"] = float(beta)
-    elif logging == "epsilon_greedy":
-        params["epsilon"] = float(epsilon)
+        config = _world(config, n_actions, residual)
+        n_rounds = check_int(n_rounds, "n_rounds", low=1)
+        n_logs = check_int(n_logs, "n_logs", low=1)
+        n_train = check_int(n_train, "n_train", low=0)
+        if isinstance(reward_noise, bool) or not isinstance(reward_noise, numbers.Real) \
+                or not (math.isfinite(reward_noise) and reward_noise >= 0):
+            raise ValueError(f"`reward_noise` must be a finite number >= 0; got {reward_noise!r}.")
+        logging_spec = _check_policy({"policy": logging, "beta": beta, "epsilon": epsilon},
+                                     "logging")
+        specs = {}
+        for j, t in enumerate(targets):
+            t = _check_policy(t, f"targets[{j}]")
+            name = t.get("name")
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"`targets[{j}].name` must be a non-empty string; got {name!r}.")
+            if name in specs:
+                raise ValueError(f"`targets` must not repeat a name; got {name!r} twice.")
+            specs[name] = t
+        agents = dict(agents or {})
+        clash = sorted(set(agents) & set(specs))
+        if clash:
+            raise ValueError(f"`agents` and `targets` must not share a name; got {clash[0]!r}.")
+        if not specs and not agents:
+            raise ValueError("`targets` and `agents` name no target policy; give at least one.")
+        ab_users = check_int(ab_users, "ab_users", low=0)
+        if ab_users == 1:
+            raise ValueError("`ab_users` must be 0 (no A/B test) or >= 2; got 1.")
+        builtins = {k: v.factory for k, v in registry().estimators.items()
+                    if v.family == "static" and v.origin == "built-in"}
+        table = estimator_table(estimators, tuple(builtins), what="estimator")
+        if ab_users and "ab_test" in table:
+            raise ValueError("`estimators` must not name an estimator 'ab_test' when `ab_users` "
+                             "runs the A/B test of that name.")
+        funcs = {name: f if f is not None else builtins[name] for name, f in table.items()}
+        root = seed_sequence(rng)
+        if on_error is None:
+            def on_error(what, exc):
+                warnings.warn(f"{what}: {type(exc).__name__}: {exc}; recorded as nan.",
+                              EstimatorErrorWarning, stacklevel=3)
+
+        # policies on the context atoms, the truth of each target
+        policies = {name: policy_table(config, t) for name, t in specs.items()}
+        for name, make in agents.items():
+            key = name_key(name)
+            policies[name] = _agent_table(config, name, make, n_train,
+                                          child_rng(root, 4, key), child_rng(root, 5, key))
+        truth = {name: simulator.static_policy_value(config, _lookup(config, tab))
+                 for name, tab in policies.items()}
+        variants = list(funcs) + (["ab_test"] if ab_users else [])
+        params = {"logging": logging, "n_rounds": n_rounds, "n_actions": config.n_arms,
+                  "reward_noise": float(reward_noise)}
+        if ab_users:
+            params["ab_users"] = ab_users
+        if residual is not None:
+            params["residual"] = float(residual)
+        if logging == "softmax":
+            params["beta"] = float(beta)
+        elif logging == "epsilon_greedy":
+            params["epsilon"] = float(epsilon)
+        self.config, self.n_rounds, self.n_logs, self.root = config, n_rounds, n_logs, root
+        self.reward_noise, self.ab_users, self.on_error = reward_noise, ab_users, on_error
+        self.policies, self.funcs = policies, funcs
+        self.logger = _lookup(config, policy_table(config, logging_spec))
+        #: What the estimates of every log are read with (the same in every chunk).
+        self.header = {"evaluation": evaluation, "targets": list(policies),
+                       "variants": variants, "truth": truth, "params": params}
+
+    def logs(self, start: int, stop: int, *, progress: bool = False) -> list[list]:
+        """The estimates of logs ``start`` to ``stop - 1``: per log, one ``Estimate`` (or
+        ``None``: the estimator failed) per (target, variant) of :attr:`header`, targets
+        outermost."""
+        funcs, config, root = self.funcs, self.config, self.root
+        takes_rng = {e: _takes_rng(f) for e, f in funcs.items()}
+        specs = {e: model_spec(f) for e, f in funcs.items()}
+        out = []
+        for i in bar(range(start, stop), desc="logs", show=progress):
+            log, atoms = logged(config, self.n_rounds, self.logger, root, i, self.reward_noise)
+            models = LogModels(log, root, i)
+            calls = {e: f if specs[e] is None else models.bind(*specs[e])
+                     for e, f in funcs.items()}
+            row = []
+            for t, tab in self.policies.items():
+                action_dist = tab[atoms][:, :, None]
+                for e, f in calls.items():
+                    kw = {"rng": child_rng(root, 3, name_key(e), name_key(t), i)} \
+                        if takes_rng[e] else {}
+                    row.append(_safe_call(f, log, action_dist, kw, self.on_error,
+                                          f"estimator {e!r} on target {t!r}, log {i}"))
+                if self.ab_users:
+                    row.append(_ab_arm(config, tab, self.ab_users,
+                                       child_rng(root, 6, name_key(t), i)))
+            out.append(row)
+        return out
+
+
+def finish(header: dict, values: list[list], per_log=None) -> list[Measurement]:
+    """The rows of :func:`ope` from the estimates of every log in log order (``values``:
+    :meth:`_Study.logs` of all the logs, or of consecutive ranges concatenated); each
+    estimate goes to ``per_log`` first."""
+    evaluation, params = header["evaluation"], header["params"]
+    variants = header["variants"]
     rows = []
-    for t in policies:
-        for e in variants:
-            emit_per_log(per_log, values[t, e], truth[t], evaluation=evaluation, agent=t,
-                         variant=e, params=params)
-            rows += _summary_rows(values[t, e], truth[t], evaluation=evaluation, agent=t,
-                                  variant=e, params=params)
+    for j, t in enumerate(header["targets"]):
+        for k, e in enumerate(variants):
+            col = [v[j * len(variants) + k] for v in values]
+            truth = header["truth"][t]
+            emit_per_log(per_log, col, truth, evaluation=evaluation, agent=t, variant=e,
+                         params=params)
+            rows += _summary_rows(col, truth, evaluation=evaluation, agent=t, variant=e,
+                                  params=params)
     return rows
 
 
@@ -726,15 +769,41 @@ def _resources(params, world):
             **traffic_bytes(params, world)}
 
 
-def _run_kind(cell):
+def _chunk(cell, start: int, stop: int):
+    """Logs ``[start, stop)`` of a cell: ``(header, estimates)`` (:class:`_Study`)."""
     from recloop._worlds import world_config
 
     p = dict(cell.params)
     p["estimators"] = cell.estimators(p["estimators"], "static")
     makers = {name: cell.make_agent(name) for name in cell.agent_names}
-    return ope(world_config(cell.world), p.pop("targets"), agents=makers, **p,
-               rng=cell.seed_sequence, progress=cell.progress, evaluation=cell.evaluation,
-               on_error=cell.report_error, per_log=cell.per_log)
+    study = _Study(**bound_arguments(ope, world_config(cell.world), p.pop("targets"),
+                                     agents=makers, **p, rng=cell.seed_sequence,
+                                     evaluation=cell.evaluation, on_error=cell.report_error))
+    return study.header, study.logs(start, stop, progress=cell.progress)
+
+
+def _merge(cell, parts):
+    """The cell's rows from its chunks' ``(header, estimates)`` in log order."""
+    header = same_header(parts)
+    return finish(header, [v for _, values in parts for v in values], cell.per_log)
+
+
+def _cost(cell) -> float:
+    """Estimated seconds of one log: records x (arms + context features: what a record
+    costs the estimators and the reward model) x targets x (estimators + the A/B test), at
+    :data:`SECONDS_PER_RECORD_CALL`."""
+    from recloop._limits import bandit_sizes
+
+    p = cell.params
+    K, d = bandit_sizes(cell.world)
+    targets = len(p.get("targets") or ()) + len(cell.agents)
+    calls = len(p.get("estimators") or ()) + (1 if p.get("ab_users") else 0)
+    return SECONDS_PER_RECORD_CALL * p["n_rounds"] * ((p.get("n_actions") or K) + d) \
+        * max(1, targets) * max(1, calls)
+
+
+CHUNKS = Chunks(n_logs=lambda cell: cell.params["n_logs"], cost=_cost, run=_chunk,
+                merge=_merge)
 
 
 def _figures_kind(measurements, out_dir, world):
@@ -749,7 +818,8 @@ KIND = EvaluationKind(
             "target (the `agent` column) and estimator (`variant`), over `n_logs` logs, "
             "metrics value, bias, rmse, relative_rmse, coverage and width of the intervals, "
             "nan_rate; the report ranks the estimators by RMSE per setting.",
-    run=_run_kind,
+    run=CHUNKS.whole,
+    chunks=CHUNKS,
     params=(
         Param("targets", ListOf(Table(), min_len=0), [dict(t) for t in DEFAULT_TARGETS],
               "Target policy constructors: tables `{name, policy = \"uniform\" | "

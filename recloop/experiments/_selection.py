@@ -16,14 +16,17 @@ import math
 
 import numpy as np
 
-from recloop._registry import EvaluationKind
+from recloop._registry import Chunks, EvaluationKind
 from recloop._results import Measurement
 from recloop._schema import Float, Int, ListOf, Param, Str, Table
 from recloop.experiments._common import (
+    SECONDS_PER_RECORD_CALL,
+    bound_arguments,
     child_rng,
     child_seed,
     emit_per_log,
     name_key,
+    same_header,
     seed_sequence,
 )
 from recloop.experiments._ope import (
@@ -114,99 +117,138 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     SLOPE never sees the truth: it picks from the log alone. The oracle is what a user would
     choose knowing the truth, the best any fixed choice can do in this setting.
     """
-    import functools
+    study = _Selection(config, targets, family=family, values=values, within=within,
+                       logging=logging, beta=beta, epsilon=epsilon, n_rounds=n_rounds,
+                       n_logs=n_logs, n_actions=n_actions, reward_noise=reward_noise,
+                       n_twins=n_twins, n_resamples=n_resamples, rng=rng,
+                       evaluation=evaluation)
+    return finish(study.header, study.logs(0, study.n_logs, progress=progress), per_log)
 
-    import evaluators
-    import simulator
-    from evaluators import (
-        SLOPE_DEFAULTS,
-        fit_reward_model,
-        select_by_twin,
-        select_estimator,
-    )
 
-    if family not in FAMILIES:
-        raise ValueError(f"`family` must be one of {', '.join(map(repr, FAMILIES))}; got "
-                         f"{family!r}.")
-    param, default = SLOPE_DEFAULTS[family]
-    cands = tuple(sorted(float(v) for v in (default if values is None else values)))[::-1]
-    if len(cands) < 2:
-        raise ValueError(f"`values` must hold at least 2 candidates; got {len(cands)}.")
-    if not (isinstance(within, (int, float)) and within > 0):
-        raise ValueError(f"`within` must be a number > 0; got {within!r}.")
-    config = _world(config, n_actions)
-    n_rounds = check_int(n_rounds, "n_rounds", low=2)
-    n_logs = check_int(n_logs, "n_logs", low=2)
-    n_resamples = check_int(n_resamples, "n_resamples", low=1)
-    n_twins = check_int(n_twins, "n_twins", low=0)
-    if n_twins == 1:
-        raise ValueError("`n_twins` must be 0 (no twin) or >= 2; got 1.")
-    fn = getattr(evaluators, family)
-    twin_candidates = [(_label(param, v), functools.partial(fn, **{param: v})) for v in cands]
-    logger = _lookup(config, policy_table(config, _check_policy(
-        {"policy": logging, "beta": beta, "epsilon": epsilon}, "logging")))
-    specs = {}
-    for j, t in enumerate(targets):
-        t = _check_policy(t, f"targets[{j}]")
-        specs[t["name"]] = t
-    if not specs:
-        raise ValueError("`targets` must name at least one target policy; got none.")
-    root = seed_sequence(rng)
-    tables = {name: policy_table(config, t) for name, t in specs.items()}
-    truth = {name: simulator.static_policy_value(config, _lookup(config, tab))
-             for name, tab in tables.items()}
-    theta = {t: np.full((n_logs, len(cands)), np.nan) for t in tables}
-    picked = {t: np.full(n_logs, -1) for t in tables}
-    slope = {t: [] for t in tables}
-    twin = {t: [] for t in tables}
-    twin_picked = {t: np.full(n_logs, -1) for t in tables}
-    from recloop_base.progress import bar
+class _Selection:
+    """One cell of :func:`estimator_selection` (its arguments, checked): the targets and
+    their truth, then any range of logs -- log ``i`` depends on ``i`` alone (the harness's
+    chunks, :data:`CHUNKS`)."""
 
-    logs = bar(range(n_logs), desc="logs", show=progress)
-    import warnings
+    def __init__(self, config, targets, *, family, values, within, logging, beta, epsilon,
+                 n_rounds, n_logs, n_actions, reward_noise, n_twins, n_resamples, rng,
+                 evaluation):
+        import functools
 
-    # the DR families' candidates share one reward model per log (every target too), fitted
-    # from the log's own stream
-    model_based = family in ("doubly_robust", "switch_dr", "dr_os")
-    for i in logs:
-        log, atoms = logged(config, n_rounds, logger, root, i, reward_noise)
-        model = fit_reward_model(log, "ridge", rng=child_rng(root, 7, i)) if model_based \
-            else "ridge"
-        for t, tab in tables.items():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                est = select_estimator(log, tab[atoms], estimator=family, values=cands,
-                                       model=model)
-            for v, th in zip(est.candidates, est.candidate_values, strict=True):
-                theta[t][i, cands.index(float(v))] = th
-            picked[t][i] = cands.index(float(est.selected)) if not math.isnan(est.selected) \
-                else -1
-            slope[t].append(est)
-            if n_twins:
+        import evaluators
+        import simulator
+        from evaluators import SLOPE_DEFAULTS
+
+        if family not in FAMILIES:
+            raise ValueError(f"`family` must be one of {', '.join(map(repr, FAMILIES))}; "
+                             f"got {family!r}.")
+        param, default = SLOPE_DEFAULTS[family]
+        cands = tuple(sorted(float(v) for v in (default if values is None else values)))[::-1]
+        if len(cands) < 2:
+            raise ValueError(f"`values` must hold at least 2 candidates; got {len(cands)}.")
+        if not (isinstance(within, (int, float)) and within > 0):
+            raise ValueError(f"`within` must be a number > 0; got {within!r}.")
+        config = _world(config, n_actions)
+        n_rounds = check_int(n_rounds, "n_rounds", low=2)
+        n_logs = check_int(n_logs, "n_logs", low=2)
+        n_resamples = check_int(n_resamples, "n_resamples", low=1)
+        n_twins = check_int(n_twins, "n_twins", low=0)
+        if n_twins == 1:
+            raise ValueError("`n_twins` must be 0 (no twin) or >= 2; got 1.")
+        fn = getattr(evaluators, family)
+        self.twin_candidates = [(_label(param, v), functools.partial(fn, **{param: v}))
+                                for v in cands]
+        self.logger = _lookup(config, policy_table(config, _check_policy(
+            {"policy": logging, "beta": beta, "epsilon": epsilon}, "logging")))
+        specs = {}
+        for j, t in enumerate(targets):
+            t = _check_policy(t, f"targets[{j}]")
+            specs[t["name"]] = t
+        if not specs:
+            raise ValueError("`targets` must name at least one target policy; got none.")
+        root = seed_sequence(rng)
+        self.tables = {name: policy_table(config, t) for name, t in specs.items()}
+        truth = {name: simulator.static_policy_value(config, _lookup(config, tab))
+                 for name, tab in self.tables.items()}
+        params = {"family": family, "logging": logging, "n_rounds": n_rounds,
+                  "n_actions": config.n_arms, "reward_noise": float(reward_noise)}
+        if n_twins:
+            params["n_twins"] = n_twins
+        if logging == "softmax":
+            params["beta"] = float(beta)
+        elif logging == "epsilon_greedy":
+            params["epsilon"] = float(epsilon)
+        self.config, self.n_rounds, self.n_logs, self.root = config, n_rounds, n_logs, root
+        self.reward_noise, self.family, self.cands, self.n_twins = (
+            reward_noise, family, cands, n_twins)
+        #: What the values of every log are read with (the same in every chunk).
+        self.header = {"evaluation": evaluation, "targets": list(self.tables), "param": param,
+                       "cands": cands, "truth": truth, "params": params, "within": within,
+                       "n_twins": n_twins, "n_resamples": n_resamples, "root": root}
+
+    def logs(self, start: int, stop: int, *, progress: bool = False) -> list[list]:
+        """Logs ``start`` to ``stop - 1``: per log and target, ``(candidates' values, index
+        of SLOPE's pick or -1, SLOPE's estimate, the twin's estimate or None, index of the
+        twin's pick or -1)``."""
+        import warnings
+
+        from evaluators import fit_reward_model, select_by_twin, select_estimator
+        from recloop_base.progress import bar
+
+        config, root, cands, family = self.config, self.root, self.cands, self.family
+        # the DR families' candidates share one reward model per log (every target too),
+        # fitted from the log's own stream
+        model_based = family in ("doubly_robust", "switch_dr", "dr_os")
+        out = []
+        for i in bar(range(start, stop), desc="logs", show=progress):
+            log, atoms = logged(config, self.n_rounds, self.logger, root, i, self.reward_noise)
+            model = fit_reward_model(log, "ridge", rng=child_rng(root, 7, i)) if model_based \
+                else "ridge"
+            row = []
+            for t, tab in self.tables.items():
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    tw = select_by_twin(log, tab[atoms], candidates=twin_candidates,
-                                        n_twins=n_twins,
-                                        rng=child_seed(root, 9, name_key(t), i))
-                twin[t].append(tw)
-                twin_picked[t][i] = [c[0] for c in twin_candidates].index(tw.selected)
-    params = {"family": family, "logging": logging, "n_rounds": n_rounds,
-              "n_actions": config.n_arms, "reward_noise": float(reward_noise)}
-    if n_twins:
-        params["n_twins"] = n_twins
-    if logging == "softmax":
-        params["beta"] = float(beta)
-    elif logging == "epsilon_greedy":
-        params["epsilon"] = float(epsilon)
+                    est = select_estimator(log, tab[atoms], estimator=family, values=cands,
+                                           model=model)
+                theta = np.full(len(cands), np.nan)
+                for v, th in zip(est.candidates, est.candidate_values, strict=True):
+                    theta[cands.index(float(v))] = th
+                picked = cands.index(float(est.selected)) if not math.isnan(est.selected) \
+                    else -1
+                tw, twin_picked = None, -1
+                if self.n_twins:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        tw = select_by_twin(log, tab[atoms], candidates=self.twin_candidates,
+                                            n_twins=self.n_twins,
+                                            rng=child_seed(root, 9, name_key(t), i))
+                    twin_picked = [c[0] for c in self.twin_candidates].index(tw.selected)
+                row.append((theta, picked, est, tw, twin_picked))
+            out.append(row)
+        return out
+
+
+def finish(header: dict, values: list[list], per_log=None) -> list[Measurement]:
+    """The rows of :func:`estimator_selection` from the values of every log in log order
+    (:meth:`_Selection.logs` of all the logs, or of consecutive ranges concatenated); each
+    log's estimates go to ``per_log`` first."""
+    cands, param, root = header["cands"], header["param"], header["root"]
+    n_twins, within, n_resamples = header["n_twins"], header["within"], header["n_resamples"]
     rows = []
-    for t in tables:
-        kw = dict(evaluation=evaluation, agent=t, params=params)
-        emit_per_log(per_log, slope[t], truth[t], variant="slope", **kw)
+    for j, t in enumerate(header["targets"]):
+        truth = header["truth"][t]
+        theta = np.array([v[j][0] for v in values]).reshape(len(values), len(cands))
+        picked = np.array([v[j][1] for v in values], dtype=int)
+        slope = [v[j][2] for v in values]
+        twin = [v[j][3] for v in values] if n_twins else []
+        twin_picked = np.array([v[j][4] for v in values], dtype=int)
+        kw = dict(evaluation=header["evaluation"], agent=t, params=header["params"])
+        emit_per_log(per_log, slope, truth, variant="slope", **kw)
         if n_twins:
-            emit_per_log(per_log, twin[t], truth[t], variant="twin", **kw)
+            emit_per_log(per_log, twin, truth, variant="twin", **kw)
         for c, v in enumerate(cands):
-            emit_per_log(per_log, list(theta[t][:, c]), truth[t], variant=_label(param, v), **kw)
-        err = theta[t] - truth[t]  # (n_logs, candidates)
+            emit_per_log(per_log, list(theta[:, c]), truth, variant=_label(param, v), **kw)
+        err = theta - truth  # (n_logs, candidates)
         ok = np.isfinite(err)
         rmse = np.array([math.sqrt(np.mean(err[ok[:, c], c] ** 2)) if ok[:, c].any()
                          else math.nan for c in range(len(cands))])
@@ -224,10 +266,9 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
                  Measurement(metric="choice", estimate=cands[best], variant="oracle", **kw),
                  Measurement(metric="rmse", estimate=rmse[0], n=int(ok[:, 0].sum()),
                              variant="untuned", **kw)]
-        for variant, ests, picks in (("slope", slope[t], picked[t]),
-                                     ("twin", twin[t], twin_picked[t])):
+        for variant, ests, picks in (("slope", slope, picked), ("twin", twin, twin_picked)):
             if ests:
-                rows += _chooser_rows(ests, picks, truth[t], err, rmse, best, within,
+                rows += _chooser_rows(ests, picks, truth, err, rmse, best, within,
                                       child_rng(root, 4 if variant == "slope" else 10,
                                                 name_key(t)),
                                       n_resamples, dict(kw, variant=variant))
@@ -411,13 +452,37 @@ def _check_kind(params, agents, world):
     yield from ope_rules({**params, "ab_users": 0}, agents, world)
 
 
-def _run_kind(cell):
+def _chunk(cell, start: int, stop: int):
+    """Logs ``[start, stop)`` of a cell: ``(header, values)`` (:class:`_Selection`)."""
     from recloop._worlds import world_config
 
     p = dict(cell.params)
-    return estimator_selection(world_config(cell.world), p.pop("targets"), **p,
-                               rng=cell.seed_sequence, progress=cell.progress,
-                               evaluation=cell.evaluation, per_log=cell.per_log)
+    study = _Selection(**bound_arguments(estimator_selection, world_config(cell.world),
+                                         p.pop("targets"), **p, rng=cell.seed_sequence,
+                                         evaluation=cell.evaluation))
+    return study.header, study.logs(start, stop, progress=cell.progress)
+
+
+def _merge(cell, parts):
+    """The cell's rows from its chunks' ``(header, values)`` in log order."""
+    return finish(same_header(parts), [v for _, values in parts for v in values],
+                  cell.per_log)
+
+
+def _cost(cell) -> float:
+    """Estimated seconds of one log: records x (arms + features) x targets x candidates (x
+    twins), at :data:`SECONDS_PER_RECORD_CALL`."""
+    from recloop._limits import bandit_sizes
+
+    p = cell.params
+    K, d = bandit_sizes(cell.world)
+    calls = len(p.get("values") or range(10)) * (1 + (p.get("n_twins") or 0))
+    return SECONDS_PER_RECORD_CALL * p["n_rounds"] * ((p.get("n_actions") or K) + d) \
+        * max(1, len(p.get("targets") or ())) * calls
+
+
+CHUNKS = Chunks(n_logs=lambda cell: cell.params["n_logs"], cost=_cost, run=_chunk,
+                merge=_merge)
 
 
 def _resources(params, world):
@@ -441,7 +506,8 @@ KIND = EvaluationKind(
             "picks the candidate with the least RMSE. Per setting and target: every "
             "candidate's rmse and bias, SLOPE's rmse, coverage, regret (against the oracle, "
             "bootstrap interval) and how often its pick is within 10% of the oracle's RMSE.",
-    run=_run_kind,
+    run=CHUNKS.whole,
+    chunks=CHUNKS,
     params=(
         Param("family", Str(choices=FAMILIES), "ips", "The estimator whose hyper-parameter "
               "SLOPE picks (ips: clip; doubly_robust: clip; switch_dr: tau; dr_os and "
