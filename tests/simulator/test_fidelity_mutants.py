@@ -406,6 +406,11 @@ def test_holdout_of_an_interaction_log_keeps_its_indices_and_source():
     assert h.world.user_ids.tolist() == [0, 2, 3, 6] and h.world.item_ids.tolist() == [0, 1, 3]
     assert _columns(h.real) == [[1, 6, 5, 2, 6, 4, 3], [1, 0, 2, 0, 1, 2, 1],
                                 [6, 7, 7, 7, 6, 7, 7], [4, 5, 3, 2, 4, 5, 5]]
+    # a log without a source in its metadata: no source
+    bare = InteractionLog(user=uix, item=iix, tick=ticks, source=np.zeros(u.size, np.int8),
+                          n_users=uid.size, n_items=iid.size, rating=r)
+    assert holdout_fidelity(bare, holdout=0.25, seconds_per_tick=1, n_factors=1,
+                            rng=0).world.source == ""
 
 
 class _Data:
@@ -428,6 +433,9 @@ class _Data:
     pytest.param(lambda: _Data(np.array([0, 1]), np.array([0, 1]), None, np.array([5])), {},
                  ValueError, "`interactions (timestamps)` must be 2 timestamps, one per "
                  "interaction; got 1.", id="timestamps"),
+    pytest.param(lambda: _Data(np.array([0, 1]), np.array([0, 1]), None, np.array([0.5, 1.0])),
+                 {}, TypeError, "`interactions (timestamps)` must be integers; got dtype "
+                 "float64.", id="float-timestamps"),
     pytest.param(lambda: _Data(np.zeros(0, int), np.zeros(0, int), None, np.zeros(0, int)), {},
                  ValueError, "`interactions` must be a log with at least one interaction; got "
                  "an empty log.", id="empty"),
