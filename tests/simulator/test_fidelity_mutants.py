@@ -4,6 +4,7 @@ be off by one, the verdicts at their thresholds, the report's rows and text to t
 every refusal word for word, holdout_split's arithmetic and the hold-out on a log small
 enough to follow by hand."""
 
+import dataclasses
 import math
 import re
 
@@ -11,8 +12,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import simulator
 from simulator import InteractionLog, fidelity, holdout_fidelity, holdout_split
 from simulator import _fidelity as F
+from simulator._sessions import SessionSchedule, continue_schedule, draw_schedule
 
 
 def _edges(rows, n_users, n_items, rating=True):
@@ -369,6 +372,7 @@ def test_holdout_bookkeeping_by_hand():
     assert _columns(again.simulated) == _columns(s) and again.report == h.report
 
 
+@pytest.mark.filterwarnings("error")  # the users the fit drops are not warned about
 def test_holdout_with_min_rating_leaves_low_ratings_out_of_both_parts():
     h = holdout_fidelity(_rows_log(), holdout=0.25, seconds_per_tick=10, n_factors=1, rng=0,
                          min_rating=3)
@@ -413,6 +417,16 @@ def test_holdout_of_an_interaction_log_keeps_its_indices_and_source():
                             rng=0).world.source == ""
 
 
+def test_holdout_of_a_log_without_ratings():
+    u, i, _, t = _rows_log()
+    h = holdout_fidelity((u, i, None, t), holdout=0.25, seconds_per_tick=10, n_factors=1, rng=0)
+    assert h.train.rating is None and h.real.rating is None and h.simulated.rating is None
+    assert _columns(h.train)[:3] == [[0, 0, 1, 1, 2, 2, 0, 3], [0, 1, 0, 2, 1, 2, 2, 0],
+                                     [0, 1, 0, 2, 3, 5, 4, 2]]
+    assert _columns(h.real)[:3] == [[1, 6, 5, 2, 6, 4, 3], [1, 0, 2, 0, 1, 2, 1],
+                                    [6, 7, 7, 7, 6, 7, 7]]
+
+
 class _Data:
     """A RatingData look-alike (duck typing)."""
 
@@ -430,6 +444,13 @@ class _Data:
                  id="n_ticks"),
     pytest.param(lambda: _rows_log(), dict(holdout=0.0), ValueError,
                  "`holdout` must be a finite number in (0.0, 0.5]; got 0.0.", id="holdout"),
+    # the options are checked before the log is read
+    pytest.param(lambda: (np.array([0, 1]), np.array([0, 1])), dict(holdout=0.0), ValueError,
+                 "`holdout` must be a finite number in (0.0, 0.5]; got 0.0.",
+                 id="holdout-0-first"),
+    pytest.param(lambda: (np.array([0, 1]), np.array([0, 1])), dict(holdout=0.75), ValueError,
+                 "`holdout` must be a finite number in (0.0, 0.5]; got 0.75.",
+                 id="holdout-0.75-first"),
     pytest.param(lambda: _Data(np.array([0, 1]), np.array([0, 1]), None, np.array([5])), {},
                  ValueError, "`interactions (timestamps)` must be 2 timestamps, one per "
                  "interaction; got 1.", id="timestamps"),
@@ -446,3 +467,74 @@ class _Data:
 def test_holdout_refusals_word_for_word(make, kwargs, error, text):
     with pytest.raises(error, match=_msg(text)):
         holdout_fidelity(make(), **{"holdout": 0.25, **kwargs})
+
+
+def _world_log(n_users=60, n_items=15, n_ticks=20, seed=0):
+    """(users, items, ratings, timestamps) of a small world with sessions, ids from 1."""
+    law = simulator.SessionLaw(count_mu=0.8, count_sigma=1.0, gap_mu=1.2, gap_sigma=0.8,
+                               later_weight=0.5)
+    config = simulator.WorldConfig(n_users=n_users, n_items=n_items, n_ticks=n_ticks, dim=2,
+                                   mean_profile_size=5.0, n_universal=0, appeal_mean=-2.0,
+                                   sessions=law)
+    e = simulator.World(config, seed).simulate(n_ticks - 1).edges
+    rng = np.random.default_rng(seed)
+    return (e.user + 1, e.item + 1, rng.integers(1, 6, e.user.size).astype(float),
+            1_000_000 + 86400 * e.tick)
+
+
+@pytest.mark.parametrize("sessions", [True, False], ids=["sessions", "no-sessions"])
+def test_the_continuation_is_the_documented_recipe(sessions):
+    """The simulated held-out log against the world built by hand from holdout_fidelity's
+    Notes, with the rng's second stream (SeedSequence(rng).spawn(3): fit, continuation,
+    comparison): the real profiles at the split as history; with sessions, the observed
+    sessions continued, E_u = activity_u / (weight of u's observed sessions), Poisson(rate *
+    held-out ticks) new users, each a copy of a fitted user drawn at random, arriving
+    uniformly over the held-out ticks; without sessions, the fitted rate per tick goes on
+    over the whole horizon and nobody new arrives."""
+    h = holdout_fidelity(_world_log(), holdout=0.3, n_factors=2, rng=4, seed=3,
+                         sessions=sessions)
+    split, n_ticks, n_old = h.split, h.n_ticks, h.world.n_users
+    c = h.world.config
+    fa = c.fitted
+    r_new = np.random.default_rng(np.random.SeedSequence(4).spawn(3)[1])
+    if sessions:
+        law = c.sessions
+        old = continue_schedule(law, h.train.user, h.train.tick, n_old, split, n_ticks, r_new)
+        observed = np.zeros(n_old)
+        for u, t, w in zip(old.user, old.tick, old.weight, strict=True):
+            if t < split:
+                observed[u] += w
+        n_new = int(r_new.poisson(law.arrival_rate * (n_ticks - split)))
+        src = r_new.integers(0, n_old, n_new)
+        new = draw_schedule(law, r_new.integers(split, n_ticks, n_new), n_ticks, r_new)
+        copy_of = list(range(n_old)) + src.tolist()
+        sched = SessionSchedule(user=np.concatenate([old.user, n_old + new.user]),
+                                tick=np.concatenate([old.tick, new.tick]),
+                                weight=np.concatenate([old.weight, new.weight]),
+                                n_users=n_old + n_new, n_ticks=n_ticks)
+        activity = np.zeros(n_old + n_new)
+        for u, w in zip(sched.user, sched.weight, strict=True):
+            f = copy_of[u]
+            activity[u] += w * fa.activity[f] / (observed[f] if observed[f] > 0 else 1.0)
+        halflife = None
+    else:
+        n_new, copy_of, sched = 0, list(range(n_old)), None
+        activity = np.array([a / split * n_ticks for a in fa.activity])
+        halflife = c.activity_halflife
+    assert h.new_users_simulated == n_new and (not sessions) <= (n_new == 0)
+    n_all = n_old + n_new
+    fitted = simulator.FittedArrays(appeal=fa.appeal, features=fa.features,
+                                    taste=fa.taste[copy_of], activity=activity,
+                                    ratings=fa.ratings.subset(users=np.array(copy_of)))
+    cont = dataclasses.replace(c, n_users=n_all, n_ticks=n_ticks, fitted=fitted,
+                               sessions=sched, activity_halflife=halflife)
+    t = h.train
+    history = InteractionLog(user=t.user, item=t.item, tick=t.tick, source=t.source,
+                             n_users=n_all, n_items=t.n_items, rating=t.rating)
+    world = simulator.World(cont, 3, history=history, start=split)
+    e = world.simulate(n_ticks - 1).edges
+    tail = e.tick >= split
+    assert h.simulated.n_users == n_all and h.simulated.n_items == t.n_items
+    assert _columns(h.simulated) == [e.user[tail].tolist(), e.item[tail].tolist(),
+                                     e.tick[tail].tolist(), e.rating[tail].tolist()]
+    assert h.simulated.source.tolist() == e.source[tail].tolist()
