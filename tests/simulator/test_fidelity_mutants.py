@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scipy.stats import ks_2samp
 
 import simulator
 from simulator import InteractionLog, fidelity, holdout_fidelity, holdout_split
@@ -103,6 +104,9 @@ def test_overlap_is_jaccard_and_zero_for_two_empty_profiles():
     # {0,1} & {1,2} = 1 of 3; two empty profiles 0; {0,1} in {0,1,2}: 2/3; {1,2}: 2/3
     assert F._overlap(m, a, b).tolist() == pytest.approx([1 / 3, 0.0, 2 / 3, 2 / 3])
     assert F._overlap(m, np.array([2]), np.array([3])).tolist() == [0.0]
+    # the same one item: union 1, Jaccard 1
+    one = sp.csr_array(np.array([[0, 1], [0, 1]], dtype=float))
+    assert F._overlap(one, np.array([0]), np.array([1])).tolist() == [1.0]
 
 
 def test_overlap_of_two_active_users_and_of_fewer():
@@ -122,6 +126,16 @@ def test_rating_tv_counts_on_the_real_levels_when_the_top_one_is_missing():
     assert F._rating_tv(real, np.array([2.0, 2.5])) == 0.5 * (0.25 + 0.25 + 0.0)
 
 
+def test_rating_tv_on_a_continuous_scale_puts_a_rating_on_an_edge_in_the_upper_bin():
+    # 21 distinct ratings 0..20 (more than MAX_LEVELS = 20): 20 equal bins of width 1 over
+    # [0, 20], the last closed; a rating on an edge goes up (side right), so the bins hold
+    # {0}, {1}, ..., {18}, {19, 20}: p = [1, ..., 1, 2] / 21. Simulated 0.5 and 19.5: q puts
+    # 1/2 in the first and the last bin. TV = (|1/21 - 1/2| + 18/21 + |2/21 - 1/2|) / 2
+    real = np.arange(21.0)
+    tv = F._rating_tv(real, np.array([0.5, 19.5]))
+    assert tv == pytest.approx(0.5 * ((0.5 - 1 / 21) + 18 / 21 + (0.5 - 2 / 21)), abs=1e-15)
+
+
 # -- one distance ------------------------------------------------------------------------------
 def test_verdicts_at_their_thresholds_are_the_milder_one():
     x, y = np.array([1.0, 2.0]), np.array([1.0, 1.0])  # KS exactly 1/2, W1 1/2
@@ -132,6 +146,15 @@ def test_verdicts_at_their_thresholds_are_the_milder_one():
     assert (d.ks, d.wasserstein, d.real_mean, d.simulated_mean, d.n_real, d.n_simulated) == \
         (0.5, 0.5, 1.5, 1.0, 2, 2)
     assert d.relative_wasserstein == 0.5 / 1.5 and math.isnan(d.tv) and d.name == "d"
+    assert d.ks_pvalue == ks_2samp(x, y).pvalue  # the p-value is SciPy's, kept as is
+
+
+def test_a_sample_of_one_is_measured():
+    # [2] against [1, 3]: |F - G| is 1/2 on [1, 3): KS 1/2, W1 1
+    for x, y in ((np.array([2.0]), np.array([1.0, 3.0])), (np.array([1.0, 3.0]), np.array([2.0]))):
+        d = F._distance("d", x, y, 0.1, 0.2)
+        assert (d.ks, d.wasserstein, d.verdict) == (0.5, 1.0, "poor")
+        assert (d.n_real, d.n_simulated) == (x.size, y.size)
 
 
 def test_relative_wasserstein_of_a_negative_mean_and_a_zero_mean():
@@ -139,6 +162,8 @@ def test_relative_wasserstein_of_a_negative_mean_and_a_zero_mean():
     assert d.wasserstein == 1.0 and d.real_mean == -2.0 and d.relative_wasserstein == 0.5
     d = F._distance("d", np.array([-1.0, 1.0]), np.array([0.0, 0.0]), 0.1, 0.2)
     assert d.wasserstein == 1.0 and d.real_mean == 0.0 and math.isnan(d.relative_wasserstein)
+    d = F._distance("d", np.array([1.0, 1.0]), np.array([1.0, 3.0]), 0.1, 0.2)
+    assert d.wasserstein == 1.0 and d.real_mean == 1.0 and d.relative_wasserstein == 1.0
 
 
 def test_a_distance_not_measured_counts_what_there_is():
@@ -250,6 +275,22 @@ def test_fidelity_accepts_the_edges_of_its_ranges_and_keeps_them():
     with pytest.raises(ValueError, match=_msg("`real` must be a log with at least one "
                                               "interaction; got an empty log.")):
         fidelity(np.zeros((2, 2)), m)
+    with pytest.raises(TypeError, match=_msg("`simulated` must be an InteractionLog or a users "
+                                             "x items matrix; got list.")):
+        fidelity(m, [[1.0]])
+    with pytest.raises(ValueError, match=_msg("`real` must be a 2-D users x items matrix; got "
+                                              "shape (3,).")):
+        fidelity(np.ones(3), m)
+    one = np.array([[0.0, 1.0]])  # one interaction is a log
+    assert fidelity(one, one, rng=0)["profile_size"].n_real == 1
+
+
+def test_fidelity_defaults_20000_pairs_and_no_label():
+    # 202 users each holding item 0 (active): 20,301 pairs, of which the default draws 20,000
+    m = sp.csr_array(np.ones((202, 1)))
+    rep = fidelity(m, m, rng=0)
+    assert rep["profile_overlap"].n_real == rep["profile_overlap"].n_simulated == 20_000
+    assert (rep.label, rep.ks_close, rep.ks_poor) == ("", 0.1, 0.2)
 
 
 def test_overlap_pairs_are_drawn_from_rng_and_n_pairs_of_them():
@@ -460,6 +501,10 @@ class _Data:
     pytest.param(lambda: _Data(np.zeros(0, int), np.zeros(0, int), None, np.zeros(0, int)), {},
                  ValueError, "`interactions` must be a log with at least one interaction; got "
                  "an empty log.", id="empty"),
+    pytest.param(lambda: (np.array([3]), np.array([4]), None, np.array([7])), {}, ValueError,
+                 "`holdout` must be a split leaving at least two distinct active ticks in each "
+                 "part (log of 1 ticks, split at tick 0); got 0 in the fitted part.",
+                 id="one-interaction"),
     pytest.param(lambda: (np.array([0, 1]), np.array([0, 1])), {}, ValueError,
                  "`interactions` must be a log with timestamps (a hold-out is cut in time); "
                  "got a log without timestamps.", id="no-times"),
