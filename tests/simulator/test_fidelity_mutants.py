@@ -5,6 +5,7 @@ every refusal word for word, holdout_split's arithmetic and the hold-out on a lo
 enough to follow by hand."""
 
 import dataclasses
+import inspect
 import math
 import re
 
@@ -14,7 +15,7 @@ import scipy.sparse as sp
 from scipy.stats import ks_2samp
 
 import simulator
-from simulator import InteractionLog, fidelity, holdout_fidelity, holdout_split
+from simulator import InteractionLog, calibrate, fidelity, holdout_fidelity, holdout_split
 from simulator import _fidelity as F
 from simulator._sessions import SessionSchedule, continue_schedule, draw_schedule
 
@@ -405,9 +406,10 @@ def test_holdout_bookkeeping_by_hand():
                               "split, compared with the real interactions of those ticks")
     assert (h.report.ks_close, h.report.ks_poor) == (0.15, 0.35)
     assert h.report["profile_overlap"].n_real == 2  # n_pairs reaches fidelity
-    plain = fidelity(h.real, s, ks_close=0.15, ks_poor=0.35)
-    for name in ("user_activity", "session_gaps", "profile_size", "item_popularity", "rating"):
-        assert h.report[name] == plain[name]
+    # the comparison draws its pairs from the rng's third stream (fit, continuation, comparison)
+    cmp = np.random.default_rng(np.random.SeedSequence(0).spawn(3)[2])
+    plain = fidelity(h.real, s, n_pairs=2, ks_close=0.15, ks_poor=0.35, rng=cmp)
+    assert h.report.distances == plain.distances
     again = holdout_fidelity(_rows_log(), holdout=0.25, seconds_per_tick=10, n_factors=1,
                              rng=0, n_pairs=2, ks_close=0.15, ks_poor=0.35)
     assert _columns(again.simulated) == _columns(s) and again.report == h.report
@@ -468,6 +470,24 @@ def test_holdout_of_a_log_without_ratings():
                                     [6, 7, 7, 7, 6, 7, 7]]
 
 
+def test_holdout_refuses_a_window_in_which_nothing_is_adopted():
+    # two users who hold both items before the split; without sessions nobody new arrives
+    u, i, t = np.array([1, 1, 2, 2, 1, 2]), np.array([1, 2, 1, 2, 1, 2]), np.arange(6)
+    with pytest.raises(ValueError, match=_msg(
+            "`holdout` must be a held-out window in which the fitted world adopts something; "
+            "got no simulated interaction after the split at tick 4.")):
+        holdout_fidelity((u, i, None, t), holdout=1 / 3, seconds_per_tick=1, n_factors=1,
+                         rng=0, sessions=False)
+
+
+def test_the_documented_defaults():
+    opts = inspect.signature(holdout_fidelity).parameters
+    assert {k: opts[k].default for k in ("holdout", "seed", "seconds_per_tick", "n_pairs",
+                                         "ks_close", "ks_poor", "rng")} == dict(
+        holdout=0.2, seed=0, seconds_per_tick=86400.0, n_pairs=20_000, ks_close=0.1,
+        ks_poor=0.2, rng=None)
+
+
 class _Data:
     """A RatingData look-alike (duck typing)."""
 
@@ -515,7 +535,8 @@ def test_holdout_refusals_word_for_word(make, kwargs, error, text):
 
 
 def _world_log(n_users=60, n_items=15, n_ticks=20, seed=0):
-    """(users, items, ratings, timestamps) of a small world with sessions, ids from 1."""
+    """(users, items, ratings, timestamps) of a small world with sessions, ids from 1, one tick
+    an hour."""
     law = simulator.SessionLaw(count_mu=0.8, count_sigma=1.0, gap_mu=1.2, gap_sigma=0.8,
                                later_weight=0.5)
     config = simulator.WorldConfig(n_users=n_users, n_items=n_items, n_ticks=n_ticks, dim=2,
@@ -524,7 +545,21 @@ def _world_log(n_users=60, n_items=15, n_ticks=20, seed=0):
     e = simulator.World(config, seed).simulate(n_ticks - 1).edges
     rng = np.random.default_rng(seed)
     return (e.user + 1, e.item + 1, rng.integers(1, 6, e.user.size).astype(float),
-            1_000_000 + 86400 * e.tick)
+            1_000_000 + 3600 * e.tick)
+
+
+def _same_arrays(a, b):
+    """The fields of two dataclasses are equal, arrays entry by entry (nested dataclasses are
+    compared apart)."""
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)
+                    and np.array_equal(x, y)):
+                return False
+        elif not dataclasses.is_dataclass(x) and x != y:
+            return False
+    return True
 
 
 @pytest.mark.parametrize("sessions", [True, False], ids=["sessions", "no-sessions"])
@@ -536,10 +571,20 @@ def test_the_continuation_is_the_documented_recipe(sessions):
     held-out ticks) new users, each a copy of a fitted user drawn at random, arriving
     uniformly over the held-out ticks; without sessions, the fitted rate per tick goes on
     over the whole horizon and nobody new arrives."""
-    h = holdout_fidelity(_world_log(), holdout=0.3, n_factors=2, rng=4, seed=3,
-                         sessions=sessions)
+    u, i, r, t = _world_log()
+    h = holdout_fidelity((u, i, r, t), holdout=0.3, n_factors=2, rng=4, seed=3,
+                         sessions=sessions, seconds_per_tick=3600)
     split, n_ticks, n_old = h.split, h.n_ticks, h.world.n_users
     c = h.world.config
+    # the world is the fit of the part before the split, with the rng's first stream
+    before = (t - t.min()) // 3600 < split
+    fit = calibrate((u[before], i[before], r[before], t[before]), n_factors=2,
+                    sessions=sessions, seconds_per_tick=3600,
+                    rng=np.random.default_rng(np.random.SeedSequence(4).spawn(3)[0]))
+    assert dataclasses.replace(fit.config, fitted=None) == dataclasses.replace(c, fitted=None)
+    assert _same_arrays(fit.config.fitted, c.fitted) and _same_arrays(fit.config.fitted.ratings,
+                                                                      c.fitted.ratings)
+    assert np.array_equal(fit.user_ids, h.world.user_ids)
     fa = c.fitted
     r_new = np.random.default_rng(np.random.SeedSequence(4).spawn(3)[1])
     if sessions:
