@@ -130,11 +130,14 @@ def test_rating_tv_counts_on_the_real_levels_when_the_top_one_is_missing():
 def test_rating_tv_on_a_continuous_scale_puts_a_rating_on_an_edge_in_the_upper_bin():
     # 21 distinct ratings 0..20 (more than MAX_LEVELS = 20): 20 equal bins of width 1 over
     # [0, 20], the last closed; a rating on an edge goes up (side right), so the bins hold
-    # {0}, {1}, ..., {18}, {19, 20}: p = [1, ..., 1, 2] / 21. Simulated 0.5 and 19.5: q puts
-    # 1/2 in the first and the last bin. TV = (|1/21 - 1/2| + 18/21 + |2/21 - 1/2|) / 2
+    # {0}, {1}, ..., {18}, {19, 20}: p = [1, ..., 1, 2] / 21 (down, it would be [2, 1, ...,
+    # 1] / 21). Simulated 1.5 and 19.5: q = 1/2 in bins 1 and 19. TV = (1/21 + (1/2 - 1/21)
+    # + 17/21 + (1/2 - 2/21)) / 2 = 6/7
     real = np.arange(21.0)
-    tv = F._rating_tv(real, np.array([0.5, 19.5]))
-    assert tv == pytest.approx(0.5 * ((0.5 - 1 / 21) + 18 / 21 + (0.5 - 2 / 21)), abs=1e-15)
+    tv = F._rating_tv(real, np.array([1.5, 19.5]))
+    assert tv == pytest.approx(0.5 * (1 / 21 + (0.5 - 1 / 21) + 17 / 21 + (0.5 - 2 / 21)),
+                               abs=1e-15)
+    assert tv == pytest.approx(6 / 7, abs=1e-15)
 
 
 # -- one distance ------------------------------------------------------------------------------
