@@ -575,8 +575,11 @@ def test_the_continuation_is_the_documented_recipe(sessions):
     uniformly over the held-out ticks; without sessions, the fitted rate per tick goes on
     over the whole horizon and nobody new arrives."""
     u, i, r, t = _world_log()
+    if not sessions:  # activity that fades: the fit's activity half-life must go on
+        keep = np.random.default_rng(0).random(t.size) < np.exp(-(t - t.min()) / 3600 / 6)
+        u, i, r, t = u[keep], i[keep], r[keep], t[keep]
     h = holdout_fidelity((u, i, r, t), holdout=0.3, n_factors=2, rng=4, seed=3,
-                         sessions=sessions, seconds_per_tick=3600)
+                         sessions=sessions, seconds_per_tick=3600, n_pairs=30)
     split, n_ticks, n_old = h.split, h.n_ticks, h.world.n_users
     c = h.world.config
     # the world is the fit of the part before the split, with the rng's first stream
@@ -614,6 +617,7 @@ def test_the_continuation_is_the_documented_recipe(sessions):
         n_new, copy_of, sched = 0, list(range(n_old)), None
         activity = np.array([a / split * n_ticks for a in fa.activity])
         halflife = c.activity_halflife
+        assert halflife is not None
     assert h.new_users_simulated == n_new and (not sessions) <= (n_new == 0)
     n_all = n_old + n_new
     fitted = simulator.FittedArrays(appeal=fa.appeal, features=fa.features,
@@ -631,3 +635,6 @@ def test_the_continuation_is_the_documented_recipe(sessions):
     assert _columns(h.simulated) == [e.user[tail].tolist(), e.item[tail].tolist(),
                                      e.tick[tail].tolist(), e.rating[tail].tolist()]
     assert h.simulated.source.tolist() == e.source[tail].tolist()
+    # the comparison: 30 pairs drawn from the third stream
+    cmp = np.random.default_rng(np.random.SeedSequence(4).spawn(3)[2])
+    assert h.report.distances == fidelity(h.real, h.simulated, n_pairs=30, rng=cmp).distances
