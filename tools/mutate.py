@@ -67,6 +67,7 @@ TESTS = {
                             "tests/recloop/test_summary_mutants.py",
                             "tests/recloop/test_report.py"],
     "simulator/_fidelity.py": ["tests/simulator/test_fidelity.py",
+                               "tests/simulator/test_fidelity_mutants.py",
                                "tests/recloop/test_calibration.py"],
 }
 #: tests that cannot run under mutmut's fork-per-mutant workers (they start a Dask cluster)
