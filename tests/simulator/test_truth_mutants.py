@@ -12,6 +12,7 @@ import pytest
 import simulator
 from simulator import LinearBanditConfig, _truth, online_value, oracle_value, static_policy_value
 from simulator import _bandit as B
+from tests.simulator.test_truth_numbers import Fixed
 
 #: a small dynamic world: 8 atoms, arms born and dying (horizon (40 + 1 - 6) * 60 // 6 = 350)
 DYN = LinearBanditConfig(dim=4, n_arms=40, n_universal=16, lifetime=60, n_alive=6,
@@ -167,17 +168,6 @@ def test_oracle_value_defaults_to_tick_0():
 
 
 # -- online_value's refusals -------------------------------------------------------------------
-
-
-class Fixed:
-    def __init__(self, arm):
-        self.arm = arm
-
-    def act(self, obs):
-        return self.arm
-
-    def update(self, obs, action, reward):
-        pass
 
 
 class Twin:
