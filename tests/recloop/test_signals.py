@@ -72,6 +72,15 @@ def _alive(pids) -> list[int]:
     return [p for p in pids if (st := _stat(p)) is not None and st[0] != "Z"]
 
 
+def _default_signals() -> None:
+    """In the child before exec: the dispositions a terminal gives a command. Ignored
+    signals are inherited across exec, and recloop keeps an ignored hangup or interrupt
+    ignored (``nohup``, a background job: as it should); a test of this process that left
+    one ignored must not make the command deaf to it."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _start(tmp_path, delays="30.0, 30.1, 30.2, 30.3", first_quick=False):
     if first_quick:
         delays = "0.0, " + delays
@@ -79,7 +88,8 @@ def _start(tmp_path, delays="30.0, 30.1, 30.2, 30.3", first_quick=False):
     scenario.write_text(SLOW.format(delays=delays))
     proc = subprocess.Popen(
         [sys.executable, "-m", "recloop", "run", str(scenario), "--out", str(tmp_path / "out"),
-         "--workers", "2", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--workers", "2", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_default_signals)
     deadline = time.monotonic() + 60
     workers: list[int] = []
     while time.monotonic() < deadline and len(workers) < 2 and proc.poll() is None:
