@@ -57,6 +57,7 @@ TESTS = {
                            "tests/evaluators/test_subgaussian.py",
                            "tests/evaluators/test_refusals.py",
                            "tests/evaluators/test_reward_models.py",
+                           "tests/evaluators/test_ope_mutants.py",
                            "tests/evaluators/test_bad_arrays.py"],
     "evaluators/_slope.py": ["tests/evaluators/test_ope_catalogue.py",
                              "tests/evaluators/test_slope_mutants.py",
