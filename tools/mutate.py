@@ -8,8 +8,21 @@
 The numeric core is ``only_mutate`` of ``[tool.mutmut]`` in pyproject.toml; the tests that may
 kill a module's mutants are ``TESTS`` below. The run happens in a scratch copy of the tree
 (``build/mutation/<modules>/``: sources, tests and a pyproject.toml narrowed to the chosen
-modules), so the work tree is never touched and a stale copy is never reused (``--keep``
-reuses the scratch copy and mutmut's cached verdicts when nothing changed but the tests).
+modules), so the work tree is never touched and a stale copy is never reused.
+
+Runs of the larger modules take hours on two cores; two options make them resumable and cheap:
+
+    python tools/mutate.py evaluators/_ope.py --keep        # go on with a stopped run
+    python tools/mutate.py evaluators/_ope.py --survivors   # retry its survivors, new tests
+
+``--keep`` refreshes the scratch copy's sources and tests but keeps mutmut's verdicts: a mutant
+keeps its verdict when its function's code is unchanged, and only the mutants not yet run (or
+of changed functions) run. mutmut starts over when the module's test selection (``TESTS``) or
+pyproject.toml changed. ``--survivors`` (which implies ``--keep``) runs only the survivors that
+are not listed as equivalent, by name, against the current tests (a verdict otherwise stands,
+and a test written since could kill them); the other verdicts are kept, also when mutmut drops
+them because tests were added to the selection (tests only added cannot revive a killed
+mutant; a selection that lost tests, or a function whose code changed, keeps nothing).
 
 It prints, per module, the mutants killed, survived (and how many of those are listed as
 equivalent in ``tools/equivalent_mutants.txt``), timed out and not covered, each survivor's
@@ -111,9 +124,15 @@ def prepare(modules: list[str], keep: bool) -> Path:
         if dst.exists():
             shutil.rmtree(dst)
         shutil.copytree(ROOT / name, dst, ignore=shutil.ignore_patterns("__pycache__"))
-    if keep and (work / "mutants").exists():  # mutmut copies sources only when missing
+    if keep and (work / "mutants").exists():
+        # mutmut copies sources only when missing: drop its copies, but keep its verdicts
+        # (the .meta files), which it keeps for each function whose code is unchanged
+        metas = {p: p.read_bytes() for p in (work / "mutants").rglob("*.meta")}
         for name in PACKAGES:
             shutil.rmtree(work / "mutants" / name, ignore_errors=True)
+        for path, data in metas.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
     tests = sorted({t for m in modules for t in TESTS.get(m, ["tests"])
                     if (ROOT / t).exists()})
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -146,9 +165,48 @@ def equivalents() -> set[tuple[str, str, str]]:
     return out
 
 
-def diff_of(mutmut: str, work: Path, name: str) -> str:
-    return subprocess.run([mutmut, "show", name], cwd=work, capture_output=True,
-                          text=True).stdout.strip()
+def verdicts(work: Path, module: str) -> dict[str, int | None]:
+    """mutmut's exit code per mutant of ``module`` (None: not run yet)."""
+    return json.loads((work / "mutants" / (module + ".meta")).read_text())["exit_code_by_key"]
+
+
+def selection(work: Path) -> list[str]:
+    """The test selection of the scratch tree's last run."""
+    conf = tomllib.loads((work / "pyproject.toml").read_text())
+    return conf["tool"]["mutmut"]["pytest_add_cli_args_test_selection"]
+
+
+def restore_verdicts(work: Path, module: str, old: dict, old_tests: list[str]) -> None:
+    """Give back the verdicts mutmut dropped (None now, a verdict before), when that is sound:
+    the mutant's function has the same code (hash) and no test left the selection."""
+    path = work / "mutants" / (module + ".meta")
+    meta = json.loads(path.read_text())
+    if not set(old_tests) <= set(selection(work)):
+        return
+    same = {f for f, h in meta["hash_by_function_name"].items()
+            if old["hash_by_function_name"].get(f) == h}
+    codes = meta["exit_code_by_key"]
+    for name, code in old["exit_code_by_key"].items():
+        function = name.rsplit(".", 1)[-1].rsplit("__mutmut_", 1)[0]
+        if codes.get(name, 0) is None and code is not None and function in same:
+            codes[name] = code
+    path.write_text(json.dumps(meta, indent=4))
+
+
+def diffs_of(work: Path, module: str, names: list[str]) -> dict[str, str]:
+    """Each mutant's diff (as ``mutmut show`` prints it), read by one process for all names."""
+    if not names:
+        return {}
+    script = ("import json, sys\n"
+              "from mutmut.mutation.diff_apply import get_diff_for_mutant\n"
+              "names, path = json.load(sys.stdin)\n"
+              "print(json.dumps({n: get_diff_for_mutant(n, path=path) for n in names}))\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=work, capture_output=True,
+                         text=True, input=json.dumps([names, module]))
+    if out.returncode != 0:
+        raise SystemExit(f"tools/mutate.py: reading the mutants' diffs failed: "
+                         f"{out.stderr.strip()[-2000:]}")
+    return json.loads(out.stdout)
 
 
 def key_of(module: str, name: str, diff: str) -> tuple[str, str, str]:
@@ -170,7 +228,14 @@ def main(argv=None) -> int:
     ap.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--target", type=float, default=0.95,
                     help="kill rate of non-equivalent mutants each module must reach")
-    ap.add_argument("--keep", action="store_true", help="reuse build/mutation/ and its verdicts")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the scratch tree's verdicts: run only the mutants not yet run "
+                         "(or of functions changed since)")
+    ap.add_argument("--survivors", action="store_true",
+                    help="run only the survivors again, by name, against the current tests "
+                         "(implies --keep)")
+    ap.add_argument("--report", action="store_true",
+                    help="only report the scratch tree's verdicts (a run stopped or running)")
     args = ap.parse_args(argv)
     core = core_modules()
     unknown = [m for m in args.modules if m not in core]
@@ -187,34 +252,64 @@ def main(argv=None) -> int:
         print(json.dumps({"modules": {}, "passed": True}))
         return 0
     mutmut = shutil.which("mutmut", path=str(Path(sys.executable).parent)) or "mutmut"
-    work = prepare(modules, args.keep)
+    known = equivalents()
+    work = work_dir(modules)
+    if args.report:
+        missing = [m for m in modules if not (work / "mutants" / (m + ".meta")).exists()]
+        if missing:
+            ap.error(f"--report: no run of {', '.join(missing)} in {work}")
+        return summarize(work, modules, known, args, seconds=None)
+    before = {}
+    if args.survivors:
+        if not all((work / "mutants" / (m + ".meta")).exists() for m in modules):
+            ap.error(f"--survivors: no earlier run of {', '.join(modules)} in {work}")
+        before = {m: (json.loads((work / "mutants" / (m + ".meta")).read_text()),
+                      selection(work)) for m in modules}
+        # (their diffs are read from the last run's mutants, before prepare drops them)
+        names = []
+        for m in modules:
+            survived = [n for n, code in before[m][0]["exit_code_by_key"].items() if code == 0]
+            names += [n for n, diff in diffs_of(work, m, survived).items()
+                      if key_of(m, n, diff) not in known]
+    work = prepare(modules, args.keep or args.survivors)
     start = time.perf_counter()
     env = dict(os.environ, CI="true")  # tests/conftest.py: derandomised hypothesis
     cmd = ["nice", "-n", "10", mutmut, "run", "--max-children", str(args.max_children)]
-    run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if run.returncode != 0:
-        sys.stdout.write(run.stdout[-3000:])
-        sys.stderr.write(run.stderr[-3000:])
-        print(f"tools/mutate.py: mutmut exited {run.returncode}", file=sys.stderr)
-        return 2
-    known = equivalents()
+    if args.survivors:
+        if not names:
+            print("tools/mutate.py: no survivor to run again")
+        cmd = cmd + names if names else None
+    if cmd is not None:
+        run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+        if run.returncode != 0:
+            sys.stdout.write(run.stdout[-3000:])
+            sys.stderr.write(run.stderr[-3000:])
+            print(f"tools/mutate.py: mutmut exited {run.returncode}", file=sys.stderr)
+            return 2
+    for m, (meta, tests) in before.items():
+        restore_verdicts(work, m, meta, tests)
+    return summarize(work, modules, known, args, seconds=time.perf_counter() - start)
+
+
+def summarize(work: Path, modules: list[str], known, args, seconds: float | None) -> int:
+    """Print every survivor's diff and the counts per module; the exit status."""
     summary = {}
     status = {0: "survived", 1: "killed", 3: "killed", 33: "no tests", 5: "no tests",
               36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout"}
     for module in modules:
-        meta = json.loads((work / "mutants" / (module + ".meta")).read_text())["exit_code_by_key"]
+        meta = verdicts(work, module)
         counts = {"killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "no tests": 0,
-                  "other": 0}
+                  "not run": 0, "other": 0}
         print(f"\n== {module}")
+        diffs = diffs_of(work, module, [n for n, code in meta.items() if code == 0])
         for name, code in sorted(meta.items()):
-            s = status.get(code, "other")
+            s = "not run" if code is None else status.get(code, "other")
             if s == "survived":
-                diff = diff_of(mutmut, work, name)
+                diff = diffs[name]
                 if key_of(module, name, diff) in known:
                     counts["equivalent"] += 1
                     continue
-                print(diff + "\n")
+                print(f"# {name}: survived\n{diff}\n")
             elif s in ("no tests", "other"):
                 print(f"{name}: {s} (exit code {code})")
             counts[s] += 1
@@ -223,8 +318,10 @@ def main(argv=None) -> int:
         rate = (counts["killed"] + counts["timeout"]) / live if live else 1.0
         summary[module] = dict(counts, total=len(meta), kill_rate=round(rate, 4))
         print(f"-- {module}: {json.dumps(summary[module])}")
-    passed = all(s["kill_rate"] >= args.target for s in summary.values())
-    print(json.dumps({"modules": summary, "seconds": round(seconds, 1),
+    # the rate is over the mutants run: a module with mutants not run has not passed
+    passed = all(s["kill_rate"] >= args.target and not s["not run"] for s in summary.values())
+    print(json.dumps({"modules": summary,
+                      "seconds": None if seconds is None else round(seconds, 1),
                       "max_children": args.max_children, "target": args.target,
                       "passed": passed}))
     return 0 if passed else 1

@@ -1,0 +1,100 @@
+"""tools/mutate.py's bookkeeping (docs/testing.md): the verdicts it keeps, restores and counts.
+
+mutmut itself is not run here (a run takes minutes to hours); these tests build the scratch
+tree's files by hand: ``pyproject.toml`` (the test selection) and ``mutants/<module>.meta``
+(mutmut's verdicts, None for a mutant not run).
+"""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("mutate_tool", ROOT / "tools" / "mutate.py")
+mutate = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mutate)
+
+MODULE = "evaluators/_x.py"
+
+
+def scratch(tmp_path, tests, codes, hashes):
+    """A scratch tree whose last run selected ``tests`` and left these verdicts."""
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.mutmut]\n"
+        f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n")
+    meta = tmp_path / "mutants" / (MODULE + ".meta")
+    meta.parent.mkdir(parents=True, exist_ok=True)
+    meta.write_text(json.dumps({"exit_code_by_key": codes, "hash_by_function_name": hashes,
+                                "type_check_error_by_key": {}, "durations_by_key": {},
+                                "estimated_durations_by_key": {}}))
+    return json.loads(meta.read_text())
+
+
+def name(function, i):
+    return f"evaluators._x.{function}__mutmut_{i}"
+
+
+OLD_CODES = {name("x_f", 1): 1, name("x_f", 2): 0, name("x_g", 1): 1, name("x_g", 2): None,
+             name("xǁCǁ__call__", 1): 36}
+OLD_HASHES = {"x_f": "aa", "x_g": "bb", "xǁCǁ__call__": "cc"}
+
+
+def test_restore_gives_back_the_verdicts_mutmut_dropped_for_unchanged_functions(tmp_path):
+    old = scratch(tmp_path, ["t1.py"], OLD_CODES, OLD_HASHES)
+    # mutmut dropped every verdict (a test file was added), ran f's survivor again (killed
+    # now), and g's code changed since
+    scratch(tmp_path, ["t1.py", "t2.py"],
+            {name("x_f", 1): None, name("x_f", 2): 1, name("x_g", 1): None,
+             name("x_g", 2): None, name("xǁCǁ__call__", 1): None},
+            {"x_f": "aa", "x_g": "b2", "xǁCǁ__call__": "cc"})
+    mutate.restore_verdicts(tmp_path, MODULE, old, ["t1.py"])
+    assert mutate.verdicts(tmp_path, MODULE) == {
+        name("x_f", 1): 1,           # given back
+        name("x_f", 2): 1,           # the new verdict stands
+        name("x_g", 1): None,        # g changed: its old verdict says nothing now
+        name("x_g", 2): None,        # never run
+        name("xǁCǁ__call__", 1): 36,  # a method's name (dunder before __mutmut_) given back
+    }
+
+
+def test_restore_gives_back_nothing_when_a_test_left_the_selection(tmp_path):
+    old = scratch(tmp_path, ["t1.py", "t2.py"], OLD_CODES, OLD_HASHES)
+    dropped = {k: None for k in OLD_CODES}
+    scratch(tmp_path, ["t1.py"], dropped, OLD_HASHES)
+    mutate.restore_verdicts(tmp_path, MODULE, old, ["t1.py", "t2.py"])
+    assert mutate.verdicts(tmp_path, MODULE) == dropped
+
+
+def test_summary_counts_mutants_not_run_and_does_not_pass_them(tmp_path, monkeypatch, capsys):
+    scratch(tmp_path, ["t1.py"], OLD_CODES, OLD_HASHES)
+    diffs = {name("x_f", 2): "--- a\n+++ a\n-    return x\n+    return None"}
+    monkeypatch.setattr(mutate, "diffs_of", lambda work, module, names: {n: diffs[n] for n in names})
+
+    class Args:
+        max_children, target = 1, 0.5
+
+    def run(known):
+        status = mutate.summarize(tmp_path, [MODULE], known, Args, seconds=None)
+        return status, json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    status, out = run(set())
+    row = out["modules"][MODULE]
+    assert (row["killed"], row["survived"], row["timeout"], row["not run"]) == (2, 1, 1, 1)
+    assert row["kill_rate"] == 0.75  # (2 killed + 1 timeout) / 4 run
+    assert status == 1 and out["passed"] is False  # a mutant not run: not passed
+    # listed as equivalent: out of the rate, which is then 1; still not passed
+    status, out = run({(MODULE, "f", "return None")})
+    row = out["modules"][MODULE]
+    assert (row["equivalent"], row["survived"], row["kill_rate"]) == (1, 0, 1.0)
+    assert status == 1
+
+
+@pytest.mark.parametrize("mutant, function", [
+    ("evaluators._x.x_f__mutmut_3", "f"),
+    ("evaluators._x.xǁCǁ__call____mutmut_12", "C.__call__"),
+])
+def test_key_of_names_the_function_and_the_mutated_line(mutant, function):
+    diff = "--- p\n+++ p\n@@ -1 +1 @@\n-    a = b\n+    a = None\n     c = a"
+    assert mutate.key_of(MODULE, mutant, diff) == (MODULE, function, "a = None")
