@@ -18,11 +18,12 @@ Runs of the larger modules take hours on two cores; two options make them resuma
 ``--keep`` refreshes the scratch copy's sources and tests but keeps mutmut's verdicts: a mutant
 keeps its verdict when its function's code is unchanged, and only the mutants not yet run (or
 of changed functions) run. mutmut starts over when the module's test selection (``TESTS``) or
-pyproject.toml changed. ``--survivors`` (which implies ``--keep``) runs only the survivors that
-are not listed as equivalent, by name, against the current tests (a verdict otherwise stands,
-and a test written since could kill them); the other verdicts are kept, also when mutmut drops
-them because tests were added to the selection (tests only added cannot revive a killed
-mutant; a selection that lost tests, or a function whose code changed, keeps nothing).
+pyproject.toml changed. ``--survivors`` (which implies ``--keep``) runs, by name, against the
+current tests, only the survivors that are not listed as equivalent (a verdict otherwise
+stands, and a test written since could kill them) and the mutants not run yet; the killed
+keep their verdicts, also when mutmut drops them because tests were added to the selection
+(tests only added cannot revive a killed mutant; a selection that lost tests, or a function
+whose code changed, keeps nothing).
 
 It prints, per module, the mutants killed, survived (and how many of those are listed as
 equivalent in ``tools/equivalent_mutants.txt``), timed out and not covered, each survivor's
@@ -232,8 +233,8 @@ def main(argv=None) -> int:
                     help="keep the scratch tree's verdicts: run only the mutants not yet run "
                          "(or of functions changed since)")
     ap.add_argument("--survivors", action="store_true",
-                    help="run only the survivors again, by name, against the current tests "
-                         "(implies --keep)")
+                    help="run only the survivors and the mutants not run yet, by name, "
+                         "against the current tests (implies --keep)")
     ap.add_argument("--report", action="store_true",
                     help="only report the scratch tree's verdicts (a run stopped or running)")
     args = ap.parse_args(argv)
@@ -268,9 +269,11 @@ def main(argv=None) -> int:
         # (their diffs are read from the last run's mutants, before prepare drops them)
         names = []
         for m in modules:
-            survived = [n for n, code in before[m][0]["exit_code_by_key"].items() if code == 0]
+            codes = before[m][0]["exit_code_by_key"]
+            survived = [n for n, code in codes.items() if code == 0]
             names += [n for n, diff in diffs_of(work, m, survived).items()
                       if key_of(m, n, diff) not in known]
+            names += [n for n, code in codes.items() if code is None]
     work = prepare(modules, args.keep or args.survivors)
     start = time.perf_counter()
     env = dict(os.environ, CI="true")  # tests/conftest.py: derandomised hypothesis
