@@ -509,3 +509,68 @@ def test_the_warnings_point_at_the_callers_line():
             warnings.simplefilter("always")
             call()
         assert [w.filename for w in caught] == [__file__]
+
+
+@pytest.mark.parametrize("name", ["ips", "direct_method"])
+def test_a_float32_action_dist_is_summed_in_float32(name):
+    """Row 1 is 1 + 2^-18 + 2^-25 exactly, 1 + 2^-18 (the tolerance) in float32: accepted."""
+    d = _float32_rows()
+    d[1] = [0.25, 0.25, 0.25 + 2.0 ** -18, 0.25 + 2.0 ** -25]
+    assert float(d[1].astype(np.float64).sum()) == 1 + 2.0 ** -18 + 2.0 ** -25
+    kw = {} if name == "ips" else {"model": np.zeros((N, 4))}
+    assert math.isfinite(getattr(evaluators, name)(_log4(), d, **kw).value)
+
+
+def test_a_large_action_dist_is_checked_in_blocks_on_threads(monkeypatch):
+    """2^24 entries (float32, 64 MB): the rows are cut into one block per thread (2 here)."""
+    monkeypatch.setattr(evaluators._ope, "n_threads", lambda: 2)
+    n = K_ = 1 << 12
+    log = BanditLog(context=np.zeros((n, 1)), action=np.arange(n) % K_, reward=np.ones(n),
+                    pscore=np.full(n, 1 / K_), n_actions=K_)
+    d = np.full((n, K_), 1 / K_, dtype=np.float32)  # 2^-12: exact
+    assert evaluators.ips(log, d).value == 1.0
+    d[3000, 5] = -1.0  # in the second block
+    with pytest.raises(ValueError, match=re.escape(
+            "`action_dist` must be >= 0; got a negative probability at record 3000.")):
+        evaluators.ips(log, d)
+
+
+def _float32_rows_at_the_edge():
+    """600 float32 rows of 1,000 actions, each pushed to sum to 1 + tol by a matrix-vector
+    product over the whole array: in chunks of rows, BLAS gives some of them other last bits."""
+    g = np.random.default_rng(0)
+    a = g.random((600, 1000)).astype(np.float32)
+    a /= a.sum(axis=1, keepdims=True, dtype=np.float64).astype(np.float32)
+    tol = 8 * 1000 * float(np.finfo(np.float32).eps)
+    ones = np.ones(1000, dtype=np.float32)
+    for _ in range(3):
+        a[:, 0] += (1 + tol - (a @ ones).astype(np.float64)).astype(np.float32)
+    return a, tol
+
+
+@pytest.mark.parametrize("name", ["ips", "direct_method"])
+def test_a_float32_action_dist_at_its_tolerance_gets_one_verdict(name):
+    """The regression of a real bug (docs/testing.md): the chunks judged a row by its sum in
+    its chunk, the search for the first bad record by its sum over the whole array, and when
+    they disagreed the search raised an IndexError instead of naming a record."""
+    a, tol = _float32_rows_at_the_edge()
+    log = BanditLog(context=np.zeros((600, 1)), action=np.zeros(600, dtype=int),
+                    reward=np.ones(600), pscore=np.full(600, 0.5), n_actions=1000)
+    kw = {} if name == "ips" else {"model": np.zeros((600, 1000))}
+    try:
+        getattr(evaluators, name)(log, a, **kw)
+    except ValueError as e:  # refused: at a record whose sum the message shows beyond tol
+        m = re.fullmatch(r"`action_dist` rows must sum to 1; got (\S+) at record (\d+)\.", str(e))
+        assert m is not None, str(e)
+        assert abs(float(m.group(1)) - 1) > tol
+        # the verdict does not depend on how the rows are cut: the record alone is refused
+        j = int(m.group(2))
+        with pytest.raises(ValueError, match=re.escape(f"got {m.group(1)} at record 0.")):
+            getattr(evaluators, name)(_log_of(log, j), a[j:j + 1], **{
+                k: v[j:j + 1] for k, v in kw.items()})
+
+
+def _log_of(log, j):
+    return BanditLog(context=log.context[j:j + 1], action=log.action[j:j + 1],
+                     reward=log.reward[j:j + 1], pscore=log.pscore[j:j + 1],
+                     n_actions=log.n_actions)
