@@ -2,6 +2,7 @@
 ``nan`` of IPS and SNIPS (its record count, level, name and warning) and the refusal of an
 ``action_dist`` naming its first bad record."""
 
+import inspect
 import math
 import re
 import warnings
@@ -32,6 +33,7 @@ def test_no_support_is_a_nan_naming_the_estimator_with_the_records_and_level(nam
         f"{name}: every importance weight is 0 (the target policy never takes a logged "
         "action); returning nan."]
     assert math.isnan(est.value) and math.isnan(est.stderr)
+    assert math.isnan(est.ci_low) and math.isnan(est.ci_high)
     assert (est.n, est.level, est.ess, est.estimator) == (N, 0.9, 0.0, name)
 
 
@@ -71,7 +73,8 @@ def test_every_estimator_returns_the_no_support_nan_with_its_name_and_level(name
     assert [str(w.message) for w in caught] == [
         f"{name}: every importance weight is 0 (the target policy never takes a logged "
         "action); returning nan."]
-    assert math.isnan(est.value) and math.isnan(est.stderr) and math.isnan(est.ci_low)
+    assert math.isnan(est.value) and math.isnan(est.stderr)
+    assert math.isnan(est.ci_low) and math.isnan(est.ci_high)
     assert (est.n, est.level, est.ess, est.estimator) == (N, 0.9, 0.0, name)
 
 
@@ -496,19 +499,24 @@ def test_the_dr_family_checks_its_other_arguments_before_action_dist_values(name
 
 
 def test_the_warnings_point_at_the_callers_line():
+    """At the line of the call itself (not a frame further out: the estimators reach the
+    warnings through call chains of different depths)."""
     never_logged = np.zeros((N, K))
     never_logged[:, 1] = 1.0
     one = BanditLog(context=np.zeros((1, 1)), action=[0], reward=[0.5], pscore=[0.5],
                     n_actions=2)
-    calls = [lambda: evaluators.ips(_log(), never_logged),
-             lambda: evaluators.direct_method(_log(), never_logged, model=_q()),
-             lambda: evaluators.sndr(one, [[0.5, 0.5]], model=np.array([[0.25, 0.75]])),
-             lambda: evaluators.direct_method(one, [[0.5, 0.5]], model="mean")]
-    for call in calls:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            call()
-        assert [w.filename for w in caught] == [__file__]
+    where = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        where.append(inspect.currentframe().f_lineno + 1)
+        evaluators.ips(_log(), never_logged)
+        where.append(inspect.currentframe().f_lineno + 1)
+        evaluators.direct_method(_log(), never_logged, model=_q())
+        where.append(inspect.currentframe().f_lineno + 1)
+        evaluators.sndr(one, [[0.5, 0.5]], model=np.array([[0.25, 0.75]]))
+        where.append(inspect.currentframe().f_lineno + 1)
+        evaluators.direct_method(one, [[0.5, 0.5]], model="mean")
+    assert [(w.filename, w.lineno) for w in caught] == [(__file__, line) for line in where]
 
 
 @pytest.mark.parametrize("name", ["ips", "direct_method"])
