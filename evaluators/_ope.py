@@ -86,8 +86,8 @@ def _check_action_dist(log, action_dist, name="action_dist", *,
     (every position's rows checked, whatever ``values``), which :func:`_rows` reads at the
     records' positions and :func:`_target_at_logged` at the logged (action, position).
 
-    The checks of the values cost one global ``min`` (negative, nan) and one matrix-vector
-    product (row sums; an inf or nan makes its row sum fail too); the slow search for the
+    The checks of the values cost one global ``min`` (negative, nan) and one pass of row sums
+    (:func:`_row_sums`; an inf or nan makes its row sum fail too); the slow search for the
     first bad record runs only to word the error. ``values=False`` checks type and shape
     only: the caller checks the values in the same pass as its own (``_dm_terms``).
     """
@@ -113,24 +113,33 @@ def _check_action_dist(log, action_dist, name="action_dist", *,
     return a
 
 
+def _row_sums(a) -> np.ndarray:
+    """Each row's sum, in ``a``'s dtype, computed row by row (einsum ``ij->i``): a row gets the
+    same bits whatever rows share its call. A matrix-vector product ``a @ ones`` does not (its
+    last bits depend on how many rows BLAS is given: float32 rows at the tolerance were judged
+    bad in their chunk and fine on the whole array, and the search for the first bad record
+    then failed with an IndexError); with row sums the verdict of a chunk, of a thread's block
+    and of the search agree, whatever the chunk size and the thread count."""
+    return np.einsum("ij->i", a)
+
+
 def _check_values(a, name) -> None:
-    """Rows of ``a`` are distributions: a min and a matrix-vector product per cache-sized row
-    chunk, so that ``a`` is read from memory once (on ``n_threads()`` threads for large
-    arrays; the verdict does not depend on the thread count)."""
+    """Rows of ``a`` are distributions: a min and the row sums per cache-sized row chunk, so
+    that ``a`` is read from memory once (on ``n_threads()`` threads for large arrays; the
+    verdict does not depend on the thread count)."""
     n, K = a.shape
     tol = _sum_tol(a)
-    ones = np.ones(K, dtype=a.dtype)
     step = max(1, (1 << 18) // max(1, K))
 
     def block(span):
         ok = True
         for s in range(span[0], span[1], step):
             c = a[s:min(s + step, span[1])]
-            ok &= bool(c.min() >= 0) and bool(np.abs(c @ ones - 1).max() <= tol)
+            ok &= bool(c.min() >= 0) and bool(np.abs(_row_sums(c) - 1).max() <= tol)
         return ok
 
     if not all(_over_row_blocks(block, n, K)):
-        _explain_action_dist(a, a @ ones, tol, name)
+        _explain_action_dist(a, _row_sums(a), tol, name)
 
 
 def _over_row_blocks(fn, n, K) -> list:
@@ -243,7 +252,6 @@ def _dm_terms(a, q, check: str | None = None) -> np.ndarray:
     n, K = a.shape
     out = np.empty(n)
     step = max(1, (1 << 18) // max(1, K))
-    ones = np.ones(K, dtype=a.dtype)
     tol = _sum_tol(a) if n else 0.0
 
     def block(span):
@@ -252,12 +260,12 @@ def _dm_terms(a, q, check: str | None = None) -> np.ndarray:
             e = min(s + step, span[1])
             c = a[s:e]
             if check is not None:
-                ok &= bool(c.min() >= 0) and bool(np.abs(c @ ones - 1).max() <= tol)
+                ok &= bool(c.min() >= 0) and bool(np.abs(_row_sums(c) - 1).max() <= tol)
             out[s:e] = np.einsum("ij,ij->i", c, q[s:e])
         return ok
 
     if not all(_over_row_blocks(block, n, K)):
-        _explain_action_dist(a, a @ ones, tol, check)
+        _explain_action_dist(a, _row_sums(a), tol, check)
     if not np.isfinite(out.sum()):
         bad = np.flatnonzero(~np.isfinite(q).all(axis=1))
         where = f"record {int(bad[0])}" if bad.size else "a row"
