@@ -100,7 +100,9 @@ def check_positioned(log: BanditLog, action_dist, name: str = "action_dist") -> 
             sums = c.reshape(c.shape[0], K * L) @ pick  # (rows, L); nan or inf fail too
         if bool(c.min() >= 0) and bool(np.abs(sums - 1).max() <= tol):
             continue
-        sums = c.sum(axis=1)
+        # the record is found with the same sums as the verdict: sums computed otherwise
+        # (c.sum(axis=1)) differ in their last bits, and a float32 row at the tolerance was
+        # then judged bad here and fine there, and no record was found (an IndexError)
         ok = (c.min(axis=1) >= 0) & (np.abs(sums - 1) <= tol)
         j, pos = (int(v) for v in np.argwhere(~ok)[0])
         row = c[j, :, pos]

@@ -1,11 +1,13 @@
 """The shared reader of position-aware ``action_dist`` (evaluators/_validation.py)."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluators._validation import action_dist_at_position
+from evaluators._validation import action_dist_at_position, check_positioned
 from simulator.logs import BanditLog
 
 
@@ -76,3 +78,24 @@ def test_bad_action_dist_named(arr, exc, msg):
 def test_error_names_the_argument():
     with pytest.raises(ValueError, match="`target` rows must sum"):
         action_dist_at_position(LOG, _bad(GOOD, 0, 0, [0.2, 0.2, 0.2]), name="target")
+
+
+def test_float32_rows_at_the_tolerance_are_refused_at_a_record_not_with_an_index_error():
+    """The regression of a real bug: the verdict read each position's sum from a matrix
+    product, the search for the record from ``sum(axis=1)``; their last bits differ, and with
+    float32 rows pushed to 1 + tol the search found no bad record (an IndexError)."""
+    n, K, L = 600, 1000, 2
+    a = np.random.default_rng(0).random((n, K, L)).astype(np.float32)
+    a /= a.sum(axis=1, keepdims=True, dtype=np.float64).astype(np.float32)
+    tol = 8 * K * float(np.finfo(np.float32).eps)
+    for _ in range(3):
+        a[:, 0, :] += (1 + tol - a.sum(axis=1).astype(np.float64)).astype(np.float32)
+    log = BanditLog(context=np.zeros((n, 1)), action=np.zeros(n, dtype=int), reward=np.ones(n),
+                    pscore=np.full(n, 0.5), n_actions=K, position=np.zeros(n, dtype=int),
+                    len_list=L)
+    with pytest.raises(ValueError) as e:
+        check_positioned(log, a)
+    m = re.fullmatch(r"`action_dist` rows must sum to 1; got (\S+) at every position: "
+                     r"record (\d+), position (\d)\.", str(e.value))
+    assert m is not None, str(e.value)
+    assert abs(float(m.group(1)) - 1) > tol
