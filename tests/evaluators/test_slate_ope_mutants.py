@@ -460,3 +460,209 @@ def test_a_small_policy_is_asked_once(monkeypatch):
     policy = ArrayPolicy(t["dist"])
     evaluators.cascade_dr(log, t["cascade"], policy, rng=1)
     assert policy.asked == [[0, 1], [2, 3], [4, 5], [6]]
+
+
+# -- Cascade-DR's other arguments -----------------------------------------------------------------
+
+def test_cascade_dr_refusals_word_for_word():
+    log = dist_log()
+    rule = "'mean', an array (n_rounds, len_list, n_items) or a regressor with fit/predict"
+    with message(ValueError, f"`reward_model` must be {rule}; got 'ridge'."):
+        evaluators.cascade_dr(log, DIST_CASCADE, DIST, reward_model="ridge")
+    for bad, got in ((object(), "object"), ("abc" * 8, None), ([["a"]], "list")):
+        if got is None:
+            continue
+        with message(TypeError, f"`reward_model` must be {rule}; got {got}."):
+            evaluators.cascade_dr(log, DIST_CASCADE, DIST, reward_model=bad)
+    with message(ValueError, "`reward_model` must be an array of shape (4, 2, 3); got shape "
+                             "(4, 6)."):
+        evaluators.cascade_dr(log, DIST_CASCADE, DIST, reward_model=np.zeros((4, 6)))
+    with message(ValueError, "`reward_model` must be an array of shape (4, 2, 3); got shape "
+                             "(23,)."):
+        evaluators.cascade_dr(log, DIST_CASCADE, DIST, reward_model=np.zeros(23))
+    for v in (math.nan, math.inf):
+        q = np.zeros((4, 2, 3))
+        q[3, 1, 2] = v
+        with message(ValueError, "`reward_model` must be finite; got nan or inf."):
+            evaluators.cascade_dr(log, DIST_CASCADE, DIST, reward_model=q)
+    with message(ValueError, "`log.reward_type` must be 'clicks' for cascade_dr (it estimates "
+                             "the expected sum of the positions' rewards, not whether any is "
+                             "positive); got 'any_click'."):
+        evaluators.cascade_dr(tiny_log(reward_type="any_click"), DIST_CASCADE, DIST)
+    with message(ValueError, "`n_folds` must be an int in [1, 4]; got 5."):
+        evaluators.cascade_dr(log, DIST_CASCADE, DIST, n_folds=5)
+    fitted = evaluators.fit_reward_model(log, "mean", n_folds=3, rng=0)
+    with message(ValueError, "`n_folds` must be 3 (the value `reward_model` was fitted with) "
+                             "or left out; got 2."):
+        evaluators.cascade_dr(log, DIST_CASCADE, DIST, reward_model=fitted, n_folds=2)
+    evaluators.cascade_dr(log, DIST_CASCADE, DIST, reward_model=fitted, n_folds=3)
+    other = evaluators.fit_reward_model(tiny_log(n=3), "mean", n_folds=3, rng=0)
+    with pytest.raises(ValueError, match="^`reward_model` must be a reward model fitted on "
+                                         "this log"):
+        evaluators.cascade_dr(log, DIST_CASCADE, DIST, reward_model=other)
+
+
+def test_a_one_record_log_takes_one_fold():
+    log = dist_log().take([1])
+    fitted = evaluators.fit_reward_model(log, "mean", n_folds=1, rng=0)
+    est = evaluators.cascade_dr(log, DIST_CASCADE[1:2], DIST[1:2], reward_model=fitted)
+    assert est.n == 1 and math.isnan(est.stderr)
+    # the "mean" model of one record [1, 2] with rewards [0, 1]: T_1 = 1 (item 2, the others
+    # the position's mean), T_0 = 0 + sum_b pi(b | 1) T_1(b) = 1 for every item
+    assert est.value == pytest.approx(dr_by_hand(log, DIST_CASCADE[1:2], DIST[1:2],
+                                                 np.ones((1, 2, 3)))[0], rel=1e-14)
+    with message(ValueError, "`n_folds` must be an int in [1, 1]; got 2."):
+        evaluators.cascade_dr(log, DIST_CASCADE[1:2], DIST[1:2], reward_model=fitted,
+                              n_folds=2)
+
+
+def test_the_default_folds_are_two_drawn_from_rng():
+    log, t, pi = pl_problem(n=9, m=3, k=2, seed=4)
+    for model in ("mean", Ridge()):
+        got = evaluators.cascade_dr(log, t["cascade"], t["dist"], reward_model=model, rng=3)
+        fitted = evaluators.fit_reward_model(log, model, n_folds=2, rng=3)
+        assert got.value == evaluators.cascade_dr(log, t["cascade"], t["dist"],
+                                                  reward_model=fitted).value
+        other = evaluators.fit_reward_model(log, model, n_folds=3, rng=3)
+        assert got.value != evaluators.cascade_dr(log, t["cascade"], t["dist"],
+                                                  reward_model=other).value
+
+
+def test_no_support_in_cascade_dr_and_the_pseudoinverse():
+    log = dist_log()
+    D = DIST.copy()
+    D[:, 0] = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    with pytest.warns(NoSupportWarning) as caught:
+        est = evaluators.cascade_dr(log, np.zeros((4, 2)), D, ci=0.9)
+    assert [str(w.message) for w in caught] == [
+        "cascade_dr: every importance weight is 0 (the target never shows a logged slate or "
+        "prefix); returning nan."]
+    assert caught[0].filename == __file__
+    assert (est.n, est.level, est.ess, est.estimator) == (4, 0.9, 0.0, "cascade_dr")
+    assert math.isnan(est.value) and math.isnan(est.ci_high)
+
+
+# -- the pseudo-inverse on a uniform log with availability -----------------------------------------
+
+AVAILABLE = np.array([[1, 1, 1, 1], [1, 0, 1, 1], [0, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 1]],
+                     dtype=bool)  # m = 4, 3, 2 (= k: full rankings), 4, 3
+PI_ACTION = [[0, 3], [2, 0], [2, 1], [1, 2], [3, 1]]
+PI_REWARD = [[1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0], [1.0, 0.0]]
+
+
+def uniform_log(available=AVAILABLE, action=PI_ACTION, reward=PI_REWARD, k=2):
+    m = available.sum(axis=1).astype(float)
+    cas = np.stack([1 / m, 1 / (m * (m - 1))], axis=1) if k == 2 else (1 / m)[:, None]
+    return SlateLog(context=np.zeros((len(m), 1)), action=action, reward=reward,
+                    pscore=cas[:, -1], pscore_cascade=cas,
+                    pscore_item_position=np.tile(1 / m[:, None], (1, k)), n_items=4,
+                    available=available, user=np.arange(len(m)))
+
+
+def pi_weight(avail, slate, full_marginals):
+    """1_s^T Gamma^+ q for one record: Gamma of the uniform ranking policy over the available
+    items, built by enumerating its slates and inverted by numpy.linalg.pinv."""
+    import itertools
+    items = np.flatnonzero(avail)
+    k = len(slate)
+    slates = list(itertools.permutations(items, k))
+    X = np.zeros((len(slates), k * 4))
+    for r, s in enumerate(slates):
+        X[r, [j * 4 + s[j] for j in range(k)]] = 1.0
+    G = np.linalg.pinv(X.T @ X / len(slates))
+    q = full_marginals.T.ravel()  # (n_items, k) as the (position, item) vector
+    s = np.zeros(k * 4)
+    s[[j * 4 + slate[j] for j in range(k)]] = 1.0
+    return float(s @ G @ q)
+
+
+def test_the_pseudoinverse_with_availability_equals_the_general_estimator():
+    log = uniform_log()
+    scores = np.random.default_rng(7).normal(0, 1, (5, 4))
+    pi = PlackettLuce(scores, k=2, temperature=0.8)
+    obs = log.observations()
+    full = pi.marginals(obs)  # (n, n_items, k)
+    w = [pi_weight(AVAILABLE[i], PI_ACTION[i], full[i]) for i in range(5)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # m = k on record 2: no division by m - k shows
+        est = evaluators.pseudoinverse(log, pi.item_marginals(obs, log.action), ci=0.9)
+    check_estimate(est, [w[i] * sum(PI_REWARD[i]) for i in range(5)], 0.9, ess(w),
+                   "pseudoinverse")
+    # full rankings everywhere (m = k = 2): w = (m - 1) sum_j pi_j(s_j) - (k - 2)
+    av = np.zeros((5, 4), bool)
+    av[np.arange(5)[:, None], PI_ACTION] = True
+    log = uniform_log(available=av)
+    obs = log.observations()
+    marg = pi.item_marginals(obs, log.action)
+    w = [marg[i, 0, 0] + marg[i, 1, 1] for i in range(5)]
+    check_estimate(evaluators.pseudoinverse(log, marg), [w[i] * sum(PI_REWARD[i])
+                                                          for i in range(5)],
+                   0.95, ess(w), "pseudoinverse")
+
+
+def test_the_pseudoinverse_of_single_item_slates():
+    # k = 1: w = (m - 1) pi(s) + (m - 1) / (m - 1) pi(s) - 0 = m pi(s)
+    av = AVAILABLE[[0, 1, 3]]
+    log = uniform_log(available=av, action=[[0], [2], [1]], reward=[[1.0], [1.0], [0.0]], k=1)
+    marg = np.array([[[0.5]], [[0.25]], [[0.125]]])
+    w = [4 * 0.5, 3 * 0.25, 4 * 0.125]
+    check_estimate(evaluators.pseudoinverse(log, marg), [w[0], w[1], 0.0], 0.95, ess(w),
+                   "pseudoinverse")
+
+
+def test_the_pseudoinverse_refuses_other_logging_policies_by_record():
+    log = uniform_log()
+    marg = np.full((5, 2, 2), 0.25)
+    ipos = log.pscore_item_position.copy()
+    ipos[3] = [0.25, 0.25 * (1 + 1e-8)]
+    bad = SlateLog(context=log.context, action=log.action, reward=log.reward, pscore=log.pscore,
+                   pscore_cascade=log.pscore_cascade, pscore_item_position=ipos, n_items=4,
+                   available=AVAILABLE)
+    p = bad.pscore[3]
+    with message(ValueError, "`log` must be a log of the uniform ranking policy for "
+                             "`pseudoinverse` (pscore_item_position = 1/m, pscore = (m-k)!/m! "
+                             "with m the available items); got pscore_item_position "
+                             f"[0.25, {float(ipos[3, 1])!r}] and pscore {float(p)!r} at record 3 (m = 4)."):
+        evaluators.pseudoinverse(bad, marg)
+    ipos[3] = [0.25, 0.25 * (1 + 1e-10)]  # within the relative 1e-9
+    evaluators.pseudoinverse(SlateLog(context=log.context, action=log.action, reward=log.reward,
+                                      pscore=log.pscore, pscore_cascade=log.pscore_cascade,
+                                      pscore_item_position=ipos, n_items=4, available=AVAILABLE),
+                             marg)
+    for rel, ok in ((1e-8, True), (1e-6, False)):
+        cas = log.pscore_cascade.copy()
+        cas[1, 1] *= 1 + rel
+        other = SlateLog(context=log.context, action=log.action, reward=log.reward,
+                         pscore=cas[:, 1], pscore_cascade=cas,
+                         pscore_item_position=log.pscore_item_position, n_items=4,
+                         available=AVAILABLE)
+        if ok:
+            evaluators.pseudoinverse(other, marg)
+        else:
+            with pytest.raises(ValueError, match=re.escape(f"and pscore {float(cas[1, 1])!r} at "
+                                                           "record 1 (m = 3).")):
+                evaluators.pseudoinverse(other, marg)
+    # without `available` every item counts: m = 4 on every record
+    full = uniform_log(available=np.ones((5, 4), bool))
+    plain = SlateLog(context=full.context, action=full.action, reward=full.reward,
+                     pscore=full.pscore, pscore_cascade=full.pscore_cascade,
+                     pscore_item_position=full.pscore_item_position, n_items=4)
+    assert evaluators.pseudoinverse(plain, marg).value == \
+        evaluators.pseudoinverse(full, marg).value
+    with pytest.raises(ValueError, match=re.escape("at record 1 (m = 4).")):
+        evaluators.pseudoinverse(SlateLog(
+            context=log.context, action=log.action, reward=log.reward, pscore=log.pscore,
+            pscore_cascade=log.pscore_cascade, pscore_item_position=log.pscore_item_position,
+            n_items=4), marg)
+
+
+def test_the_pseudoinverse_has_support_where_a_logged_item_is_anywhere():
+    log = uniform_log()
+    marg = np.zeros((5, 2, 2))
+    marg[2, 0, 1] = 0.5  # record 2's first item at the other position: weight (m = k = 2)
+    est = evaluators.pseudoinverse(log, marg)  # w_2 = (2 - 1) * 0 - (2 - 2) = 0, but support
+    m = np.array([4, 3, 2, 4, 3.0])
+    w = np.array([-x / (x - 2) if x > 2 else 0.0 for x in m])  # (m-1)/(m-k) 0 - m(k-1)/(m-k)
+    check_estimate(est, list(w * log.slate_reward), 0.95, ess(w), "pseudoinverse")
+    with pytest.warns(NoSupportWarning, match="^pseudoinverse: every importance weight is 0"):
+        evaluators.pseudoinverse(log, np.zeros((5, 2, 2)))
