@@ -622,7 +622,8 @@ def test_the_pseudoinverse_refuses_other_logging_policies_by_record():
     with message(ValueError, "`log` must be a log of the uniform ranking policy for "
                              "`pseudoinverse` (pscore_item_position = 1/m, pscore = (m-k)!/m! "
                              "with m the available items); got pscore_item_position "
-                             f"[0.25, {float(ipos[3, 1])!r}] and pscore {float(p)!r} at record 3 (m = 4)."):
+                             f"[0.25, {float(ipos[3, 1])!r}] and pscore {float(p)!r} at record "
+                             "3 (m = 4)."):
         evaluators.pseudoinverse(bad, marg)
     ipos[3] = [0.25, 0.25 * (1 + 1e-10)]  # within the relative 1e-9
     evaluators.pseudoinverse(SlateLog(context=log.context, action=log.action, reward=log.reward,
@@ -666,3 +667,127 @@ def test_the_pseudoinverse_has_support_where_a_logged_item_is_anywhere():
     check_estimate(est, list(w * log.slate_reward), 0.95, ess(w), "pseudoinverse")
     with pytest.warns(NoSupportWarning, match="^pseudoinverse: every importance weight is 0"):
         evaluators.pseudoinverse(log, np.zeros((5, 2, 2)))
+
+
+# -- a policy's conditional factors ---------------------------------------------------------------
+
+# pi(a | x_i, s_i0 .. s_i,j-1) = WEIGHTS[ROW[i], a] / remaining[i, j] for the slates of ACTION
+WEIGHTS = np.array([[2.0, 1.0, 1.0], [1.0, 2.0, 1.0], [1.0, 1.0, 2.0]])
+ROW = np.array([0, 1, 2, 0])
+
+
+def factor_arrays(weights=WEIGHTS, row=ROW, action=ACTION):
+    """The remaining weights, the conditionals (n, k, n_items) and the prefix probabilities
+    of the factors, written out record by record."""
+    n, k, m = len(row), len(action[0]), weights.shape[1]
+    R, D, cas = np.zeros((n, k)), np.zeros((n, k, m)), np.zeros((n, k))
+    for i in range(n):
+        w = weights[row[i]]
+        p = 1.0
+        for j in range(k):
+            R[i, j] = w.sum() - sum(w[action[i][h]] for h in range(j))
+            for a in range(m):
+                D[i, j, a] = 0.0 if a in action[i][:j] else w[a] / R[i, j]
+            p *= D[i, j, action[i][j]]
+            cas[i, j] = p
+    return R, D, cas
+
+
+class FactorPolicy:
+    """A slate policy with ``conditional_factors`` from fixed weights, indexed by the record's
+    ``user``; its answers may be replaced (``answer``) to test the checks."""
+
+    def __init__(self, weights=WEIGHTS, row=ROW, answer=None):
+        self.weights, self.row, self.answer, self.asked = weights, row, answer, []
+        self.R, self.D, self.cas = factor_arrays(weights, row)
+
+    def conditional_probabilities(self, observations, slates):
+        return self.D[observations["user"]]
+
+    def conditional_factors(self, observations, slates):
+        users = observations["user"]
+        self.asked.append(users.tolist())
+        if self.answer is not None:
+            return self.answer(users)
+        # one weight row per record of the chunk (rows repeated across chunks: merged)
+        return self.weights[self.row[users]], np.arange(users.size), self.R[users]
+
+
+def test_cascade_dr_from_factors_equals_the_array(monkeypatch):
+    log = dist_log()
+    policy = FactorPolicy()
+    assert np.allclose(policy.cas, [[0.5, 0.25]] * 4)
+    q = np.arange(24.0).reshape(4, 2, 3) / 24
+    want = evaluators.cascade_dr(log, policy.cas, policy.D, reward_model=q)
+    check_estimate(want, dr_by_hand(log, policy.cas, policy.D, q), 0.95,
+                   min(ess(policy.cas[:, j] / log.pscore_cascade[:, j]) for j in range(2)),
+                   "cascade_dr")
+    for model in ("mean", Ridge()):
+        want = evaluators.cascade_dr(log, policy.cas, policy.D, reward_model=model, rng=0)
+        for cells in (1 << 22, 6):  # in one chunk, or two records per chunk (6 // 3 items)
+            monkeypatch.setattr("evaluators._slate_ope._CHUNK_CELLS", cells)
+            policy = FactorPolicy()
+            got = evaluators.cascade_dr(log, policy.cas, policy, reward_model=model, rng=0)
+            assert got.value == pytest.approx(want.value, rel=1e-12, abs=1e-14)
+            assert got.stderr == pytest.approx(want.stderr, rel=1e-12, abs=1e-14)
+            if model == "mean":
+                assert policy.asked == ([[0, 1, 2, 3]] if cells > 6 else [[0, 1], [2, 3]])
+
+
+WHAT = ("`target_action_dist` must be conditional_factors returning (weights (u, n_items) >= 0, "
+        "row (n,) in [0, u), remaining (n, k) > 0), finite")
+
+
+def test_a_policys_factors_are_refused_with_what_was_received():
+    log = dist_log()
+    R = factor_arrays()[0]
+    cas = factor_arrays()[2]
+    for got, shown in (("nonsense", "'nonsense'"), (None, "None"), ((1, 2), "(1, 2)"),
+                       (("a", [0], [[1.0]]), "('a', [0], [[1.0]])"),
+                       ("x" * 100, "'" + "x" * 79)):
+        with message(ValueError, f"{WHAT}; got {shown}."):
+            evaluators.cascade_dr(log, cas, FactorPolicy(answer=lambda u, g=got: g))
+    good = (WEIGHTS, ROW, R)
+    shapes = [((WEIGHTS[0], ROW, R), "(3,), (4,), (4, 2)"),
+              ((WEIGHTS[:, :2], ROW, R), "(3, 2), (4,), (4, 2)"),
+              ((WEIGHTS, ROW[:3], R), "(3, 3), (3,), (4, 2)"),
+              ((WEIGHTS, ROW, R[:, :1]), "(3, 3), (4,), (4, 1)"),
+              ((WEIGHTS, ROW.astype(float), R), "(3, 3), (4,), (4, 2)")]
+    for got, shown in shapes:
+        with message(ValueError, f"{WHAT} with n = 4, k = 2, n_items = 3; got shapes {shown}."):
+            evaluators.cascade_dr(log, cas, FactorPolicy(answer=lambda u, g=got: g))
+    evaluators.cascade_dr(log, cas, FactorPolicy(answer=lambda u: good))
+    for i, value in ((0, -1.0), (0, math.nan), (0, math.inf), (2, 0.0), (2, -1.0), (2, math.nan),
+                     (2, math.inf), (1, -1), (1, 3)):
+        bad = [WEIGHTS.copy(), ROW.copy(), R.copy()]
+        bad[i].flat[1] = value
+        with message(ValueError, f"{WHAT}; got negative, zero, out-of-range or non-finite "
+                                 "values."):
+            evaluators.cascade_dr(log, cas, FactorPolicy(answer=lambda u, g=bad: tuple(g)))
+    zero = WEIGHTS.copy()
+    zero[0, 1] = 0.0  # a weight of 0 is allowed (an item the target never shows)
+    evaluators.cascade_dr(log, factor_arrays(zero)[2], FactorPolicy(weights=zero))
+
+
+def test_a_policys_remaining_weights_must_match_its_weights():
+    log = dist_log()
+    R, D, cas = factor_arrays()
+    for rel, ok in ((5e-7, True), (2e-6, False)):
+        bad = R.copy()
+        bad[2, 1] *= 1 + rel
+        policy = FactorPolicy(answer=lambda u, b=bad: (WEIGHTS, ROW, b))
+        if ok:
+            evaluators.cascade_dr(log, cas, policy)
+        else:
+            with message(ValueError, "`target_action_dist` must be conditional_factors whose "
+                                     "`remaining` is the weight of the items not shown (rows "
+                                     f"summing to 1); got [4.0, {float(bad[2, 1])!r}] against "
+                                     "[4.0, 2.0] at record 2."):
+                evaluators.cascade_dr(log, cas, policy)
+    c = cas.copy()
+    c[3, 1] = 0.2
+    with message(ValueError, "`target_action_dist` must be consistent with "
+                             "`target_pscore_cascade` (the product of its probabilities of the "
+                             "logged items is the prefix probability); got [0.5, 0.25] against "
+                             "[0.5, 0.2] at record 3."):
+        evaluators.cascade_dr(log, c, FactorPolicy())
