@@ -791,3 +791,16 @@ def test_a_policys_remaining_weights_must_match_its_weights():
                              "logged items is the prefix probability); got [0.5, 0.25] against "
                              "[0.5, 0.2] at record 3."):
         evaluators.cascade_dr(log, c, FactorPolicy())
+
+
+def test_a_fold_holding_every_record_trains_on_every_record():
+    # a SlateRewardModel made by hand with every record in fold 0 of 2: fold 0 has no other
+    # fold to learn from, so it learns from the whole log, as one fold does
+    from evaluators import SlateRewardModel
+    log, t, pi = pl_problem(n=6, m=3, k=2, seed=5)
+    for model in ("mean", Ridge()):
+        one = evaluators.fit_reward_model(log, model, n_folds=1, rng=0)
+        lopsided = SlateRewardModel(log, model, 2, np.zeros(6, dtype=np.int64))
+        want = evaluators.cascade_dr(log, t["cascade"], t["dist"], reward_model=one)
+        got = evaluators.cascade_dr(log, t["cascade"], t["dist"], reward_model=lopsided)
+        assert got.value == pytest.approx(want.value, rel=1e-12, abs=1e-14)
