@@ -279,9 +279,17 @@ def test_target_probabilities_flat_integer_and_round_off_of_one():
     assert evaluators.reward_interaction_ips(log, pi.ravel()).value == a.value
     ints = evaluators.slate_ips(log, [1, 0, 0, 1])
     assert ints.value == pytest.approx((1 / 0.25 * 1 + 0 + 0 + 1 / 0.1 * 0) / 4, rel=1e-14)
-    # 1 + a few ulps is 1 (round-off of a product of probabilities), not a refusal
-    one = evaluators.slate_ips(log, [1 + 1e-13, 0, 0, 0])
-    assert one.value == 1 / 0.25 / 4
+    # 1 + a few ulps is 1 (round-off of a product of probabilities), not a refusal, up to
+    # 1 + 1e-12 included
+    for above in (1 + 1e-13, 1.0 + 1e-12):
+        one = evaluators.slate_ips(log, [above, 0, 0, 0])
+        assert one.value == 1 / 0.25 / 4
+    # any float or integer dtype
+    for dtype in (np.float32, np.float16, np.int8, np.uint16):
+        got = evaluators.slate_ips(log, np.array([1, 0, 0, 1], dtype=dtype))
+        assert got.value == ints.value
+    half = evaluators.slate_ips(log, np.array([0.5, 0.25, 0.5, 0.125], dtype=np.float32))
+    assert half.value == evaluators.slate_ips(log, [0.5, 0.25, 0.5, 0.125]).value
 
 
 class SharedStateRidge(Ridge):
