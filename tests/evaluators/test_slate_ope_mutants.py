@@ -452,8 +452,15 @@ def test_a_policy_asked_chunk_by_chunk_gives_the_arrays_estimate(model, monkeypa
     assert got.value == pytest.approx(want.value, rel=1e-12, abs=1e-14)
     assert got.stderr == pytest.approx(want.stderr, rel=1e-12, abs=1e-14)
     assert all(len(a) <= 2 for a in policy.asked)
-    if model == "q":
-        assert policy.asked == [[0, 1], [2, 3], [4, 5], [6]]
+    # passes over the log: q 1, mean 2, ridge per position each fold's train and test parts
+    passes = {"q": 1, "mean": 2, "ridge": 2 * 2}[model]
+    assert sum(len(a) for a in policy.asked) == 7 * passes
+    if model != "ridge":
+        assert policy.asked == [[0, 1], [2, 3], [4, 5], [6]] * passes
+    monkeypatch.setattr("evaluators._slate_ope._CHUNK_CELLS", 1)  # one record at a time
+    policy = ArrayPolicy(t["dist"])
+    evaluators.cascade_dr(log, t["cascade"], policy, rng=1, **kw)
+    assert all(len(a) == 1 for a in policy.asked)
 
 
 def test_a_small_policy_is_asked_once(monkeypatch):
@@ -572,15 +579,15 @@ def pi_weight(avail, slate, full_marginals):
     items, built by enumerating its slates and inverted by numpy.linalg.pinv."""
     import itertools
     items = np.flatnonzero(avail)
-    k = len(slate)
+    k, m = len(slate), len(avail)
     slates = list(itertools.permutations(items, k))
-    X = np.zeros((len(slates), k * 4))
+    X = np.zeros((len(slates), k * m))
     for r, s in enumerate(slates):
-        X[r, [j * 4 + s[j] for j in range(k)]] = 1.0
+        X[r, [j * m + s[j] for j in range(k)]] = 1.0
     G = np.linalg.pinv(X.T @ X / len(slates))
     q = full_marginals.T.ravel()  # (n_items, k) as the (position, item) vector
-    s = np.zeros(k * 4)
-    s[[j * 4 + slate[j] for j in range(k)]] = 1.0
+    s = np.zeros(k * m)
+    s[[j * m + slate[j] for j in range(k)]] = 1.0
     return float(s @ G @ q)
 
 
@@ -812,3 +819,65 @@ def test_a_fold_holding_every_record_trains_on_every_record():
         want = evaluators.cascade_dr(log, t["cascade"], t["dist"], reward_model=one)
         got = evaluators.cascade_dr(log, t["cascade"], t["dist"], reward_model=lopsided)
         assert got.value == pytest.approx(want.value, rel=1e-12, abs=1e-14)
+
+
+def test_the_pseudoinverse_of_full_rankings_of_three():
+    # m = k = 3: w = (m - 1) sum_j pi_j(s_j) - (k - 2), against the general estimator
+    log, t, pi = pl_problem(n=5, m=3, k=3, seed=6, uniform=True)
+    full = pi.marginals(log.observations())
+    w = [pi_weight(np.ones(3, bool), log.action[i], full[i]) for i in range(5)]
+    assert w == pytest.approx([2 * np.trace(t["marg"][i]) - 1 for i in range(5)], abs=1e-12)
+    check_estimate(evaluators.pseudoinverse(log, t["marg"]),
+                   [w[i] * log.slate_reward[i] for i in range(5)], 0.95, ess(w), "pseudoinverse")
+
+
+def test_the_pseudoinverse_checks_tiny_slate_probabilities_relatively():
+    # 200 items, slates of 4: pscore = 1 / (200 199 198 197) ~ 6.5e-10; twice that is not the
+    # uniform policy, however small the difference
+    m = 200
+    cas = np.array([[1 / m, 1 / (m * 199), 1 / (m * 199 * 198), 2 / (m * 199 * 198 * 197)]])
+    log = SlateLog(context=np.zeros((1, 1)), action=[[0, 1, 2, 3]], reward=[[1.0, 0, 0, 0]],
+                   pscore=cas[:, -1], pscore_cascade=cas, pscore_item_position=np.full((1, 4),
+                                                                                      1 / m),
+                   n_items=m)
+    with pytest.raises(ValueError, match=re.escape("at record 0 (m = 200).")):
+        evaluators.pseudoinverse(log, np.full((1, 4, 4), 0.001))
+
+
+def test_the_estimators_name_their_target_argument():
+    log = dist_log()
+    with message(ValueError, "`target_pscore_cascade` must be of shape (4, 2) (or OBP's flat "
+                             "(8,)); got shape (4, 3)."):
+        evaluators.cascade_dr(log, np.full((4, 3), 0.1), DIST)
+    with message(ValueError, "`target_action_dist` must be of shape (4, 2, 3) (or OBP's flat "
+                             "(24,)); got shape (4, 2, 2)."):
+        evaluators.cascade_dr(log, DIST_CASCADE, DIST[:, :, :2])
+    with message(ValueError, "`target_item_marginals` must be of shape (5, 2, 2) (or OBP's flat "
+                             "(20,)); got shape (5, 2)."):
+        evaluators.pseudoinverse(uniform_log(), np.full((5, 2), 0.1))
+
+
+def test_cascade_dr_takes_a_q_array_of_any_real_dtype_or_flat():
+    log = dist_log()
+    q = np.arange(24.0).reshape(4, 2, 3) / 32  # exact in float32
+    want = evaluators.cascade_dr(log, DIST_CASCADE, DIST, reward_model=q).value
+    assert want == pytest.approx(np.mean(dr_by_hand(log, DIST_CASCADE, DIST, q)), rel=1e-14)
+    for got in (q.astype(np.float32), q.ravel(), q.astype(np.float32).ravel()):
+        assert evaluators.cascade_dr(log, DIST_CASCADE, DIST, reward_model=got).value == want
+
+
+def test_an_object_with_fit_but_no_predict_is_not_a_regressor():
+    log = dist_log()
+
+    class OnlyFit:
+        def fit(self, X, y):
+            return self
+
+    class OnlyPredict:
+        def predict(self, X):
+            return np.zeros(len(X))
+
+    rule = "'mean', an array (n_rounds, len_list, n_items) or a regressor with fit/predict"
+    for obj in (OnlyFit(), OnlyPredict()):
+        with message(TypeError, f"`reward_model` must be {rule}; got {type(obj).__name__}."):
+            evaluators.cascade_dr(log, DIST_CASCADE, DIST, reward_model=obj)
