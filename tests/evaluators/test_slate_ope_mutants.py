@@ -762,6 +762,9 @@ def test_a_policys_factors_are_refused_with_what_was_received():
                        ("x" * 100, "'" + "x" * 79)):
         with message(ValueError, f"{WHAT}; got {shown}."):
             evaluators.cascade_dr(log, cas, FactorPolicy(answer=lambda u, g=got: g))
+    text = (WEIGHTS, ROW, np.full((4, 2), "x"))  # remaining weights that are not numbers
+    with message(ValueError, f"{WHAT}; got {repr(text)[:80]}."):
+        evaluators.cascade_dr(log, cas, FactorPolicy(answer=lambda u: text))
     good = (WEIGHTS, ROW, R)
     shapes = [((WEIGHTS[0], ROW, R), "(3,), (4,), (4, 2)"),
               ((WEIGHTS[:, :2], ROW, R), "(3, 2), (4,), (4, 2)"),
