@@ -1,6 +1,9 @@
 """Survivors of the mutation run of ``evaluators/_slate_ope.py`` (issue 27, docs/testing.md):
-Cascade-DR with a regressor written as a plain loop (features, folds, the recursion), and
-the slate estimators' refusals, tolerances and degenerate cases word for word, on tiny logs."""
+Cascade-DR with a regressor written as a plain loop (features, folds, the recursion); the
+action distribution from an array, a policy or a policy's conditional factors (chunks,
+passes, checks); the pseudo-inverse with availability against the general estimator; SIPS,
+IIPS and RIPS by hand; every refusal, tolerance and degenerate case word for word, on tiny
+logs."""
 
 import math
 import re
@@ -484,9 +487,7 @@ def test_cascade_dr_refusals_word_for_word():
     rule = "'mean', an array (n_rounds, len_list, n_items) or a regressor with fit/predict"
     with message(ValueError, f"`reward_model` must be {rule}; got 'ridge'."):
         evaluators.cascade_dr(log, DIST_CASCADE, DIST, reward_model="ridge")
-    for bad, got in ((object(), "object"), ("abc" * 8, None), ([["a"]], "list")):
-        if got is None:
-            continue
+    for bad, got in ((object(), "object"), ([["a"]], "list")):
         with message(TypeError, f"`reward_model` must be {rule}; got {got}."):
             evaluators.cascade_dr(log, DIST_CASCADE, DIST, reward_model=bad)
     with message(ValueError, "`reward_model` must be an array of shape (4, 2, 3); got shape "
@@ -543,7 +544,7 @@ def test_the_default_folds_are_two_drawn_from_rng():
                                                   reward_model=other).value
 
 
-def test_no_support_in_cascade_dr_and_the_pseudoinverse():
+def test_no_support_in_cascade_dr():
     log = dist_log()
     D = DIST.copy()
     D[:, 0] = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
