@@ -58,6 +58,7 @@ TESTS = {
     "evaluators/_metrics.py": ["tests/evaluators/test_metrics.py",
                                "tests/evaluators/test_bad_arrays.py"],
     "evaluators/_slate_ope.py": ["tests/evaluators/test_slate_ope.py",
+                                 "tests/evaluators/test_slate_ope_mutants.py",
                                  "tests/evaluators/test_stderr.py",
                                  "tests/evaluators/test_bad_arrays.py"],
     "evaluators/_mips.py": ["tests/evaluators/test_ope_catalogue.py",
