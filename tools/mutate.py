@@ -283,15 +283,17 @@ def main(argv=None) -> int:
         if not names:
             print("tools/mutate.py: no survivor to run again")
         cmd = cmd + names if names else None
-    if cmd is not None:
-        run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
-        if run.returncode != 0:
-            sys.stdout.write(run.stdout[-3000:])
-            sys.stderr.write(run.stderr[-3000:])
-            print(f"tools/mutate.py: mutmut exited {run.returncode}", file=sys.stderr)
-            return 2
-    for m, (meta, tests) in before.items():
-        restore_verdicts(work, m, meta, tests)
+    try:
+        if cmd is not None:
+            run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+            if run.returncode != 0:
+                sys.stdout.write(run.stdout[-3000:])
+                sys.stderr.write(run.stderr[-3000:])
+                print(f"tools/mutate.py: mutmut exited {run.returncode}", file=sys.stderr)
+                return 2
+    finally:  # also when the run is stopped (Ctrl-C): the next --survivors goes on from here
+        for m, (meta, tests) in before.items():
+            restore_verdicts(work, m, meta, tests)
     return summarize(work, modules, known, args, seconds=time.perf_counter() - start)
 
 
