@@ -96,13 +96,18 @@ REFUSALS = [
      "`relevant` must be a sequence of per-user id arrays or a scipy.sparse matrix; got int."),
     (lambda: M.hits_at_k(REC, "ab", k=1), TypeError,
      "`relevant` must be a sequence of per-user id arrays or a scipy.sparse matrix; got str."),
+    (lambda: M.hits_at_k(REC, b"ab", k=1), TypeError,
+     "`relevant` must be a sequence of per-user id arrays or a scipy.sparse matrix; got bytes."),
+    (lambda: M.hits_at_k(REC, sp.coo_array((np.ones(4), ([1, 0, 0, 1], [3, 0, 2, 3])),
+                                           shape=(2, 4)), k=1), ValueError,
+     "`relevant` stores (1, 3) more than once."),
     (lambda: M.hits_at_k(REC, [[0], [1], [2]], k=1), ValueError,
      "`relevant` must have one entry per row of `recommended` (2); got 3."),
     (lambda: M.hits_at_k(REC, [[0], [0.5]], k=1), TypeError,
      "`relevant[1]` must hold integer item ids; got dtype float64."),
     (lambda: M.hits_at_k(REC, [[0], [[1]]], k=1), ValueError,
      "`relevant[1]` must be 1-dimensional; got shape (1, 1)."),
-    (lambda: M.hits_at_k(REC, [[0], [1, -2, -3]], k=1), ValueError,
+    (lambda: M.hits_at_k(REC, [[0], [0, 1, -2, -3]], k=1), ValueError,
      "`relevant[1]` item ids must be >= 0; got -2."),
     (lambda: M.hits_at_k(REC, [[0], [5, 3, 1, 3]], k=1), ValueError,
      "`relevant[1]` must not repeat an item; got item 3 more than once."),
@@ -461,3 +466,56 @@ def test_diversity_in_chunks_of_users_equals_the_loop(monkeypatch, chunk):
     cos = vec @ vec.T / np.outer(np.linalg.norm(vec, axis=1), np.linalg.norm(vec, axis=1))
     np.testing.assert_allclose(M.intra_list_diversity(rec, item_vectors=vec).per_user,
                                _ild_loop(rec, cos), rtol=1e-12)
+
+
+# -- the relevant pairs, in every accepted form -------------------------------------------------
+
+def test_relevant_in_every_accepted_form_gives_the_same_hits():
+    rec = np.array([[0, 1, 2], [1, 0, 3], [2, 3, 0]])
+    # hits by hand at k = 2: user 0 {1} -> 1; user 1 {} -> skipped; user 2 {2, 3} -> 2
+    expected = [1.0, math.nan, 2.0]
+    dense = np.array([[0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 1, 1]])
+    forms = [
+        [[1], [], [3, 2]],
+        [frozenset({1}), set(), {2, 3}],
+        [np.array([1], np.uint8), np.array([], np.int64), np.array([3, 2], np.int32)],
+        (np.array([1]), np.array([], dtype=int), np.array([2, 3])),
+        sp.csr_array(dense.astype(bool)),
+        sp.csc_array(dense),
+        sp.coo_array((np.array([1.0, 0.0, 1.0, 1.0]), (np.array([2, 1, 0, 2]),
+                                                       np.array([3, 1, 1, 2]))), shape=(3, 4)),
+    ]
+    for rel in forms:
+        res = M.hits_at_k(rec, rel, k=2)
+        np.testing.assert_array_equal(res.per_user, expected)
+        assert (res.value, res.n_evaluated, res.n_skipped) == (1.5, 2, 1)
+
+
+# -- classification and the smallest ranking case, by hand -------------------------------------
+
+def test_classification_counts_by_hand():
+    t = [1, 0, 1, 1, 0, 2]
+    p = [1, 1, 0, 1, 0, 1]
+    # positive 1: TP at 0 and 3, FP at 1 and 5, FN at 2
+    assert M.precision(t, p) == 2 / 4
+    assert M.recall(t, p) == 2 / 3
+    assert M.f1(t, p) == 2 * 2 / (2 * 2 + 2 + 1)
+    assert M.accuracy(t, p) == 3 / 6
+    # positive 0: TP at 4, FP none, FN at 1
+    assert (M.precision(t, p, positive=0), M.recall(t, p, positive=0)) == (1.0, 0.5)
+    assert M.f1(t, p, positive=0) == 2 / (2 + 0 + 1)
+    # strings: positive "b" has TP 1, FP 2, FN 1
+    ts, ps = ["a", "b", "b", "c"], ["b", "b", "a", "b"]
+    assert M.precision(ts, ps, positive="b") == 1 / 3
+    assert M.recall(ts, ps, positive="b") == 1 / 2
+    assert M.f1(ts, ps, positive="b") == 2 / (2 + 2 + 1)
+    assert M.accuracy(ts, ps) == 1 / 4
+
+
+def test_one_user_one_item_and_the_result_is_read_only():
+    res = M.hits_at_k(np.array([[3]]), [[3]], k=1)
+    assert (res.value, res.n_evaluated, res.n_skipped) == (1.0, 1, 0)
+    assert M.mrr_at_k(np.array([[3]]), [[3]], k=5).value == 1.0
+    for r in (res, M.novelty(np.array([[0, 1]]), [0.5, 0.5]),
+              M.intra_list_diversity(np.array([[0, 1]]), item_vectors=np.eye(2))):
+        assert not r.per_user.flags.writeable and r.per_user.dtype == np.float64
