@@ -501,9 +501,9 @@ def test_classification_counts_by_hand():
     assert M.recall(t, p) == 2 / 3
     assert M.f1(t, p) == 2 * 2 / (2 * 2 + 2 + 1)
     assert M.accuracy(t, p) == 3 / 6
-    # positive 0: TP at 4, FP none, FN at 1
-    assert (M.precision(t, p, positive=0), M.recall(t, p, positive=0)) == (1.0, 0.5)
-    assert M.f1(t, p, positive=0) == 2 / (2 + 0 + 1)
+    # positive 0: TP at 4, FP at 2, FN at 1
+    assert (M.precision(t, p, positive=0), M.recall(t, p, positive=0)) == (1 / 2, 1 / 2)
+    assert M.f1(t, p, positive=0) == 2 / (2 + 1 + 1)
     # strings: positive "b" has TP 1, FP 2, FN 1
     ts, ps = ["a", "b", "b", "c"], ["b", "b", "a", "b"]
     assert M.precision(ts, ps, positive="b") == 1 / 3
