@@ -510,6 +510,10 @@ def test_classification_counts_by_hand():
     assert M.recall(ts, ps, positive="b") == 1 / 2
     assert M.f1(ts, ps, positive="b") == 2 / (2 + 2 + 1)
     assert M.accuracy(ts, ps) == 1 / 4
+    # TP 0, FP 1, FN 1: F1 is 0 (defined: positives exist), no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert M.f1([1, 0], [0, 1]) == 0.0
 
 
 def test_one_user_one_item_and_the_result_is_read_only():
