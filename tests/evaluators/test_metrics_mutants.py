@@ -523,3 +523,11 @@ def test_one_user_one_item_and_the_result_is_read_only():
     for r in (res, M.novelty(np.array([[0, 1]]), [0.5, 0.5]),
               M.intra_list_diversity(np.array([[0, 1]]), item_vectors=np.eye(2))):
         assert not r.per_user.flags.writeable and r.per_user.dtype == np.float64
+
+
+@pytest.mark.parametrize("f", RANKING)
+def test_no_user_at_all_is_a_nan_for_every_ranking_measure(f):
+    with warns_exactly(f"`{f.__name__}` is undefined: no user could be evaluated (0 users, "
+                       f"all skipped); returning nan."):
+        res = f(np.zeros((0, 2), dtype=int), [], k=2)
+    assert math.isnan(res.value) and (res.n_evaluated, res.n_skipped) == (0, 0)
