@@ -36,8 +36,9 @@ class UndefinedMetricWarning(RuntimeWarning):
     """A metric is undefined on this (legal) input and ``nan`` was returned."""
 
 
-def _undefined(message: str) -> float:
-    warnings.warn(message, UndefinedMetricWarning, stacklevel=3)
+def _undefined(message: str, stacklevel: int = 3) -> float:
+    # 3: the caller of the public function that calls _undefined (4 through _result)
+    warnings.warn(message, UndefinedMetricWarning, stacklevel=stacklevel)
     return math.nan
 
 
@@ -73,7 +74,8 @@ def _result(per_user: np.ndarray, keep: np.ndarray, name: str) -> RankingResult:
     n_eval = int(keep.sum())
     if n_eval == 0:
         value = _undefined(f"`{name}` is undefined: no user could be evaluated "
-                           f"({per_user.size} users, all skipped); returning nan.")
+                           f"({per_user.size} users, all skipped); returning nan.",
+                           stacklevel=4)
     else:
         value = float(per_user[keep].mean())
     return RankingResult(value, per_user, n_eval, int(per_user.size - n_eval))
@@ -266,8 +268,10 @@ _RANKING_RETURNS = """
 
 
 def _doc(f):
-    f.__doc__ = (f.__doc__.replace("{params}", _RANKING_PARAMS.strip("\n"))
-                 .replace("{returns}", _RANKING_RETURNS.strip("\n")))
+    # The placeholders stand indented in the docstring: the sections' first lines take
+    # that indentation, so their own is stripped with the newlines.
+    f.__doc__ = (f.__doc__.replace("{params}", _RANKING_PARAMS.strip())
+                 .replace("{returns}", _RANKING_RETURNS.strip()))
     return f
 
 

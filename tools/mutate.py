@@ -56,6 +56,7 @@ TESTS = {
                                 "tests/evaluators/test_stderr.py",
                                 "tests/evaluators/test_replay.py", "tests/evaluators/test_ab.py"],
     "evaluators/_metrics.py": ["tests/evaluators/test_metrics.py",
+                               "tests/evaluators/test_metrics_mutants.py",
                                "tests/evaluators/test_bad_arrays.py"],
     "evaluators/_slate_ope.py": ["tests/evaluators/test_slate_ope.py",
                                  "tests/evaluators/test_slate_ope_mutants.py",
