@@ -70,7 +70,8 @@ def test_restore_gives_back_nothing_when_a_test_left_the_selection(tmp_path):
 def test_summary_counts_mutants_not_run_and_does_not_pass_them(tmp_path, monkeypatch, capsys):
     scratch(tmp_path, ["t1.py"], OLD_CODES, OLD_HASHES)
     diffs = {name("x_f", 2): "--- a\n+++ a\n-    return x\n+    return None"}
-    monkeypatch.setattr(mutate, "diffs_of", lambda work, module, names: {n: diffs[n] for n in names})
+    monkeypatch.setattr(mutate, "diffs_of",
+                        lambda work, module, names: {n: diffs[n] for n in names})
 
     class Args:
         max_children, target = 1, 0.5
@@ -98,3 +99,13 @@ def test_summary_counts_mutants_not_run_and_does_not_pass_them(tmp_path, monkeyp
 def test_key_of_names_the_function_and_the_mutated_line(mutant, function):
     diff = "--- p\n+++ p\n@@ -1 +1 @@\n-    a = b\n+    a = None\n     c = a"
     assert mutate.key_of(MODULE, mutant, diff) == (MODULE, function, "a = None")
+
+
+def test_changed_functions_are_named_as_mutmut_names_them():
+    old = ("def f(x):\n    return x + 1\n\n\ndef g(x):\n    return x\n\n\n"
+           "class C:\n    def m(self):\n        return 1\n\n    def n(self):\n        return 2\n")
+    new = ("def g(x):\n    return x\n\n\ndef f(x):\n    return x + 2\n\n\ndef h():\n    pass\n\n\n"
+           "class C:\n    def m(self):\n        return 1\n\n    def n(self):\n        return 3\n")
+    # g moved (same code), f changed, h new; C.m the same, C.n changed
+    assert mutate.changed_functions(old, new) == {"x_f", "x_h", "xǁCǁn"}
+    assert mutate.changed_functions(new, new) == set()

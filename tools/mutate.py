@@ -20,10 +20,10 @@ keeps its verdict when its function's code is unchanged, and only the mutants no
 of changed functions) run. mutmut starts over when the module's test selection (``TESTS``) or
 pyproject.toml changed. ``--survivors`` (which implies ``--keep``) runs, by name, against the
 current tests, only the survivors that are not listed as equivalent (a verdict otherwise
-stands, and a test written since could kill them) and the mutants not run yet; the killed
-keep their verdicts, also when mutmut drops them because tests were added to the selection
-(tests only added cannot revive a killed mutant; a selection that lost tests, or a function
-whose code changed, keeps nothing).
+stands, and a test written since could kill them), the mutants not run yet and the mutants of
+functions changed or added since the run. The killed of unchanged functions keep their
+verdicts, also when mutmut drops them because tests were added to the selection (tests only
+added cannot revive a killed mutant; a selection that lost tests keeps nothing).
 
 It prints, per module, the mutants killed, survived (and how many of those are listed as
 equivalent in ``tools/equivalent_mutants.txt``), timed out and not covered, each survivor's
@@ -35,6 +35,7 @@ arguments. mutmut is the ``dev`` extra: ``pip install -e ".[dev]"``.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import shutil
@@ -173,6 +174,22 @@ def verdicts(work: Path, module: str) -> dict[str, int | None]:
     return json.loads((work / "mutants" / (module + ".meta")).read_text())["exit_code_by_key"]
 
 
+def changed_functions(old: str, new: str) -> set[str]:
+    """mutmut's names (``x_f``, ``xǁClassǁmethod``) of the functions of source ``new`` whose
+    code differs from ``old``'s or is not in it (their mutants are new: no verdict to keep)."""
+    def defs(src):
+        out = {}
+        for node in ast.parse(src).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out[f"x_{node.name}"] = ast.dump(node)
+            elif isinstance(node, ast.ClassDef):
+                out.update((f"x\u01c1{node.name}\u01c1{f.name}", ast.dump(f)) for f in node.body
+                           if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        return out
+    before = defs(old)
+    return {name for name, code in defs(new).items() if before.get(name) != code}
+
+
 def selection(work: Path) -> list[str]:
     """The test selection of the scratch tree's last run."""
     conf = tomllib.loads((work / "pyproject.toml").read_text())
@@ -276,6 +293,11 @@ def main(argv=None) -> int:
             names += [n for n, diff in diffs_of(work, m, survived).items()
                       if key_of(m, n, diff) not in known]
             names += [n for n, code in codes.items() if code is None]
+            # and every mutant of a function changed or added since that run (patterns)
+            dotted = m.removesuffix(".py").replace("/", ".")
+            names += [f"{dotted}.{f}__mutmut_*"
+                      for f in sorted(changed_functions((work / m).read_text(),
+                                                        (ROOT / m).read_text()))]
     work = prepare(modules, args.keep or args.survivors)
     start = time.perf_counter()
     env = dict(os.environ, CI="true")  # tests/conftest.py: derandomised hypothesis
