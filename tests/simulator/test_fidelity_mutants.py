@@ -638,3 +638,26 @@ def test_the_continuation_is_the_documented_recipe(sessions):
     # the comparison: 30 pairs drawn from the third stream
     cmp = np.random.default_rng(np.random.SeedSequence(4).spawn(3)[2])
     assert h.report.distances == fidelity(h.real, h.simulated, n_pairs=30, rng=cmp).distances
+
+
+# -- the survivors of the run's second part (the statistics, fidelity, _distance) ---------------
+def test_rows_go_on_after_a_distance_not_measured():
+    a, _, c = _report().distances
+    rep = F.FidelityReport(distances=(c, a), ks_close=0.25, ks_poor=0.5, faithful=True)
+    assert rep.rows() == [
+        ("session_gaps", "-", "-", "-", "-", "-", "-", "-", "not measured"),
+        ("user_activity", "4/16", "16", "14", "0.500", "0.759", "2 (12.5%)", "-", "fair"),
+    ]
+    assert len(rep.to_text().splitlines()) == 3
+
+
+def test_holdout_names_the_items_the_fit_drops_by_their_ids():
+    # item 500, rated once before the split and below min_rating 3: the fit drops it; the
+    # world names it by its id in the log (500), not by its index among the log's items (5)
+    u, i, r, t = _rows_log()
+    u, i, r, t = (np.append(u, 30), np.append(i, 500), np.append(r, 1.0),
+                  np.append(t, 1000 + 10 * 1))
+    h = holdout_fidelity((u, i, r, t), holdout=0.25, seconds_per_tick=10, n_factors=1, rng=0,
+                         min_rating=3)
+    assert h.world.dropped_items.tolist() == [500] and h.world.dropped_users.tolist() == [60]
+    assert h.world.item_ids.tolist() == [100, 200, 300]
