@@ -661,3 +661,24 @@ def test_holdout_names_the_items_the_fit_drops_by_their_ids():
                          min_rating=3)
     assert h.world.dropped_items.tolist() == [500] and h.world.dropped_users.tolist() == [60]
     assert h.world.item_ids.tolist() == [100, 200, 300]
+
+
+def test_holdout_defaults_act_as_documented(monkeypatch):
+    """The defaults by what they do, not by the signature (under mutmut's trampolines the
+    signature is the original's): a day per tick and a hold-out of 0.2 split the hand log of
+    8 days at day floor(0.8 * 8) = 6, seed 0, and fidelity's n_pairs 20,000, ks 0.1 and
+    0.2."""
+    u, i, r, t = _rows_log()
+    days = (t - 1000) // 10 * 86400  # the same ticks, a day apart
+    seen = {}
+
+    def spy(real, simulated, **kwargs):
+        seen.update(kwargs)
+        return fidelity(real, simulated, **kwargs)
+
+    monkeypatch.setattr(F, "fidelity", spy)
+    h = holdout_fidelity((u, i, r, days), n_factors=1, rng=0)
+    assert (h.split, h.n_ticks, h.holdout) == (6, 8, 0.2)
+    assert (seen["n_pairs"], seen["ks_close"], seen["ks_poor"]) == (20_000, 0.1, 0.2)
+    seeded = holdout_fidelity((u, i, r, days), n_factors=1, rng=0, seed=0)
+    assert _columns(h.simulated) == _columns(seeded.simulated)
