@@ -638,3 +638,47 @@ def test_the_continuation_is_the_documented_recipe(sessions):
     # the comparison: 30 pairs drawn from the third stream
     cmp = np.random.default_rng(np.random.SeedSequence(4).spawn(3)[2])
     assert h.report.distances == fidelity(h.real, h.simulated, n_pairs=30, rng=cmp).distances
+
+
+# -- the survivors of the run's second part (the statistics, fidelity, _distance) ---------------
+def test_rows_go_on_after_a_distance_not_measured():
+    a, _, c = _report().distances
+    rep = F.FidelityReport(distances=(c, a), ks_close=0.25, ks_poor=0.5, faithful=True)
+    assert rep.rows() == [
+        ("session_gaps", "-", "-", "-", "-", "-", "-", "-", "not measured"),
+        ("user_activity", "4/16", "16", "14", "0.500", "0.759", "2 (12.5%)", "-", "fair"),
+    ]
+    assert len(rep.to_text().splitlines()) == 3
+
+
+def test_holdout_names_the_items_the_fit_drops_by_their_ids():
+    # item 500, rated once before the split and below min_rating 3: the fit drops it; the
+    # world names it by its id in the log (500), not by its index among the log's items (5)
+    u, i, r, t = _rows_log()
+    u, i, r, t = (np.append(u, 30), np.append(i, 500), np.append(r, 1.0),
+                  np.append(t, 1000 + 10 * 1))
+    h = holdout_fidelity((u, i, r, t), holdout=0.25, seconds_per_tick=10, n_factors=1, rng=0,
+                         min_rating=3)
+    assert h.world.dropped_items.tolist() == [500] and h.world.dropped_users.tolist() == [60]
+    assert h.world.item_ids.tolist() == [100, 200, 300]
+
+
+def test_holdout_defaults_act_as_documented(monkeypatch):
+    """The defaults by what they do, not by the signature (under mutmut's trampolines the
+    signature is the original's): a day per tick and a hold-out of 0.2 split the hand log of
+    8 days at day floor(0.8 * 8) = 6, seed 0, and fidelity's n_pairs 20,000, ks 0.1 and
+    0.2."""
+    u, i, r, t = _rows_log()
+    days = (t - 1000) // 10 * 86400  # the same ticks, a day apart
+    seen = {}
+
+    def spy(real, simulated, **kwargs):
+        seen.update(kwargs)
+        return fidelity(real, simulated, **kwargs)
+
+    monkeypatch.setattr(F, "fidelity", spy)
+    h = holdout_fidelity((u, i, r, days), n_factors=1, rng=0)
+    assert (h.split, h.n_ticks, h.holdout) == (6, 8, 0.2)
+    assert (seen["n_pairs"], seen["ks_close"], seen["ks_poor"]) == (20_000, 0.1, 0.2)
+    seeded = holdout_fidelity((u, i, r, days), n_factors=1, rng=0, seed=0)
+    assert _columns(h.simulated) == _columns(seeded.simulated)
