@@ -109,3 +109,13 @@ def test_changed_functions_are_named_as_mutmut_names_them():
     # g moved (same code), f changed, h new; C.m the same, C.n changed
     assert mutate.changed_functions(old, new) == {"x_f", "x_h", "xǁCǁn"}
     assert mutate.changed_functions(new, new) == set()
+
+
+def test_an_ambiguous_mutated_line_is_listed_with_its_removed_line():
+    diff = "--- p\n+++ p\n@@ -1 +1 @@\n-    g(a, b=c)\n+    )"
+    other = "--- p\n+++ p\n@@ -1 +1 @@\n-    h(a, d=e)\n+    )"
+    name = "evaluators._x.x_f__mutmut_3"
+    known = {(MODULE, "f", "g(a, b=c) => )")}
+    assert mutate.is_equivalent(MODULE, name, diff, known)
+    assert not mutate.is_equivalent(MODULE, name, other, known)  # the same `)`, another call
+    assert mutate.is_equivalent(MODULE, name, other, {(MODULE, "f", ")")})

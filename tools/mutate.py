@@ -239,6 +239,15 @@ def key_of(module: str, name: str, diff: str) -> tuple[str, str, str]:
     return module, function, " ".join(plus)
 
 
+def is_equivalent(module: str, name: str, diff: str, known) -> bool:
+    """Listed as equivalent: by its mutated line, or, where that line alone is ambiguous
+    (``)`` may be the mutant of several calls), by ``<removed line> => <mutated line>``."""
+    key = key_of(module, name, diff)
+    minus = [ln[1:].strip() for ln in diff.splitlines()
+             if ln.startswith("-") and not ln.startswith("---")]
+    return key in known or (module, key[1], f"{' '.join(minus)} => {key[2]}") in known
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -291,7 +300,7 @@ def main(argv=None) -> int:
             codes = before[m][0]["exit_code_by_key"]
             survived = [n for n, code in codes.items() if code == 0]
             names += [n for n, diff in diffs_of(work, m, survived).items()
-                      if key_of(m, n, diff) not in known]
+                      if not is_equivalent(m, n, diff, known)]
             names += [n for n, code in codes.items() if code is None]
             # and every mutant of a function changed or added since that run (patterns)
             dotted = m.removesuffix(".py").replace("/", ".")
@@ -335,7 +344,7 @@ def summarize(work: Path, modules: list[str], known, args, seconds: float | None
             s = "not run" if code is None else status.get(code, "other")
             if s == "survived":
                 diff = diffs[name]
-                if key_of(module, name, diff) in known:
+                if is_equivalent(module, name, diff, known):
                     counts["equivalent"] += 1
                     continue
                 print(f"# {name}: survived\n{diff}\n")
