@@ -6,6 +6,7 @@ IIPS and RIPS by hand; every refusal, tolerance and degenerate case word for wor
 logs."""
 
 import math
+import os
 import re
 import warnings
 
@@ -217,6 +218,13 @@ def test_one_slate_has_a_value_and_no_stderr():
             assert math.isnan(est.stderr) and math.isnan(est.ci_low) and math.isnan(est.ci_high)
 
 
+def at_callers_file(w) -> bool:
+    """The warning points at the caller (this file). Under mutmut every function is called
+    through its trampoline, one frame more, so there it points at mutmut's file: the check
+    is left to the ordinary suite (docs/testing.md, "a warning's stacklevel")."""
+    return "MUTANT_UNDER_TEST" in os.environ or w.filename == __file__
+
+
 @pytest.mark.parametrize("name", ["slate_ips", "independent_ips", "reward_interaction_ips"])
 def test_no_support_is_a_nan_with_the_estimators_name(name):
     log = tiny_log()
@@ -226,7 +234,7 @@ def test_no_support_is_a_nan_with_the_estimators_name(name):
     assert [str(w.message) for w in caught] == [
         f"{name}: every importance weight is 0 (the target never shows a logged slate or "
         "prefix); returning nan."]
-    assert caught[0].filename == __file__  # at the caller's line
+    assert at_callers_file(caught[0])
     assert all(math.isnan(x) for x in (est.value, est.stderr, est.ci_low, est.ci_high))
     assert (est.n, est.level, est.ess, est.estimator) == (4, 0.9, 0.0, name)
 
@@ -553,7 +561,7 @@ def test_no_support_in_cascade_dr():
     assert [str(w.message) for w in caught] == [
         "cascade_dr: every importance weight is 0 (the target never shows a logged slate or "
         "prefix); returning nan."]
-    assert caught[0].filename == __file__
+    assert at_callers_file(caught[0])
     assert (est.n, est.level, est.ess, est.estimator) == (4, 0.9, 0.0, "cascade_dr")
     assert math.isnan(est.value) and math.isnan(est.ci_high)
 
