@@ -10,7 +10,7 @@ Prints progress, then ONE JSON object on its last line:
   from a dense float32 ``pi_b`` as a non-uniform log needs (``--skip-mips`` to leave both
   out); MIPS reads only each record's own embedding group beyond the validation pass. IPS,
   SNIPS and subgaussian IPS read only ``pi(a_j|x_j)`` beyond the validation pass (one global
-  min and one matrix-vector product); the model-based ones validate inside their own pass.
+  min and one pass of row sums); the model-based ones validate inside their own pass.
 * ``slope_s``: ``select_estimator`` over 10 ``clip`` values of IPS.
 * ``static_value_s``: exact ``static_policy_value`` of a softmax policy at K = 10,000.
 * ``obp``: where ``obp`` imports, recloop and OBP side by side in this process on
