@@ -155,3 +155,16 @@ def test_rows_are_frozen():
         s.bias = 0.0
     with pytest.raises(TypeError):
         s.params["T"] = 1
+
+
+def test_a_row_built_by_hand_with_no_unit_and_no_estimate():
+    """SummaryRow is public: a row with no unit has no nan rate (not a ZeroDivisionError),
+    and a row without an estimate is not "the truth itself" even with an RMSE of 0. (The
+    properties are mutated by hand: mutmut skips decorated functions, docs/testing.md.)"""
+    def row(n, n_nan, rmse):
+        return SummaryRow("e", "a", "", "m", None, {}, n=n, n_nan=n_nan, estimate=math.nan,
+                          sd=math.nan, se=math.nan, truth=1.0, bias=math.nan, rmse=rmse,
+                          coverage=math.nan, n_ci=0)
+    assert math.isnan(row(0, 0, math.nan).nan_rate) and row(0, 0, math.nan).n_logs == 0
+    assert row(0, 3, 0.0).nan_rate == 1.0 and not row(0, 3, 0.0).is_truth_itself
+    assert row(2, 0, 0.0).is_truth_itself
