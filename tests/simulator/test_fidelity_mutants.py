@@ -110,6 +110,16 @@ def test_overlap_is_jaccard_and_zero_for_two_empty_profiles():
     assert F._overlap(one, np.array([0]), np.array([1])).tolist() == [1.0]
 
 
+def test_overlap_of_more_pairs_than_two_chunks():
+    """Pairs are computed in chunks of 2^14: more than two chunks' worth are all filled (the
+    default 20,000 pairs fit in two, and a loop that covered only the first two chunks passed
+    every other test)."""
+    one = sp.csr_array(np.array([[0, 1], [0, 1]], dtype=float))
+    n = 3 * (1 << 14) + 5
+    out = F._overlap(one, np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64))
+    assert out.shape == (n,) and np.all(out == 1.0)
+
+
 def test_overlap_of_two_active_users_and_of_fewer():
     m = sp.csr_array(np.array([[1, 1, 0], [0, 1, 1], [0, 0, 0]], dtype=float))
     assert F._active_overlap(m, 10, np.random.default_rng(0)).tolist() == pytest.approx([1 / 3])
