@@ -155,17 +155,18 @@ def test_bad_input_is_named():
 
 
 # -- fidelity on the future --------------------------------------------------------------------
-def _timed_log(n_users=120, n_items=25, n_ticks=40, seed=0):
+def _timed_log(n_users=120, n_items=25, n_ticks=40, seed=0, mean_profile_size=6.0,
+               seconds_per_tick=86400):
     """(users, items, ratings, timestamps) of a small world with sessions, ids from 1."""
     law = simulator.SessionLaw(count_mu=0.8, count_sigma=1.0, gap_mu=1.2, gap_sigma=0.8,
                                later_weight=0.5)
     config = simulator.WorldConfig(n_users=n_users, n_items=n_items, n_ticks=n_ticks, dim=2,
-                                   mean_profile_size=6.0, n_universal=0, appeal_mean=-2.0,
-                                   sessions=law)
+                                   mean_profile_size=mean_profile_size, n_universal=0,
+                                   appeal_mean=-2.0, sessions=law)
     e = simulator.World(config, seed).simulate(n_ticks - 1).edges
     rng = np.random.default_rng(seed)
     return (e.user + 1, e.item + 1, rng.integers(1, 6, e.user.size).astype(float),
-            1_000_000 + 86400 * e.tick)
+            1_000_000 + seconds_per_tick * e.tick)
 
 
 def test_holdout_splits_in_time_and_continues_the_fitted_users():

@@ -18,6 +18,7 @@ import simulator
 from simulator import InteractionLog, calibrate, fidelity, holdout_fidelity, holdout_split
 from simulator import _fidelity as F
 from simulator._sessions import SessionSchedule, continue_schedule, draw_schedule
+from tests.simulator.test_fidelity import _timed_log
 
 
 def _edges(rows, n_users, n_items, rating=True):
@@ -550,15 +551,8 @@ def test_holdout_refusals_word_for_word(make, kwargs, error, text):
 def _world_log(n_users=60, n_items=15, n_ticks=20, seed=0):
     """(users, items, ratings, timestamps) of a small world with sessions, ids from 1, one tick
     an hour."""
-    law = simulator.SessionLaw(count_mu=0.8, count_sigma=1.0, gap_mu=1.2, gap_sigma=0.8,
-                               later_weight=0.5)
-    config = simulator.WorldConfig(n_users=n_users, n_items=n_items, n_ticks=n_ticks, dim=2,
-                                   mean_profile_size=5.0, n_universal=0, appeal_mean=-2.0,
-                                   sessions=law)
-    e = simulator.World(config, seed).simulate(n_ticks - 1).edges
-    rng = np.random.default_rng(seed)
-    return (e.user + 1, e.item + 1, rng.integers(1, 6, e.user.size).astype(float),
-            1_000_000 + 3600 * e.tick)
+    return _timed_log(n_users, n_items, n_ticks, seed, mean_profile_size=5.0,
+                      seconds_per_tick=3600)
 
 
 def _same_arrays(a, b):
