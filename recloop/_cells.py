@@ -390,7 +390,7 @@ def _rows(kind, ctx: CellContext, cell: Cell, measurements) -> tuple[list[dict],
 def _failing_as(cell_id: str, where: str = ""):
     """Whatever the block raises becomes a :class:`CellError` of cell ``cell_id`` (its
     message followed by ``where``)."""
-    from recloop._guard import UserCodeError, last_section
+    from recloop_base.guard import UserCodeError, last_section
 
     try:
         yield

@@ -7,7 +7,7 @@ validator (:mod:`recloop._validate`) calls :func:`try_agent` and :func:`check_es
 every user-supplied one before anything is written (so that a broken reference is one line
 at validation, not a traceback an hour into a run); the runner calls :func:`agent_factory`
 and :func:`bind_estimator` in the cells, with the cell's random streams. Users' code runs
-behind the guards of :mod:`recloop._guard` (exits, time limits, read-only inputs,
+behind the guards of :mod:`recloop_base.guard` (exits, time limits, read-only inputs,
 implausible results).
 """
 
@@ -20,16 +20,6 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from recloop._guard import (
-    TRIAL_TIMEOUT,
-    UserCodeError,
-    implausible,
-    inputs_after,
-    inputs_before,
-    read_only,
-    run_guarded,
-    section,
-)
 from recloop._registry import (
     AgentKind,
     EstimatorKind,
@@ -39,6 +29,16 @@ from recloop._registry import (
     registry,
 )
 from recloop._schema import entry_name
+from recloop_base.guard import (
+    TRIAL_TIMEOUT,
+    UserCodeError,
+    implausible,
+    inputs_after,
+    inputs_before,
+    read_only,
+    run_guarded,
+    section,
+)
 
 __all__ = ["PYTHON_KIND", "EstimatorEntry", "agent_factory", "agent_kind", "agent_params",
            "bind_estimator", "check_estimators", "estimator_entry", "problem_sizes",
@@ -135,7 +135,7 @@ def try_agent(table: dict, *, n_actions: int = 5, context_dim: int = 3,
     Returns ``(family, problem)``: the family found by duck typing, and ``None`` or a line
     saying what failed (the key path is the caller's). Bandit agents are checked on
     problems of the world's size (``n_actions`` arms, ``context_dim`` features). The agent's
-    code runs guarded (:func:`recloop._guard.run_guarded`): ``sys.exit``, ``os._exit`` and a
+    code runs guarded (:func:`recloop_base.guard.run_guarded`): ``sys.exit``, ``os._exit`` and a
     call past ``timeout`` seconds are problems, not the end of the process.
     """
     import numpy as np
@@ -275,9 +275,9 @@ def bind_estimator(entry: EstimatorEntry, *, on_problem: Callable | None = None)
     """``call(log, x, *, rng)`` of an entry: the estimator function with its params (``rng``
     passed when it takes it), or an instance of its class built once with the params.
 
-    A plugin (any origin but built-in) is called as a guest (:mod:`recloop._guard`): on
-    read-only views of ``log`` and ``x``, inside a :func:`~recloop._guard.section`; a change
-    of the shared inputs raises :class:`~recloop._guard.UserCodeError` naming it, and an
+    A plugin (any origin but built-in) is called as a guest (:mod:`recloop_base.guard`): on
+    read-only views of ``log`` and ``x``, inside a :func:`~recloop_base.guard.section`; a change
+    of the shared inputs raises :class:`~recloop_base.guard.UserCodeError` naming it, and an
     implausible estimate is reported to ``on_problem(what, ValueError)`` and replaced by
     ``nan`` (without ``on_problem``: the ``ValueError`` is raised).
     """
@@ -320,7 +320,7 @@ def bind_estimator(entry: EstimatorEntry, *, on_problem: Callable | None = None)
 
 
 def _implausible(out, log) -> str | None:
-    """:func:`recloop._guard.implausible` of what an estimator returned (an Estimate-like
+    """:func:`recloop_base.guard.implausible` of what an estimator returned (an Estimate-like
     object or a number; anything else is the caller's ``TypeError``)."""
     value = getattr(out, "value", out)
     try:

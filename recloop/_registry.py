@@ -225,7 +225,7 @@ class Registry:
         return kind
 
     def _load(self, table: str, kind):
-        from recloop._guard import UserCodeError, run_guarded
+        from recloop_base.guard import UserCodeError, run_guarded
 
         ep = self._lazy[table, kind.name]
         what = f"entry point {kind.name!r} ({ep.value}) of group {ep.group!r}"
@@ -271,7 +271,7 @@ def resolve_reference(reference: str):
     if not isinstance(reference, str) or not re.fullmatch(REFERENCE_PATTERN, reference):
         raise PluginError(f"expected an import path \"package.module:attribute\", got "
                           f"{reference!r}")
-    from recloop._guard import UserCodeError, run_guarded
+    from recloop_base.guard import UserCodeError, run_guarded
 
     module_name, _, attr = reference.partition(":")
     try:

@@ -161,11 +161,11 @@ class Scenario:
 
 class _Problems:
     """The problems found so far, and what the checks of users' code need to know: the
-    time limit of a trial call (:data:`recloop._guard.TRIAL_TIMEOUT`, or a smaller
+    time limit of a trial call (:data:`recloop_base.guard.TRIAL_TIMEOUT`, or a smaller
     ``run.plugin_timeout``)."""
 
     def __init__(self, file: str):
-        from recloop._guard import TRIAL_TIMEOUT
+        from recloop_base.guard import TRIAL_TIMEOUT
 
         self.file = file
         self.items: list[str] = []

@@ -11,7 +11,7 @@ a cell, the worker answers with messages:
 * ``("progress", fraction, label)`` -- its loops (:mod:`recloop_base.progress`), at most
   every 0.25 s; also the heartbeat of the time limit;
 * ``("enter", what)`` / ``("enter", None)`` -- a call of users' code starts / returns
-  (:func:`recloop._guard.section`);
+  (:func:`recloop_base.guard.section`);
 * ``("done", *result)`` (:func:`recloop._cells.execute_unit`'s) or ``("failed",
   CellError)``.
 
@@ -68,8 +68,8 @@ def _worker_main(conn, data: dict, paths, parent_pid: int) -> None:
     """The loop of a worker process: receive a cell, run it, send its messages."""
     import threading
 
-    from recloop import _guard
     from recloop._cells import CellError, execute_unit
+    from recloop_base import guard as _guard
     from recloop_base.progress import reporting_to
 
     _worker_init(parent_pid)

@@ -12,5 +12,8 @@ can all use it without breaking the one-way layering of ``docs/DESIGN.md``:
 * :mod:`recloop_base.fast_paths` -- when an agent's compiled shortcut (``replay_arrays``,
   ``batch``) may stand in for its ``act`` / ``update`` (:func:`~recloop_base.fast_paths.fast_path`);
 * :mod:`recloop_base.executors` -- the ``executor=`` of large evaluations: partitions run on
-  this process's threads or on a ``dask.distributed.Client`` (Dask imported only then).
+  this process's threads or on a ``dask.distributed.Client`` (Dask imported only then);
+* :mod:`recloop_base.guard` -- what surrounds a call of users' code in-process (exits,
+  time limits, read-only inputs, checksums, impossible results): the harness's plugins and
+  the estimator selectors' candidates share it.
 """

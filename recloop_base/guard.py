@@ -1,4 +1,4 @@
-"""Users' code is a guest (issue 25, section 1): what the harness does around every call into a
+"""Users' code is a guest (issue 25, section 1; issue 36): what surrounds every call into a
 plugin -- an agent or estimator named by import path or entry point -- so that no plugin can
 end the run, hang it, corrupt what later estimators see, or slip an impossible number into
 the results.
