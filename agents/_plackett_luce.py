@@ -366,7 +366,7 @@ class PlackettLuce:
             arr.setflags(write=False)
             self._scores = arr
             self.n_items = int(arr.shape[-1])
-        self._rng = np.random.default_rng()
+        self._rng = as_generator(None)  # the default seed until reset(rng)
         self._cache: dict[bytes, np.ndarray] = {}
 
     def __repr__(self) -> str:
