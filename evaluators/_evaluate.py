@@ -144,10 +144,11 @@ class LogEvaluation:
                 "score_se", "selected"]
         return pd.DataFrame([[getattr(r, c) for c in cols] for r in self.rows], columns=cols)
 
-    def summary(self) -> str:
+    def summary(self, *, label=str) -> str:
         """One plain sentence (or three): which estimate to use, its interval, how sure the
-        selection is, and what in the diagnostics limits the answer."""
-        return _summary(self)
+        selection is, and what in the diagnostics limits the answer. ``label`` formats each
+        estimator's name (a report renders it as code)."""
+        return _summary(self, label)
 
     def plot(self, ax=None):
         """Every estimate with its interval, the selected one marked; returns the matplotlib
@@ -466,7 +467,7 @@ def _g(x: float) -> str:
     return "nan" if not math.isfinite(x) else f"{x:.4g}"
 
 
-def _summary(res: LogEvaluation) -> str:
+def _summary(res: LogEvaluation, label=str) -> str:
     d = res.diagnostics
     pct = f"{res.level:.0%}"
     win = res.estimate
@@ -474,17 +475,18 @@ def _summary(res: LogEvaluation) -> str:
     if win is None:
         parts.append("No selection was asked for: compare the estimates' intervals.")
     else:
-        parts.append(f"Use {win.estimator}: {_g(win.value)}, {pct} interval "
+        parts.append(f"Use {label(win.estimator)}: {_g(win.value)}, {pct} interval "
                      f"[{_g(win.ci_low)}, {_g(win.ci_high)}].")
         by = {r.estimator: r for r in res.rows}
         second = by.get(res.runner_up) if res.runner_up else None
         if res.confidence and second is not None:
             judged = {"clear": "the choice is clear",
                       "likely": "the choice is likely but not clear",
-                      "uncertain": f"{second.estimator} is as good within the uncertainty"}
+                      "uncertain": f"{label(second.estimator)} is as good within the "
+                                   "uncertainty"}
             parts.append(f"How sure: its {res.score_name} is {_g(win.score)} ± "
                          f"{_g(win.score_se)} against {_g(second.score)} ± "
-                         f"{_g(second.score_se)} for the next best, {second.estimator}: "
+                         f"{_g(second.score_se)} for the next best, {label(second.estimator)}: "
                          f"{judged[res.confidence]}.")
         elif res.selector == "slope":
             parts.append("How sure: SLOPE gives no measure of its own certainty.")

@@ -245,6 +245,8 @@ def _check_dist(a: np.ndarray, log: BanditLog, what: str) -> np.ndarray:
                                  "of each record (and position)",
                                  f"{what}: sum {float(np.sum(row)):.6g} (min "
                                  f"{float(np.min(row)):.3g}) at {where}")
+    if L > 1 and a.ndim == 2:  # one distribution for every position: a view, no copy
+        a = np.broadcast_to(a[:, :, None], (n, K, L))
     return a
 
 
@@ -377,6 +379,8 @@ def _read_target_csv(path: Path, log: BanditLog) -> np.ndarray:
             r_, k_ = np.nonzero(fill)
             dist[r_, k_] = dist[r_, own[r_]]
         return np.ascontiguousarray(dist.transpose(0, 2, 1))
+    if L > 1:  # the same distribution at every position: a view, no copy
+        return np.broadcast_to(dist[:, 0, :, None], (n, K, L))
     return dist[:, 0, :]
 
 

@@ -117,6 +117,10 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("run_dir", metavar="RUN_DIR")
     rep.add_argument("--open", action="store_true",
                      help="open report.html in the web browser afterwards")
+
+    from recloop._evaluate import add_parser as add_evaluate  # recloop evaluate (issue 37)
+
+    add_evaluate(sub)
     return parser
 
 
@@ -554,6 +558,11 @@ def _main(argv, out, err) -> int:
         return USAGE
     if args.command == "run":
         return _cmd_run(args, out, err, argv)
+    if args.command == "evaluate":
+        from recloop._evaluate import evaluate_command
+
+        args.argv = argv[1:]
+        return evaluate_command(args, out, err)
     return {"validate": _cmd_validate, "list": _cmd_list, "report": _cmd_report,
             "calibrate": _cmd_calibrate}[args.command](args, out, err)
 
