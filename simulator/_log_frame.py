@@ -231,18 +231,48 @@ def _ticks(frame, name: str) -> np.ndarray:
         return col.to_numpy(dtype=np.int64)
     if col.dtype.kind == "f":
         return _ids(frame, name, "tick").astype(np.int64)
-    import pandas as pd
-
     raw = col.astype(str)
-    when = pd.to_datetime(raw, utc=True, format="ISO8601", errors="coerce")
-    bad = when.isna().to_numpy()
-    if bad.any():
-        j = int(np.argmax(bad))
+    ticks, bad = microseconds(raw)
+    if bad is not None:
         raise LogFrameError(f"column {name!r} (`tick`) must hold integers or dates "
                             f"(ISO 8601) between the years 1678 and 2261; got "
-                            f"{raw.iloc[j]!r}", column=name, row=j)
-    return ((when - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)).to_numpy(
-        dtype=np.int64)
+                            f"{raw.iloc[bad]!r}", column=name, row=bad)
+    return ticks
+
+
+def microseconds(texts) -> tuple[np.ndarray | None, int | None]:
+    """ISO 8601 dates (a pandas Series of str) as microseconds since 1970 UTC: ``(ticks,
+    None)``, or ``(None, j)`` with ``j`` the first entry that is no date pandas can hold
+    (nanoseconds since 1970 in int64: the years 1678-2261)."""
+    import pandas as pd
+
+    def parse(x):
+        return pd.to_datetime(x, utc=True, format="ISO8601")
+
+    def ticks(x):  # (microseconds since 1970, bad: no date or outside [1678, 2261])
+        us = parse(x).dt.tz_localize(None).astype("datetime64[us]").to_numpy()
+        t = us.astype(np.int64)
+        return t, np.isnat(us) | (t < _FIRST_US) | (t > _LAST_US)
+
+    try:
+        t, bad = ticks(texts)
+        if not bad.any():
+            return t, None
+        return None, int(np.argmax(bad))
+    except (ValueError, TypeError, OverflowError):  # OutOfBoundsDatetime is a ValueError
+        pass
+    for j, x in enumerate(texts.tolist()):  # the slow search, only to name the entry
+        try:
+            if ticks(pd.Series([x]))[1][0]:
+                return None, j
+        except (ValueError, TypeError, OverflowError):
+            return None, j
+    return None, 0
+
+
+#: Dates recloop reads: the years 1678 to 2261 (what pandas holds in nanoseconds), in
+#: microseconds since 1970.
+_FIRST_US, _LAST_US = -9_214_560_000_000_000, 9_214_646_399_999_999
 
 
 def _jsonable(ids: np.ndarray) -> list:
