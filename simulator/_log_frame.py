@@ -130,6 +130,9 @@ def _ids(frame, name: str, role: str) -> np.ndarray:
                                 f"text); got {x[j]!r}", column=name, row=j)
         return x.astype(np.int64)
     raw = col.to_numpy(dtype=object)
+    if raw.size and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                        for v in raw):
+        return raw.astype(np.int64)
     out = np.empty(raw.size, dtype=object)
     for j, v in enumerate(raw):
         if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -330,9 +333,13 @@ def from_frame(cls, frame, *, action=None, reward=None, pscore=None, context=Non
         name = roles["position"]
         raw = _ids(frame, name, "position")
         if raw.dtype.kind not in "iu":
-            j = next(i for i, v in enumerate(raw) if not re.fullmatch(r"-?\d+", str(v)))
-            raise LogFrameError(f"column {name!r} (`position`) must hold integers (the "
-                                f"slot of the list); got {raw[j]!r}", column=name, row=j)
+            bad = [i for i, v in enumerate(raw) if not re.fullmatch(r"-?\d{1,18}", str(v))]
+            if bad:
+                j = bad[0]
+                raise LogFrameError(f"column {name!r} (`position`) must hold integers (the "
+                                    f"slot of the list); got {str(raw[j])!r}", column=name,
+                                    row=j)
+            raw = raw.astype(np.int64)
         if first_position == "auto":
             first = 1 if raw.min() >= 1 else 0
         elif first_position in (0, 1) and not isinstance(first_position, bool):
