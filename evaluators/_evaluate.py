@@ -480,13 +480,12 @@ def _summary(res: LogEvaluation, label=str) -> str:
         by = {r.estimator: r for r in res.rows}
         second = by.get(res.runner_up) if res.runner_up else None
         if res.confidence and second is not None:
-            judged = {"clear": "the choice is clear",
-                      "likely": "the choice is likely but not clear",
-                      "uncertain": f"{label(second.estimator)} is as good within the "
-                                   "uncertainty"}
+            judged = {"clear": ": the choice is clear",
+                      "likely": ": the choice is likely but not clear",
+                      "uncertain": ", which is as good within the uncertainty"}
             parts.append(f"How sure: its {res.score_name} is {_g(win.score)} ± "
                          f"{_g(win.score_se)} against {_g(second.score)} ± "
-                         f"{_g(second.score_se)} for the next best, {label(second.estimator)}: "
+                         f"{_g(second.score_se)} for the next best, {label(second.estimator)}"
                          f"{judged[res.confidence]}.")
         elif res.selector == "slope":
             parts.append("How sure: SLOPE gives no measure of its own certainty.")
