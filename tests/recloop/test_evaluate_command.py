@@ -23,7 +23,7 @@ def _log_csv(path, *, actions=("hat", "scarf", "shoes"), context_name="age", see
              edit=None):
     g = np.random.default_rng(seed)
     rows = []
-    for j in range(n):
+    for _ in range(n):
         a = int(g.integers(0, len(actions)))
         rows.append({"item_id": actions[a], "click": int(g.random() < 0.2 + 0.2 * (a == 0)),
                      "propensity_score": 1 / len(actions),
