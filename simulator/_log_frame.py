@@ -131,7 +131,7 @@ def _ids(frame, name: str, role: str) -> np.ndarray:
         return x.astype(np.int64)
     raw = col.to_numpy(dtype=object)
     if raw.size and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                        for v in raw):
+                        and -2**62 < v < 2**62 for v in raw):
         return raw.astype(np.int64)
     out = np.empty(raw.size, dtype=object)
     for j, v in enumerate(raw):
