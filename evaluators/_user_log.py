@@ -319,24 +319,29 @@ def _ids(log: BanditLog, key: str, count: int) -> list:
 
 
 def _lookup(values, ids: list, path, column, aligned) -> np.ndarray:
-    """Indices of ``values`` (a column of the target CSV) among the log's ``ids``."""
-    table = {}
-    for k, v in enumerate(ids):
-        table[v] = k
-        table[str(v)] = k
-    out = np.empty(len(values), dtype=np.int64)
-    for j, v in enumerate(values):
-        key = v.item() if isinstance(v, np.generic) else v
-        if isinstance(key, float) and key.is_integer():
-            key = int(key)
-        k = table.get(key, table.get(str(key)))
-        if k is None:
-            shown = ", ".join(map(repr, ids[:8])) + (", ..." if len(ids) > 8 else "")
-            raise DatasetFormatError(
-                f"{_where(path, j, aligned)}: column {column!r} holds {key!r}, which the log "
-                f"never had (its {len(ids)} {column}s: {shown}).")
-        out[j] = k
-    return out
+    """Indices of ``values`` (a column of the target CSV, a pandas Series) among the log's
+    ``ids`` (hashed, vectorised; ids compared as text where their types differ)."""
+    import pandas as pd
+
+    if values.dtype.kind == "f":
+        x = values.to_numpy()
+        if np.all(np.isfinite(x) & (x == np.round(x))):
+            values = pd.Series(x.astype(np.int64))
+    k = pd.Index(ids).get_indexer(values)
+    miss = np.flatnonzero(k < 0)
+    if miss.size:
+        k[miss] = pd.Index([str(v) for v in ids]).get_indexer(
+            [str(v) for v in values.iloc[miss]])
+    bad = np.flatnonzero(k < 0)
+    if bad.size:
+        j = int(bad[0])
+        key = values.iloc[j]
+        key = key.item() if isinstance(key, np.generic) else key
+        shown = ", ".join(map(repr, ids[:8])) + (", ..." if len(ids) > 8 else "")
+        raise DatasetFormatError(
+            f"{_where(path, j, aligned)}: column {column!r} holds {key!r}, which the log "
+            f"never had (its {len(ids)} {column}s: {shown}).")
+    return k.astype(np.int64)
 
 
 def _read_target_csv(path: Path, log: BanditLog) -> np.ndarray:
@@ -371,12 +376,11 @@ def _read_target_csv(path: Path, log: BanditLog) -> np.ndarray:
         j = int(bad[0])
         raise DatasetFormatError(f"{_where(path, j, aligned)}: column 'probability' must be "
                                  f"a number in [0, 1]; got {frame['probability'].iloc[j]!r}.")
-    act = _lookup(frame["action"].to_numpy(dtype=object), _ids(log, "actions", K), path,
-                  "action", aligned)
+    act = _lookup(frame["action"], _ids(log, "actions", K), path, "action", aligned)
     has_pos = "position" in cols
     if has_pos:
-        pos = _lookup(frame["position"].to_numpy(dtype=object), _ids(log, "positions", L),
-                      path, "position", aligned)
+        pos = _lookup(frame["position"], _ids(log, "positions", L), path, "position",
+                      aligned)
     else:
         pos = np.zeros(len(frame), dtype=np.int64)
     width = L if has_pos else 1
