@@ -344,3 +344,22 @@ def test_plot_marks_the_selected_estimate(result):
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert len(labels) == len(result.rows)
     assert labels.count(f"{result.selected}  (selected)") == 1
+
+
+@pytest.mark.parametrize(("rmse2", "confidence"), [(0.020, "clear"), (0.0114, "likely"),
+                                                   (0.0105, "uncertain")])
+def test_how_sure_the_choice_is(log, rmse2, confidence):
+    from types import SimpleNamespace as NS
+
+    def fake(lg, a, *, candidates, rng):  # a selector with scores of known spread
+        board = (NS(label="ips", rmse=0.010, bias=0.0, sd=0.010, n=100),
+                 NS(label="snips", rmse=rmse2, bias=0.0, sd=rmse2, n=100))
+        return NS(selected="ips", leaderboard=board)
+
+    res = evaluators.evaluate_log(log, [0.6, 0.2, 0.2], estimators=["ips", "snips"],
+                                  select=fake)
+    se = [math.sqrt(2 * s ** 4 / 100) / (2 * s) for s in (0.010, rmse2)]
+    assert [r.score_se for r in res.rows] == pytest.approx(se, rel=1e-12)
+    assert (res.selected, res.runner_up, res.confidence) == ("ips", "snips", confidence)
+    assert {"clear": "the choice is clear", "likely": "likely but not clear",
+            "uncertain": "as good within the uncertainty"}[confidence] in res.summary()
