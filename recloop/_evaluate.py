@@ -134,6 +134,12 @@ def evaluate_command(args, out, err) -> int:
     import evaluators
     from evaluators.datasets import DatasetFormatError, read_bandit_log
 
+    size, limit = log_path.stat().st_size, evaluators.datasets.MAX_LOG_BYTES
+    if size > limit and not args.force:
+        return _fail(err, f"{log_path} is {size / 2**30:.2f} GiB, above the "
+                          f"{limit / 2**30:.2f} GiB read without asking (reading a CSV takes "
+                          "several times its size in memory); --force reads it anyway "
+                          "(nothing was written)")
     estimators = None if args.estimators is None else [
         e.strip() for e in args.estimators.split(",") if e.strip()]
     try:
@@ -141,16 +147,13 @@ def evaluate_command(args, out, err) -> int:
                               pscore=args.pscore,
                               position=False if args.no_position else args.position,
                               context=_context(args.context),
-                              max_bytes=None if args.force else evaluators.datasets.MAX_LOG_BYTES)
+                              max_bytes=None)
         target = args.target
         res = evaluators.evaluate_log(log, target, estimators=estimators,
                                       select=args.select, ci=args.ci, rng=args.seed)
     except (DatasetFormatError, FileNotFoundError, ImportError, TypeError,
             ValueError) as exc:
-        text = str(exc)
-        if "max_bytes" in text:
-            text = text.replace("`max_bytes`", "the size limit")
-        return _fail(err, " ".join(text.split()))
+        return _fail(err, " ".join(str(exc).split()))
     argv = ["recloop", "evaluate", *getattr(args, "argv", [])]
     try:
         _write(dest, res, log, args, argv)

@@ -217,3 +217,25 @@ def test_report_html_in_a_browser(hostile):
         header = browser.evaluate("Array.from(document.querySelector('table').tHead.rows[0]"
                                   ".cells, c => c.textContent.trim())")
         assert header[:3] == ["estimator", "value", "stderr"]
+
+
+@pytest.mark.parametrize(("n", "actions", "match"), [
+    (1, ("hat", "scarf", "shoes"), r"`log` must be a log of at least 2 records"),
+    (20, ("hat",), r"`log` must be a log of at least 2 actions"),
+])
+def test_logs_that_cannot_answer_exit_2(tmp_path, n, actions, match):
+    log = _log_csv(tmp_path / "log.csv", actions=actions, n=n)
+    np.save(tmp_path / "t.npy", np.full(len(actions), 1 / len(actions)))
+    code, _, err = _run(log, "--target", tmp_path / "t.npy", "--out", tmp_path / "ev")
+    assert code == 2 and re.search(match, err), err
+    assert not (tmp_path / "ev").exists()
+
+
+def test_a_10_gb_log_is_refused_by_its_size(tmp_path):
+    big = tmp_path / "big.csv"
+    with open(big, "wb") as fh:  # sparse: no disk used, and never read
+        fh.truncate(10 * 2**30)
+    np.save(tmp_path / "t.npy", np.array([0.5, 0.5]))
+    code, _, err = _run(big, "--target", tmp_path / "t.npy", "--out", tmp_path / "ev")
+    assert code == 2 and "big.csv is 10.00 GiB" in err and "--force" in err
+    assert not (tmp_path / "ev").exists()
