@@ -42,3 +42,23 @@ def test_an_unguarded_run_with_workers_is_refused_before_it_starts(tmp_path):
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("RuntimeError: recloop.run is called at the top level of the script")
     assert 'study.py, line 3, outside `if __name__ == "__main__":`' in last
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_while_starting_says_why(tmp_path):
+    # workers=1: recloop's cells run in this process, but the user's estimator runs in a
+    # worker, which imports the unguarded script and dies before the cell begins
+    (tmp_path / "myest.py").write_text("import evaluators\n\ndef est(log, action_dist):\n"
+                                       "    return evaluators.ips(log, action_dist)\n")
+    out = _script(tmp_path, """
+        import recloop
+        sc = {"run": {"name": "g"}, "world": {"preset": "bred_linear"},
+              "evaluations": [{"kind": "ope", "n_rounds": 50, "n_logs": 2,
+                               "targets": [{"name": "u", "policy": "uniform"}],
+                               "estimators": ["ips", "myest:est"]}]}
+        recloop.run(sc, workers=1, progress=False, out="runs")
+    """)
+    assert out.returncode == 1
+    assert ("exited with code 1 while starting, before the cell began: a script that calls "
+            "recloop.run must do so under `if __name__ == \\"__main__\\":`") in out.stderr
+    assert "os._exit" not in out.stderr
