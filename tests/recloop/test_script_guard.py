@@ -59,6 +59,7 @@ def test_a_worker_that_dies_while_starting_says_why(tmp_path):
         recloop.run(sc, workers=1, progress=False, out="runs")
     """)
     assert out.returncode == 1
-    assert ("exited with code 1 while starting, before the cell began: a script that calls "
-            "recloop.run must do so under `if __name__ == \\"__main__\\":`") in out.stderr
+    expected = ("exited with code 1 while starting, before the cell began: a script that "
+                'calls recloop.run must do so under `if __name__ == "__main__":`')
+    assert expected in out.stderr
     assert "os._exit" not in out.stderr
