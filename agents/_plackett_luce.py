@@ -376,7 +376,8 @@ class PlackettLuce:
 
     # -- protocol -----------------------------------------------------------------------------
     def reset(self, rng=None) -> None:
-        """Set the generator of :meth:`act` (anything ``numpy.random.default_rng`` takes)."""
+        """Set the generator of :meth:`act` (``None``, int, ``SeedSequence`` or
+        ``Generator``; ``None`` is the fixed default seed, as before any reset)."""
         self._rng = as_generator(rng)
 
     def act(self, observation) -> np.ndarray:
