@@ -158,9 +158,9 @@ class LogEvaluation:
 
 # -- candidates -------------------------------------------------------------------------------
 def _builtin_estimators() -> dict:
-    import evaluators
+    from evaluators import _ope
 
-    table = {name: getattr(evaluators, name) for name in (
+    table = {name: getattr(_ope, name) for name in (
         "ips", "snips", "direct_method", "doubly_robust", "sndr", "switch_dr", "dr_os",
         "subgaussian_ips")}
     table.update(dict(_default_candidates()))
