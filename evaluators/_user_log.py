@@ -268,19 +268,17 @@ def _check_dist(a: np.ndarray, log: BanditLog, what: str) -> np.ndarray:
             f"actions{f', {L} positions' if L > 1 else ''})", f"{what} of shape {a.shape}")
     if a.shape[0] != n or a.ndim == 1:
         a = np.broadcast_to(a, (n, *a.shape))
-    flat = a if a.ndim == 2 else a.transpose(0, 2, 1)
-    rows = flat.reshape(-1, K) if flat.strides[0] else flat[:1].reshape(-1, K)
-    ok = np.isfinite(rows).all(axis=1) & (rows >= 0).all(axis=1) & (
-        np.abs(rows.sum(axis=1) - 1.0) <= 1e-6)
+    # sums and minima over the actions of each record (and position); a broadcast row once
+    head = a[:1] if a.strides[0] == 0 else a
+    sums, mins = head.sum(axis=1), head.min(axis=1)
+    ok = np.isfinite(sums) & (mins >= 0) & (np.abs(sums - 1.0) <= 1e-6)
     if not ok.all():
-        j = int(np.argmax(~ok))
-        rec, pos = (j, None) if a.ndim == 2 else divmod(j, a.shape[2])
-        where = f"record {rec}" + (f", position {pos}" if pos is not None and L > 1 else "")
-        row = rows[j]
+        rec, *pos = (int(i) for i in np.argwhere(~ok)[0])
+        where = f"record {rec}" + (f", position {pos[0]}" if pos and L > 1 else "")
         raise ArgumentValueError("target", "probabilities >= 0 summing to 1 over the actions "
                                  "of each record (and position)",
-                                 f"{what}: sum {float(np.sum(row)):.6g} (min "
-                                 f"{float(np.min(row)):.3g}) at {where}")
+                                 f"{what}: sum {float(sums[rec, *pos]):.6g} (min "
+                                 f"{float(mins[rec, *pos]):.3g}) at {where}")
     if L > 1 and a.ndim == 2:  # one distribution for every position: a view, no copy
         a = np.broadcast_to(a[:, :, None], (n, K, L))
     return a
