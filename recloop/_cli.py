@@ -1,4 +1,4 @@
-"""The ``recloop`` command line: run, validate, list and report scenarios.
+"""The ``recloop`` command line: run, validate, list and report scenarios; evaluate a user's log.
 
 Exit codes: 0 success; 1 the run failed (a cell raised -- its traceback is in the run
 directory's ``errors.log`` --, a worker died, the Dask scheduler went away: finished cells are
