@@ -144,8 +144,8 @@ class _Bandit:
         Parameters
         ----------
         rng : None, int, SeedSequence or Generator
-            Converted once with ``numpy.random.default_rng``; a Generator is used as is
-            (not copied).
+            Converted once (``recloop_base.validation.as_generator``: ``None`` is the fixed
+            ``DEFAULT_SEED``, not fresh entropy); a Generator is used as is (not copied).
         """
         self._gen = as_generator(rng)
         self._buf = np.zeros(_BLOCK)

@@ -366,7 +366,7 @@ class PlackettLuce:
             arr.setflags(write=False)
             self._scores = arr
             self.n_items = int(arr.shape[-1])
-        self._rng = np.random.default_rng()
+        self._rng = as_generator(None)  # the default seed until reset(rng)
         self._cache: dict[bytes, np.ndarray] = {}
 
     def __repr__(self) -> str:
@@ -376,7 +376,8 @@ class PlackettLuce:
 
     # -- protocol -----------------------------------------------------------------------------
     def reset(self, rng=None) -> None:
-        """Set the generator of :meth:`act` (anything ``numpy.random.default_rng`` takes)."""
+        """Set the generator of :meth:`act` (``None``, int, ``SeedSequence`` or
+        ``Generator``; ``None`` is the fixed default seed, as before any reset)."""
         self._rng = as_generator(rng)
 
     def act(self, observation) -> np.ndarray:

@@ -8,6 +8,12 @@ from evaluators import datasets, metrics, splits  # public submodules
 from evaluators._ab import ABTestResult, ab_test
 from evaluators._bred import JITTER_C, BredEstimate, bred
 from evaluators._estimate import EmptySampleWarning, Estimate, normal_estimate, wilson_estimate
+from evaluators._evaluate import (
+                             EstimatorRow,
+                             LogDiagnostics,
+                             LogEvaluation,
+                             evaluate_log,
+)
 from evaluators._loo_knn import LooKnnWarning, LooResult, kfold_loo_knn, loo_knn
 from evaluators._mips import mips
 from evaluators._offline import EmptyProfilesWarning, LooQuality, loo_quality, offline_score
@@ -46,6 +52,10 @@ from evaluators._weights import (
 )
 
 __all__ = [
+    "evaluate_log",
+    "LogEvaluation",
+    "LogDiagnostics",
+    "EstimatorRow",
     "ABTestResult",
     "ab_test",
     "LooKnnWarning",

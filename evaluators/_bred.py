@@ -17,7 +17,7 @@ from evaluators._validation import check_uniform as _check_uniform
 from recloop_base.executors import check_executor, executor_threads, run_partitions, split_evenly
 from recloop_base.fast_paths import fast_path
 from recloop_base.threads import n_threads
-from recloop_base.validation import check_int, check_level
+from recloop_base.validation import as_generator, check_int, check_level
 
 __all__ = ["bred", "BredEstimate", "JITTER_C"]
 
@@ -246,7 +246,7 @@ def bred(log, make_agent, *, n_bootstrap=100, expansion=None, jitter="auto", ci=
     T, B = log.n_rounds, int(n_bootstrap)
     n = max(1, int(round(expansion * T)))
 
-    children = np.random.default_rng(rng).spawn(B)
+    children = as_generator(rng).spawn(B)
     streams = [c.spawn(2) for c in children]
     data_gens = [s[0] for s in streams]
     agents_ = [make_agent(s[1]) for s in streams]

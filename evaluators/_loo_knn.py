@@ -26,7 +26,7 @@ from evaluators._loo_knn_naive import (
 )
 from recloop_base.executors import check_executor, executor_threads, run_partitions, split_by_cost
 from recloop_base.threads import n_threads, thread_map
-from recloop_base.validation import ArgumentValueError, check_int
+from recloop_base.validation import ArgumentValueError, as_generator, check_int
 
 __all__ = ["LooKnnWarning", "LooResult", "kfold_loo_knn", "loo_knn"]
 
@@ -602,7 +602,7 @@ def kfold_loo_knn(ratings, n_folds=10, *, rng=None, similarity="pearson", k=20, 
     if not 2 <= n_folds <= n_users:
         raise ValueError(f"`n_folds` must be in [2, {n_users}] (the number of users with "
                          f"ratings); got {n_folds}.")
-    rng = np.random.default_rng(rng)
+    rng = as_generator(rng)
     fold_of_user = np.empty(n_users, dtype=np.int64)
     for f, part in enumerate(np.array_split(rng.permutation(n_users), n_folds)):
         fold_of_user[part] = f

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from evaluators._estimate import Estimate, normal_estimate, wilson_estimate
 from recloop_base.executors import check_executor, executor_threads, run_partitions, split_evenly
-from recloop_base.validation import ArgumentTypeError, ArgumentValueError, check_int
+from recloop_base.validation import ArgumentTypeError, ArgumentValueError, as_generator, check_int
 
 __all__ = ["EmptyProfilesWarning", "LooQuality", "loo_quality", "offline_score"]
 
@@ -343,7 +343,7 @@ class LooQuality:
         if n_samples is None:
             value = _weighted_sum(_edge_probabilities(m, pu, w), self.quality)
             return _exact_estimate(value, self.quality.size)
-        e = _draw_edges(m, pu, w, n_samples, np.random.default_rng(rng))
+        e = _draw_edges(m, pu, w, n_samples, as_generator(rng))
         return _estimate(self.quality[e], self.quality_name)
 
 
@@ -496,7 +496,7 @@ def offline_score(profiles, recommender, *, k: int = 5, quality: str = "hit", n_
         q = _score_pairs(recommender, _edge_users(m), m.indices, **score)
         value = _weighted_sum(_edge_probabilities(m, pu, w), q)
         return _exact_estimate(value, q.size)
-    e = _draw_edges(m, pu, w, n_samples, np.random.default_rng(rng))
+    e = _draw_edges(m, pu, w, n_samples, as_generator(rng))
     # np.searchsorted on indptr maps an edge back to its user.
     users = np.searchsorted(m.indptr, e, side="right") - 1
     q = _score_pairs(recommender, users, m.indices[e], **score)

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from evaluators._datasets import DatasetFormatError
+from evaluators._user_log import microseconds, utf8_error
 from recloop_base.validation import (
     ArgumentTypeError,
     ArgumentValueError,
@@ -65,11 +66,24 @@ def _err(path, line, msg) -> DatasetFormatError:
 
 
 def _header(path: Path) -> list[str]:
+    """The CSV header; a column named twice, text that is not UTF-8 (anywhere in the file:
+    checked in blocks, before pandas reads it) and an empty file are refused."""
+    where = utf8_error(path)
+    if where is not None:
+        raise _err(path, where[0], f"not valid UTF-8 text (byte {where[1]}); the Open Bandit "
+                                   "Dataset's files are UTF-8.")
     with open(path, newline="", encoding="utf-8") as fh:
         try:
-            return next(csv.reader(fh))
+            header = next(csv.reader(fh))
         except StopIteration:
             raise _err(path, 0, "the file is empty; expected a CSV header.") from None
+    seen: dict[str, int] = {}
+    for j, c in enumerate(header):
+        if c in seen:
+            raise _err(path, 1, f"column {c!r} appears twice (columns {seen[c] + 1} and "
+                                f"{j + 1}); which one holds the data?")
+        seen[c] = j
+    return header
 
 
 def _require(path, header, required) -> None:
@@ -247,23 +261,19 @@ def load_open_bandit(path, *, behavior_policy: str, campaign: str,
     _first_bad(csv_path, (item >= 0) & (item < K), "item_id", item,
                f"an item of item_context.csv, in [0, {K})")
     pos = _numeric(csv_path, frame, "position", integer=True)
-    _first_bad(csv_path, pos >= 1, "position", pos, "an integer >= 1 (1 = left)")
+    # a list of distinct items has at most K slots (2^63 - 1 gave len_list 2^63)
+    _first_bad(csv_path, (pos >= 1) & (pos <= K), "position", pos,
+               f"an integer in [1, {K}] (1 = left; at most one slot per item)")
     click = _numeric(csv_path, frame, "click", integer=True)
     _first_bad(csv_path, (click == 0) | (click == 1), "click", click, "0 or 1")
     pscore = _numeric(csv_path, frame, "propensity_score")
     _first_bad(csv_path, (pscore > 0) & (pscore <= 1), "propensity_score", pscore,
                "in (0, 1]")
-    try:
-        when = pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601")
-    except (ValueError, TypeError) as exc:
-        raise _err(csv_path, 0, f"column 'timestamp' must hold dates; {exc}") from None
-    bad = when.isna().to_numpy()
-    if bad.any():
-        j = int(np.argmax(bad))
-        raise _err(csv_path, j + 2, f"column 'timestamp' must hold a date; got "
-                                    f"{frame['timestamp'].iloc[j]!r}.")
-    tick = (when - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)
-    tick = tick.to_numpy(dtype=np.int64)
+    tick, bad = microseconds(frame["timestamp"])
+    if bad is not None:
+        raise _err(csv_path, bad + 2, f"column 'timestamp' must hold a date (ISO 8601, "
+                                      f"between the years 1678 and 2261); got "
+                                      f"{frame['timestamp'].iloc[bad]!r}.")
 
     blocks, names = [], []
     for c in users:  # pandas.get_dummies(drop_first=True): sorted categories, first dropped

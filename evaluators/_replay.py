@@ -15,7 +15,7 @@ from evaluators._validation import check_log as _check_log
 from evaluators._validation import check_one_action as _check_one_action
 from evaluators._validation import check_uniform as _check_uniform
 from recloop_base.fast_paths import fast_path
-from recloop_base.validation import check_level
+from recloop_base.validation import as_generator, check_level
 
 __all__ = ["replay", "ReplayEstimate", "NoMatchWarning"]
 
@@ -156,7 +156,7 @@ def replay(log, agent, *, method="uniform", ci=0.95, rng=None) -> ReplayEstimate
         _check_uniform(log, "replay")
         eligible = np.ones(T, dtype=bool)
     else:
-        gen = np.random.default_rng(rng)
+        gen = as_generator(rng)
         eligible = gen.random(T) < log.pscore.min() / log.pscore
     actions = _walk(agent, log.context, log.available_mask(), log.action, log.reward,
                     eligible=eligible, observation=log.observation)

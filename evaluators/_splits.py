@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from recloop_base.validation import as_generator
+
 __all__ = [
     "TrainTestSplit",
     "TrainValidationTestSplit",
@@ -172,7 +174,7 @@ def train_test_split(n_ratings, *, test_fraction=0.2, rng=None) -> TrainTestSpli
         raise ValueError(f"`test_fraction` * `n_ratings` = {f} * {n} gives {n_test} test "
                          f"ratings; both parts must be non-empty (need 1 <= {n_test} <= "
                          f"{n - 1}).")
-    perm = np.random.default_rng(rng).permutation(n)
+    perm = as_generator(rng).permutation(n)
     return TrainTestSplit(train=perm[n_test:], test=perm[:n_test])
 
 
@@ -270,7 +272,7 @@ def train_validation_test_split(n_ratings, *, validation_fraction=0.1, test_frac
         raise ValueError(f"With n_ratings = {n}, validation_fraction = {fv} and "
                          f"test_fraction = {ft} the parts hold {n - n_val - n_test}, {n_val} "
                          f"and {n_test} ratings; every part must be non-empty.")
-    perm = np.random.default_rng(rng).permutation(n)
+    perm = as_generator(rng).permutation(n)
     return TrainValidationTestSplit(train=perm[n_val + n_test:], validation=perm[:n_val],
                                     test=perm[n_val:n_val + n_test])
 
@@ -305,7 +307,7 @@ def kfold(n_ratings, *, n_folds=5, rng=None) -> tuple[TrainTestSplit, ...]:
     """
     n = _count(n_ratings, "n_ratings")
     k = _n_folds(n_folds, n, "ratings")
-    perm = np.random.default_rng(rng).permutation(n)
+    perm = as_generator(rng).permutation(n)
     return _folds(perm, k, lambda block: block, n)
 
 
@@ -354,7 +356,7 @@ def kfold_by_user(users, *, n_folds=5, rng=None) -> tuple[TrainTestSplit, ...]:
     u = _ids(users)
     uniq, inv = np.unique(u, return_inverse=True)
     k = _n_folds(n_folds, uniq.size, "distinct users")
-    perm = np.random.default_rng(rng).permutation(uniq.size)
+    perm = as_generator(rng).permutation(uniq.size)
     # Ratings sorted by user once, so each fold's ratings are a few slices of one array.
     order = np.argsort(inv, kind="stable")
     starts = np.concatenate([[0], np.cumsum(np.bincount(inv, minlength=uniq.size))])
@@ -418,7 +420,7 @@ def leave_one_out(users, *, which="random", timestamps=None, min_ratings=2,
     if which == "last":
         key = _times(timestamps, n)
     else:
-        key = np.random.default_rng(rng).random(n)
+        key = as_generator(rng).random(n)
     # Sort by (user, key, index); the last row of each user's block is the held-out rating.
     order = np.lexsort((np.arange(n), key, inv))
     gu = inv[order]

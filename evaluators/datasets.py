@@ -14,6 +14,10 @@ Bandit logs from real data: :func:`load_open_bandit` (the Open Bandit Dataset's 
 positions), :func:`read_bts_prior` and :func:`bernoulli_ts_action_dist` (its Bernoulli TS
 evaluation policy), :func:`multiclass_to_bandit` (labelled data as a log with exact target
 values) and :func:`load_classification` (scikit-learn's bundled sets).
+
+Your own log: :func:`read_bandit_log` (a CSV or Parquet file, columns found by name, ids
+encoded; :meth:`simulator.logs.BanditLog.from_frame` for a DataFrame) and :func:`read_target`
+(a target policy as an array, a ``.npy``, a CSV in your own ids or a callable).
 """
 
 # The private modules' ``__all__`` are the lists of public names; this module only
@@ -22,5 +26,7 @@ from evaluators._datasets import *  # noqa: F403
 from evaluators._datasets import __all__ as _ratings
 from evaluators._real_data import *  # noqa: F403
 from evaluators._real_data import __all__ as _real
+from evaluators._user_log import *  # noqa: F403
+from evaluators._user_log import __all__ as _user
 
-__all__ = [*_ratings, *_real]
+__all__ = [*_ratings, *_real, *_user]

@@ -269,6 +269,14 @@ def run(scenario, *, out=None, seed=None, workers=None, executor: str = "local",
         from recloop_base.threads import cpus
 
         workers = cpus()
+    where = _unguarded_script_call() if workers > 1 else None
+    if where is not None:
+        raise RuntimeError(
+            f"recloop.run is called at the top level of the script {where}, outside `if "
+            "__name__ == \"__main__\":`. Its cells run in worker processes that import the "
+            "script, which would call recloop.run again in each of them, and every cell "
+            "would fail. Put the call under `if __name__ == \"__main__\":` (or pass "
+            "workers=1: recloop's own cells then run in this process).")
     keep = None
     if out is None:
         keep = tempfile.TemporaryDirectory(prefix="recloop-")
@@ -286,3 +294,43 @@ def run(scenario, *, out=None, seed=None, workers=None, executor: str = "local",
         raise
     return Results(run_dir, _keep=keep)
 
+
+def _is_main_test(test) -> bool:
+    """``__name__ == "__main__"`` (either side)."""
+    import ast
+
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+            and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+
+
+def _unguarded_script_call() -> str | None:
+    """``"script.py, line 12"`` when a script calls :func:`run` from its top level outside
+    ``if __name__ == "__main__":`` (spawned workers import the script and would run the
+    call again), else ``None``; read from the caller's frame and the script's source."""
+    import ast
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not isinstance(path, str) or not path.endswith(".py"):
+        return None
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is vars(main)
+                                     and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:  # not from the script's own code (a notebook, recloop's command)
+        return None
+    line = frame.f_lineno
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_main_test(node.test) and (
+                node.lineno <= line <= (node.end_lineno or node.lineno)):
+            return None
+    return f"{path}, line {line}"

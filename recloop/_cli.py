@@ -1,4 +1,4 @@
-"""The ``recloop`` command line: run, validate, list and report scenarios.
+"""The ``recloop`` command line: run, validate, list and report scenarios; evaluate a user's log.
 
 Exit codes: 0 success; 1 the run failed (a cell raised -- its traceback is in the run
 directory's ``errors.log`` --, a worker died, the Dask scheduler went away: finished cells are
@@ -117,6 +117,10 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("run_dir", metavar="RUN_DIR")
     rep.add_argument("--open", action="store_true",
                      help="open report.html in the web browser afterwards")
+
+    from recloop._evaluate import add_parser as add_evaluate  # recloop evaluate (issue 37)
+
+    add_evaluate(sub)
     return parser
 
 
@@ -554,6 +558,11 @@ def _main(argv, out, err) -> int:
         return USAGE
     if args.command == "run":
         return _cmd_run(args, out, err, argv)
+    if args.command == "evaluate":
+        from recloop._evaluate import evaluate_command
+
+        args.argv = argv[1:]
+        return evaluate_command(args, out, err)
     return {"validate": _cmd_validate, "list": _cmd_list, "report": _cmd_report,
             "calibrate": _cmd_calibrate}[args.command](args, out, err)
 

@@ -274,6 +274,12 @@ class WorkerPool:
                 return
         if w.cell is not None and not w.process.is_alive():
             w.process.join(1)
+            if not w.started and w.process.exitcode == 1:  # it died importing, not running
+                self._fail(w, on_failed, "the worker running it exited with code 1 while "
+                           "starting, before the cell began: a script that calls recloop.run "
+                           "must do so under `if __name__ == \"__main__\":` (each worker "
+                           "imports the script); otherwise an import of the worker failed")
+                return
             self._fail(w, on_failed, f"the worker running it {death_message(w.process.exitcode)}"
                        + self._where(w))
 

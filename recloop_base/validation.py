@@ -19,10 +19,18 @@ import numbers
 import numpy as np
 
 __all__ = [
-    "ArgumentError", "ArgumentTypeError", "ArgumentValueError", "as_generator",
+    "DEFAULT_SEED", "ArgumentError", "ArgumentTypeError", "ArgumentValueError", "as_generator",
     "as_seed_sequence", "check_callable", "check_choice", "check_float", "check_int",
     "check_level", "describe_range",
 ]
+
+
+#: The seed that ``rng=None`` stands for, everywhere in recloop: every estimator, selector,
+#: agent, simulator and loader called without ``rng`` gives the same bytes on the same input.
+#: Fresh entropy only when asked for, by passing ``numpy.random.default_rng()`` or
+#: ``numpy.random.SeedSequence()``. (Gymnasium environments keep Gymnasium's own contract:
+#: ``reset(seed=None)`` draws fresh entropy on the first reset.)
+DEFAULT_SEED = 0
 
 
 class ArgumentError(Exception):
@@ -111,14 +119,23 @@ def check_callable(value, name: str, what: str = "callable"):
 def as_generator(rng, name: str = "rng") -> np.random.Generator:
     """``rng`` (``None``, int, ``SeedSequence`` or ``Generator``) as a Generator, converted once.
 
-    A Generator is returned as is (the caller's stream goes on); legacy ``RandomState`` is
-    refused, since it would mix numpy's two random APIs.
+    ``None`` means :data:`DEFAULT_SEED` (0), not fresh entropy: the same call gives the same
+    bytes every time. Fresh entropy only when asked for: pass ``numpy.random.default_rng()``
+    (or ``numpy.random.SeedSequence()``). A Generator is returned as is (the caller's stream
+    goes on); legacy ``RandomState`` is refused, since it would mix numpy's two random APIs.
+
+    Examples
+    --------
+    >>> as_generator(None).random() == as_generator(None).random()
+    True
     """
     if isinstance(rng, np.random.Generator):
         return rng
     if isinstance(rng, np.random.RandomState):
         raise ArgumentTypeError(name, "a numpy Generator, SeedSequence, int or None "
                                 "(legacy RandomState is not accepted)", "RandomState")
+    if rng is None:
+        rng = DEFAULT_SEED
     try:
         return np.random.default_rng(rng)
     except (TypeError, ValueError):
@@ -127,14 +144,14 @@ def as_generator(rng, name: str = "rng") -> np.random.Generator:
 
 
 def as_seed_sequence(rng, name: str = "rng") -> np.random.SeedSequence:
-    """The root ``SeedSequence`` of ``rng``: itself, a new one from an int or None, or one
-    seeded by a draw of a Generator."""
+    """The root ``SeedSequence`` of ``rng``: itself, a new one from an int (``None``:
+    :data:`DEFAULT_SEED`, as :func:`as_generator`), or one seeded by a draw of a Generator."""
     if isinstance(rng, np.random.SeedSequence):
         return rng
     if isinstance(rng, np.random.Generator):
         return np.random.SeedSequence(int(rng.integers(0, 2**63)))
     if rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool)
                        and rng >= 0):
-        return np.random.SeedSequence(None if rng is None else int(rng))
+        return np.random.SeedSequence(DEFAULT_SEED if rng is None else int(rng))
     raise ArgumentTypeError(name, "None, an int >= 0, a SeedSequence or a Generator",
                             f"{type(rng).__name__} {_shown(rng)}")

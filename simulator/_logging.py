@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
+from recloop_base.validation import as_generator
 from simulator import _bandit as _b
 from simulator.logs import BanditLog
 
@@ -268,7 +269,7 @@ def collect_log(env_or_config, n_rounds: int, *, policy=None, rng=None):
         raise TypeError(f"`n_rounds` must be an int; got {type(n_rounds).__name__}.")
     if n_rounds < 1:
         raise ValueError(f"`n_rounds` must be >= 1; got {n_rounds}.")
-    rng = np.random.default_rng(rng)
+    rng = as_generator(rng)
     if isinstance(env_or_config, gym.Env):
         inner = env_or_config.unwrapped
         if isinstance(inner, _b.LinearBanditEnv):

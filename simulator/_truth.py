@@ -15,7 +15,7 @@ import numpy as np
 
 from recloop_base.executors import check_executor, executor_threads, run_partitions, split_evenly
 from recloop_base.fast_paths import fast_path, why_no_fast_path
-from recloop_base.validation import check_int
+from recloop_base.validation import as_generator, check_int
 from simulator import _bandit as _b
 from simulator._logging import policy_probabilities
 
@@ -343,7 +343,7 @@ def online_value(config, make_agent, T: int, *, n_runs: int = 200, start: int = 
         n_partitions = check_int(n_partitions, "n_partitions", low=1)
     executor = check_executor(executor)
     T, n_runs = int(T), int(n_runs)
-    rng = np.random.default_rng(rng)
+    rng = as_generator(rng)
     keys = np.empty(n_runs, dtype=np.uint64)
     agents = []
     for i, child in enumerate(rng.spawn(n_runs)):

@@ -45,6 +45,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 
+from recloop_base.validation import DEFAULT_SEED
 from simulator._config import WorldConfig
 from simulator._crn import hash_uniforms, seed_key, stream_id, uniforms_reference
 from simulator._sessions import SessionSchedule, draw_schedule
@@ -71,7 +72,8 @@ def _as_seed_sequence(seed) -> np.random.SeedSequence:
     if seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)):
         if seed is not None and seed < 0:
             raise ValueError(f"`seed` must be >= 0; got {seed}.")
-        return np.random.SeedSequence(seed)
+        # None: recloop's fixed default seed, not fresh entropy (recloop_base.validation)
+        return np.random.SeedSequence(DEFAULT_SEED if seed is None else seed)
     raise TypeError(f"`seed` must be None, an int >= 0, a SeedSequence or a Generator; "
                     f"got {type(seed).__name__}.")
 

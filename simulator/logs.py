@@ -16,6 +16,8 @@ from typing import Any, Mapping
 import numpy as np
 import scipy.sparse as sp
 
+from simulator._log_frame import DEFAULT_COLUMNS, MAX_CATEGORIES, LogFrameError
+from simulator._log_frame import from_frame as _from_frame
 from simulator._log_io import (
     _FORMAT_VERSION,
     LogFormatError,
@@ -29,7 +31,8 @@ from simulator._log_io import (
     _read_arrays,
 )
 
-__all__ = ["BanditLog", "InteractionLog", "SOURCES", "LogFormatError"]
+__all__ = ["BanditLog", "InteractionLog", "SOURCES", "LogFormatError", "LogFrameError",
+           "DEFAULT_COLUMNS"]
 
 #: Codes of the ``source`` column of an :class:`InteractionLog`.
 SOURCES = ("organic", "recommended", "campaign")
@@ -107,6 +110,12 @@ class BanditLog:
         if context.ndim == 1:
             context = context[:, None]
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        for name in ("context", "reward", "pscore"):
+            kind = np.asarray(getattr(self, name) if name != "context" else context).dtype.kind
+            if kind not in "biuf":  # "0.5" as text would be converted silently by numpy
+                raise TypeError(f"`{name}` must hold real numbers; got an array of dtype "
+                                f"{np.asarray(getattr(self, name)).dtype} (convert text "
+                                "to numbers first).")
         set_("context", _frozen(context, np.float64, "context", 2))
         _check_int_array(self.action, "action")
         set_("action", _frozen(self.action, np.int64, "action", 1))
@@ -369,6 +378,88 @@ class BanditLog:
                              "at the records' positions (one row per round, len_list > "
                              "every position).")
         return pi_b[np.arange(pi_b.shape[0]), :, p]
+
+    # -- tables --------------------------------------------------------------------------
+    @classmethod
+    def from_frame(cls, frame, *, action=None, reward=None, pscore=None, context=None,
+                   position=None, tick=None, actions=None, first_position="auto",
+                   len_list=None, max_categories=MAX_CATEGORIES,
+                   metadata=None) -> "BanditLog":
+        """Build a log from a table (a pandas DataFrame): one record per row, in row order.
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            One row per logged round. Column names must be unique.
+        action, reward, pscore : str, optional
+            The columns of the logged action, its reward and its propensity (the logging
+            policy's probability of that action, in (0, 1]). Default: the first present of
+            :data:`DEFAULT_COLUMNS` -- ``action``/``item_id``/``arm``,
+            ``reward``/``click``, ``pscore``/``propensity_score``/``propensity`` (the plain
+            names, then the Open Bandit Dataset's).
+        context : list of str, str or None
+            The context columns: a list of names, or a str prefix (every column whose name
+            starts with it). Default: every column that plays no other role, except an
+            unnamed index column (``""``, ``Unnamed: 0``). Numeric columns are used as they
+            are; text columns are one-hot encoded with their first sorted category dropped
+            (``pandas.get_dummies(drop_first=True)``, as the Open Bandit loader), named
+            ``"column=value"`` in ``metadata["context_columns"]``.
+        position : str or False, optional
+            The column of the slot in which the action was shown. Default: ``position`` or
+            ``slot`` when present; ``False``: none (one slot).
+        tick : str or False, optional
+            A time column (integers, or ISO 8601 dates stored as microseconds since 1970
+            UTC). Default: ``timestamp``, ``tick`` or ``time`` when present; it is never
+            context.
+        actions : sequence, optional
+            Every action id, in the order of the log's action indices (ids the log never
+            shows may be included: a policy may give them mass). Default: the distinct
+            logged ids in increasing order.
+        first_position : 0, 1 or "auto"
+            The id of the first slot; ``"auto"``: 1 when no record has position 0 (the Open
+            Bandit Dataset's 1-3, left to right), else 0.
+        len_list : int, optional
+            Number of slots; default the largest slot + 1. A list of distinct actions has at
+            most ``n_actions`` slots.
+        max_categories : int, default 1000
+            Text context columns with more distinct values are refused (a free-text or id
+            column would become thousands of one-hot columns).
+        metadata : mapping, optional
+            Added to the log's ``metadata``.
+
+        Returns
+        -------
+        BanditLog
+            ``action`` indexes ``metadata["actions"]`` (the user's ids: ints or str), the
+            slots ``metadata["positions"]`` (the user's position ids) when the table has
+            positions, ``metadata["columns"]`` names the column of each role and
+            ``metadata["context_columns"]`` each context column: the encoding a target policy
+            in the user's own ids is read with (``evaluators.datasets.read_target``).
+
+        Raises
+        ------
+        LogFrameError
+            (a ``ValueError``) naming the column and the row: a missing column (with the
+            nearest name), a column named twice, non-numeric, missing or infinite rewards or
+            propensities (text such as ``"0.5"`` included: convert it first), propensities
+            outside (0, 1], positions that are not integers or out of range, a text context
+            column with too many values, dates out of range.
+        TypeError, ValueError
+            Bad arguments (named).
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> df = pd.DataFrame({"item_id": ["b", "a", "b"], "click": [1, 0, 0],
+        ...                    "propensity_score": [0.5, 0.5, 0.5], "age": [31, 45, 27]})
+        >>> log = BanditLog.from_frame(df)
+        >>> log.action.tolist(), log.metadata["actions"], log.metadata["context_columns"]
+        ([1, 0, 1], ['a', 'b'], ['age'])
+        """
+        return _from_frame(cls, frame, action=action, reward=reward, pscore=pscore,
+                           context=context, position=position, tick=tick, actions=actions,
+                           first_position=first_position, len_list=len_list,
+                           max_categories=max_categories, metadata=metadata)
 
     # -- files ---------------------------------------------------------------------------
     def save(self, path) -> Path:

@@ -78,42 +78,72 @@ def test_check_your_estimator_script(capsys, monkeypatch):
     assert "[FAIL] unbiased" in bad and "`unbiased` failed on logs like this one" in bad
 
 
-def _estimates(out: str) -> dict:
-    """``{estimator: value}`` of the lines on the user's log."""
-    mine = out.split("On the simulated twin")[0]
-    return {ln.split()[0]: float(ln.split()[1]) for ln in mine.splitlines()
-            if "95% interval" in ln}
+def _table(out: str) -> dict:
+    """``{estimator: (value, selected)}`` of the example's printed frame."""
+    lines = out.splitlines()
+    head = lines.index(next(ln for ln in lines if ln.split()[:2] == ["estimator", "value"]))
+    rows = {}
+    for ln in lines[head + 1:]:
+        if ln.startswith("Use "):
+            break
+        f = ln.split()
+        rows[f[0]] = (float(f[1]), f[-1] == "True")
+    return rows
 
 
-def test_compare_estimators_on_a_simulated_log_and_on_its_twin(capsys, monkeypatch):
-    run_example("compare_estimators.py", "--quick", monkeypatch=monkeypatch)
+def test_compare_estimators_on_your_csv_and_policy(tmp_path, capsys, monkeypatch):
+    # the user's files: a CSV log in their own ids and their policy as a CSV
+    import csv
+
+    import numpy as np
+
+    g = np.random.default_rng(3)
+    items = ["hat", "scarf", "shoes"]
+    with open(tmp_path / "log.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["item_id", "click", "propensity_score", "country", "age"])
+        for _ in range(300):
+            a = int(g.integers(0, 3))
+            w.writerow([items[a], int(g.random() < 0.1 + 0.2 * (a == 1)), 1 / 3,
+                        g.choice(["fr", "de"]), int(g.integers(18, 70))])
+    with open(tmp_path / "policy.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["record", "action", "probability"])
+        for j in range(300):
+            w.writerows([[j, "hat", 0.2], [j, "scarf", 0.7], [j, "shoes", 0.1]])
+    monkeypatch.chdir(tmp_path)
+    run_example("compare_estimators.py", "log.csv", "policy.csv", monkeypatch=monkeypatch)
     out = capsys.readouterr().out
-    names = ["ips", "snips", "direct_method", "doubly_robust"]
-    assert list(_estimates(out)) == names
-    twin = out.split("On the simulated twin (uniform logging)")[1].splitlines()
-    assert twin[0].endswith("over 10 logs:")
-    assert twin[1].split() == ["variant", "estimate", "truth", "bias", "rmse", "coverage"]
-    assert [ln.split()[0] for ln in twin[2:6]] == names
-    for ln in twin[2:6]:  # bias = estimate - truth, as printed
-        est, truth, bias = map(float, ln.split()[1:4])
-        assert bias == pytest.approx(est - truth, abs=1.5e-4)
+    import evaluators
+    from evaluators.datasets import read_bandit_log
+
+    rows = _table(out)
+    assert list(rows) == [label for label, _ in evaluators.TWIN_CANDIDATES]
+    assert sum(sel for _, sel in rows.values()) == 1
+    log = read_bandit_log(tmp_path / "log.csv")
+    ips = evaluators.ips(log, np.tile([0.2, 0.7, 0.1], (300, 1)))  # ids sorted: hat, scarf, ..
+    assert rows["ips"][0] == pytest.approx(ips.value, rel=1e-3)
+    assert "Use " in out and "How sure:" in out and (tmp_path / "estimates.png").stat().st_size
 
 
-def test_compare_estimators_reads_your_log_and_the_open_bandit_layout(tmp_path, capsys,
-                                                                     monkeypatch):
-    import simulator
-    from tests.evaluators.test_real_data import _rows, _write
+def test_compare_estimators_on_the_open_bandit_layout(tmp_path, capsys, monkeypatch):
+    from tests.evaluators.test_real_data import K, _rows, _write
 
-    log, _ = simulator.collect_log(simulator.preset("bred_linear"), 300, rng=5)
-    path = log.save(tmp_path / "mine.npz")
-    run_example("compare_estimators.py", str(path), "--quick", monkeypatch=monkeypatch)
+    # the Open Bandit Dataset's layout (a stand-in of K items, uniformly logged) and a prior
+    root = _write(tmp_path / "obd", rows=[dict(r, propensity_score=1 / K) for r in _rows()])
+    (root / "prior_bts.yaml").write_text(
+        "all:\n  alpha:\n" + "".join(f"    - {a}\n" for a in range(1, K + 1))
+        + "  beta:\n" + "".join("    - 40.0\n" for _ in range(K)))
+    monkeypatch.chdir(tmp_path)
+    run_example("compare_estimators.py", str(root), monkeypatch=monkeypatch)
     out = capsys.readouterr().out
-    assert "Your log: 300 records, 10 arms. The target's value on 150 of them" in out
-    # the Open Bandit Dataset's layout (a stand-in of 5 items), uniformly logged
-    root = _write(tmp_path / "obd", rows=[dict(r, propensity_score=0.2) for r in _rows()])
-    run_example("compare_estimators.py", str(root), "--quick", monkeypatch=monkeypatch)
-    out = capsys.readouterr().out
-    assert "5 arms" in out and "(uniform logging)" in out
+    assert len(_table(out)) == 10 and "Use " in out
+
+
+def test_compare_estimators_without_files_says_how(monkeypatch):
+    with pytest.raises(SystemExit) as exc:
+        run_example("compare_estimators.py", monkeypatch=monkeypatch)
+    assert "LOG.csv TARGET" in str(exc.value.code)
 
 
 def test_gymnasium_quickstart_runs(capsys):

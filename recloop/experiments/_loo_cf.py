@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from recloop._registry import EvaluationKind
 from recloop._results import Measurement
 from recloop._schema import Bool, FilePath, Float, Int, ListOf, Param, Str
-from recloop_base.validation import check_int
+from recloop_base.validation import as_generator, check_int
 
 __all__ = ["DATA_FORMATS", "FitOnceResult", "KIND", "SIMILARITIES", "fast_loo_cf", "fit_once_knn",
            "load_ratings", "plot_fast_loo_cf", "synthetic_ratings"]
@@ -490,7 +490,7 @@ def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = SIMILARITIES, k=2
     min_support = check_int(min_support, "min_support", low=0)
     clip = _check_clip(clip)
     naive_users = check_int(naive_users, "naive_users", low=0)
-    rng = np.random.default_rng(rng)
+    rng = as_generator(rng)
     data_rng, timing_rng = rng.spawn(2)
     if ratings is None:
         if not isinstance(shape, (tuple, list)) or len(shape) != 3:

@@ -30,6 +30,7 @@ from recloop.testing._problems import LOGGING_POLICIES, random_bandit_problem
 from recloop_base.validation import (
     ArgumentTypeError,
     ArgumentValueError,
+    as_generator,
     check_callable,
     check_float,
     check_int,
@@ -440,7 +441,7 @@ def check_ope_estimator(estimator, *, n_problems: int = 6, n_logs: int = 200,
         max_rmse = check_float(max_rmse, "max_rmse", low=0.0)
     strict = _check_bool(strict, "strict")
     skip = _check_skip(skip, OPE_PROPERTIES)
-    rng = np.random.default_rng(rng)
+    rng = as_generator(rng)
     problems = _problems(rng, n_problems, n_rounds)
     seeds = rng.integers(0, 2**63, size=(n_problems, n_logs))
     run = _Runner("check_ope_estimator", skip, strict=strict)
@@ -691,7 +692,7 @@ def check_learning_policy_evaluator(evaluator, *, make_agent=None, n_logs: int =
     check_callable(make_agent, "make_agent")
     from simulator import LinearBanditConfig, collect_log, online_value
 
-    rng = np.random.default_rng(rng)
+    rng = as_generator(rng)
     config = LinearBanditConfig()
     seeds = rng.integers(0, 2**63, size=n_logs)
     logs = [collect_log(config, n_rounds, rng=int(s))[0] for s in seeds]
@@ -792,7 +793,7 @@ def check_offline_metric(metric, *, n_graphs: int = 10, k: int = 3, rng=None) ->
     check_callable(metric, "metric")
     n_graphs = check_int(n_graphs, "n_graphs", low=1)
     k = check_int(k, "k", low=1)
-    rng = np.random.default_rng(rng)
+    rng = as_generator(rng)
     graphs = [_random_graph(rng, 3 + 2 * j, k + 2 + j) for j in range(n_graphs)]
     weights = [rng.uniform(0.2, 3.0, g.shape[1]) for g in graphs]
     run = _Runner("check_offline_metric")

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit, softmax
 
+from recloop_base.validation import as_generator
 from simulator.logs import BanditLog
 
 __all__ = ["BanditProblem", "DrawnLog", "random_bandit_problem", "LOGGING_POLICIES"]
@@ -134,7 +135,7 @@ class BanditProblem:
 
         The log carries the logging policy's probabilities (``pi_b``) and the identity as
         ``action_embeddings`` (each action its own embedding, where MIPS is IPS)."""
-        rng = np.random.default_rng(rng)
+        rng = as_generator(rng)
         idx = rng.integers(0, self.support.shape[0], n_rounds)
         x = self.support[idx]
         p = self.logging_probs(x)
@@ -155,7 +156,7 @@ class BanditProblem:
 def random_bandit_problem(rng=None, *, n_actions: int = 3, dim: int = 2, n_contexts: int = 8,
                           logging: str = "uniform", deficient: bool = False) -> BanditProblem:
     """Draw a :class:`BanditProblem` (reward model, logging and target policies)."""
-    rng = np.random.default_rng(rng)
+    rng = as_generator(rng)
     if logging not in LOGGING_POLICIES:
         raise ValueError(f"`logging` must be one of {LOGGING_POLICIES}; got {logging!r}.")
     least = 2 if deficient else 1  # a deficient problem needs an action left to log

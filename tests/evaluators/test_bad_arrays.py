@@ -82,6 +82,8 @@ VALID = {
     E.select_estimator: ((LOG, PI), {"estimator": "doubly_robust", "model": Q,
                                      "values": [np.inf, 1.0]}),
     E.select_by_twin: ((LOG, PI), {"candidates": [E.ips, E.snips], "n_twins": 2, "rng": 0}),
+    E.evaluate_log: ((LOG, PI), {"estimators": ["ips", "snips"], "select": "none"}),
+    datasets.read_target: ((PI, LOG), {}),
     E.slate_ips: ((SLOG, ST["cascade"][:, -1]), {}),
     E.independent_ips: ((SLOG, ST["ipos"]), {}),
     E.reward_interaction_ips: ((SLOG, ST["cascade"]), {}),
@@ -140,7 +142,8 @@ NO_ARRAYS = {E.ab_test: "environment and policies", E.replay: "a log and an agen
              datasets.load_movielens_25m: "a path", datasets.load_jester: "a path",
              datasets.load_csv: "a path", datasets.synthetic_ratings: "sizes",
              datasets.load_open_bandit: "a path", datasets.read_bts_prior: "a path",
-             datasets.load_classification: "a data set's name"}
+             datasets.load_classification: "a data set's name",
+             datasets.read_bandit_log: "a path"}
 
 
 #: (function, argument) -> kinds of "bad" array that are legal there, with the reason
@@ -168,6 +171,9 @@ LEGAL = {
                                          E.select_estimator, E.fit_reward_model,
                                          E.select_by_twin)
        for arg in ("action_dist", "model", "pi_b")},
+    # a user's target: OBP's (n_rounds, n_actions, 1) too
+    **{(f, "target"): {"extra_dim"} for f in (E.evaluate_log, datasets.read_target)},
+    (E.evaluate_log, "estimators"): {"short"},  # any number of estimators, one included
 }
 
 

@@ -124,7 +124,7 @@ def _with(**change):
                  id="pscore-above-one"),
     pytest.param(_with(propensity_score="n/a"), (), r":9: column 'propensity_score' must hold a "
                  "finite number; got 'n/a'", id="pscore-text"),
-    pytest.param(_with(position=0), (), r":9: column 'position' must be an integer >= 1",
+    pytest.param(_with(position=0), (), r":9: column 'position' must be an integer in \[1, 5\]",
                  id="position-zero"),
     pytest.param(_with(position=1.5), (), r":9: column 'position' must hold an integer; got "
                  "'1.5'", id="position-fraction"),

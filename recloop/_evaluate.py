@@ -1,0 +1,323 @@
+"""``recloop evaluate LOG --target TARGET``: a user's bandit log and target policy to a report.
+
+Reads the log (``evaluators.datasets.read_bandit_log``) and the target
+(``evaluators.datasets.read_target``), runs ``evaluators.evaluate_log`` and writes into
+``--out`` (default ``runs/evaluate-<log name>``):
+
+* ``estimates.csv`` -- one row per estimator (value, standard error, interval, effective
+  sample size, the selection's score and its standard error, selected);
+* ``report.md`` and ``report.html`` -- the sentence to act on, the table, the figure, the
+  diagnostics and the inputs;
+* ``figures/estimates.png`` -- every estimate with its interval, the selected one marked.
+
+The terminal shows the table and one plain sentence. The folder is written to a temporary
+sibling and renamed into place: a failure leaves no half-written report (and an earlier
+evaluation in the same folder is replaced only by a complete one). Same inputs and
+``--seed``: the same bytes. Bad input (a missing column, an impossible propensity, a target
+whose rows do not sum to 1, ...) is one line naming the file, line and column, exit code 2,
+and nothing is written.
+
+Every string that comes from the user's files (column names, ids, paths) reaches the report
+only through :func:`_code`, which makes it inert text in both Markdown and HTML.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import unicodedata
+from pathlib import Path
+
+__all__ = ["add_parser", "evaluate_command"]
+
+OK, FAILED, USAGE = 0, 1, 2
+#: The files an evaluation folder holds (an existing folder with anything else is not
+#: replaced).
+OUTPUTS = ("estimates.csv", "report.md", "report.html", "figures")
+
+
+def add_parser(sub) -> None:
+    """The ``evaluate`` subcommand's options (no heavy import: ``recloop --help`` stays
+    instant)."""
+    ev = sub.add_parser(
+        "evaluate", help="evaluate a target policy on your own bandit log (CSV): every "
+        "estimator, the one to trust, how sure, a report")
+    ev.add_argument("log", metavar="LOG", help="the log: a CSV (or .parquet with pyarrow), "
+                    "one record per line")
+    ev.add_argument("--target", required=True, metavar="TARGET",
+                    help="the target policy: a .npy action_dist, a .csv of (record, action, "
+                         "[position,] probability) in your ids, or module:attribute of a "
+                         "policy(context) -> probabilities")
+    ev.add_argument("--out", default=None, metavar="DIR",
+                    help="folder of the report (default: runs/evaluate-<log name>); an "
+                         "earlier evaluation there is replaced")
+    for role, default in (("action", "action, item_id, arm"), ("reward", "reward, click"),
+                          ("pscore", "pscore, propensity_score, propensity"),
+                          ("position", "position, slot")):
+        ev.add_argument(f"--{role}", default=None, metavar="COLUMN",
+                        help=f"the {role} column (default: the first of {default})")
+    ev.add_argument("--no-position", action="store_true",
+                    help="ignore a position column (one slot)")
+    ev.add_argument("--context", default=None, metavar="COLUMNS",
+                    help="context columns, comma-separated, or PREFIX* for every column "
+                         "starting with PREFIX (default: every other column)")
+    ev.add_argument("--estimators", default=None, metavar="NAMES",
+                    help="comma-separated estimator names (default: the twin's candidates)")
+    ev.add_argument("--select", choices=("twin", "slope", "none"), default="twin",
+                    help="who picks the estimate to use (default: twin)")
+    ev.add_argument("--seed", type=int, default=0, metavar="N",
+                    help="seed of every draw (default 0)")
+    ev.add_argument("--ci", type=float, default=0.95, metavar="LEVEL",
+                    help="level of the intervals (default 0.95)")
+    ev.add_argument("--path", action="append", default=[], metavar="DIR",
+                    help="put DIR on the import path (repeatable), for --target "
+                         "module:attribute")
+    ev.add_argument("--force", action="store_true",
+                    help="read a log file larger than 1 GiB")
+    ev.add_argument("-q", "--quiet", action="store_true",
+                    help="print only the sentence and the report's path")
+
+
+def _fail(err, msg: str) -> int:
+    print(f"recloop evaluate: {msg}", file=err)
+    return USAGE
+
+
+def _out_dir(args, err) -> Path | None:
+    if args.out is not None:
+        return Path(args.out)
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(args.log).stem).strip("._") or "log"
+    return Path("runs") / f"evaluate-{stem[:60]}"
+
+
+def _check_out(out: Path) -> str | None:
+    """Why ``out`` cannot receive the evaluation, or None."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: exists and is not a folder"
+    if out.is_dir():
+        extra = sorted(p.name for p in out.iterdir() if p.name not in OUTPUTS)
+        if extra:
+            return (f"--out {out}: the folder holds other files ({', '.join(extra[:3])}"
+                    f"{', ...' if len(extra) > 3 else ''}); choose another --out")
+    return None
+
+
+def _context(text):
+    if text is None:
+        return None
+    if text.endswith("*") and "," not in text:
+        return text[:-1]
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
+def evaluate_command(args, out, err) -> int:
+    """Run ``recloop evaluate``; returns the exit code."""
+    if not 0 < args.ci < 1:
+        return _fail(err, f"--ci: expected a level in (0, 1), got {args.ci}")
+    if args.seed < 0:
+        return _fail(err, f"--seed: expected an integer >= 0, got {args.seed}")
+    log_path = Path(args.log)
+    if not log_path.is_file():
+        return _fail(err, f"{log_path}: no such file")
+    dest = _out_dir(args, err)
+    problem = _check_out(dest)
+    if problem:
+        return _fail(err, problem + " (nothing was written)")
+    for folder in args.path:
+        if not Path(folder).is_dir():
+            return _fail(err, f"--path {folder}: no such folder")
+    import sys
+
+    sys.path[:0] = [str(Path(p).resolve()) for p in args.path]
+
+    import evaluators
+    from evaluators.datasets import DatasetFormatError, read_bandit_log
+
+    size, limit = log_path.stat().st_size, evaluators.datasets.MAX_LOG_BYTES
+    if size > limit and not args.force:
+        return _fail(err, f"{log_path} is {size / 2**30:.2f} GiB, above the "
+                          f"{limit / 2**30:.2f} GiB read without asking (reading a CSV takes "
+                          "several times its size in memory); --force reads it anyway "
+                          "(nothing was written)")
+    estimators = None if args.estimators is None else [
+        e.strip() for e in args.estimators.split(",") if e.strip()]
+    try:
+        log = read_bandit_log(log_path, action=args.action, reward=args.reward,
+                              pscore=args.pscore,
+                              position=False if args.no_position else args.position,
+                              context=_context(args.context),
+                              max_bytes=None)
+        target = args.target
+        res = evaluators.evaluate_log(log, target, estimators=estimators,
+                                      select=args.select, ci=args.ci, rng=args.seed)
+    except (DatasetFormatError, FileNotFoundError, ImportError, TypeError,
+            ValueError) as exc:
+        return _fail(err, " ".join(str(exc).split()))
+    argv = ["recloop", "evaluate", *getattr(args, "argv", [])]
+    try:
+        _write(dest, res, log, args, argv)
+    except OSError as exc:
+        print(f"recloop evaluate: cannot write {dest}: {exc} (nothing was written)", file=err)
+        return FAILED
+    if not args.quiet:
+        print(_table_text(res), file=out)
+        print(file=out)
+    print(res.summary(), file=out)
+    print(f"report: {dest / 'report.html'}", file=out)
+    return OK
+
+
+# -- files ------------------------------------------------------------------------------------
+def _write(dest: Path, res, log, args, argv) -> None:
+    """Every file into a temporary sibling of ``dest``, then renamed into place."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    old = dest.with_name(f".{dest.name}.{os.getpid()}.old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        (tmp / "figures").mkdir(parents=True)
+        (tmp / "estimates.csv").write_text(_csv(res), encoding="utf-8", newline="")
+        fig = res.plot()
+        fig.savefig(tmp / "figures" / "estimates.png", format="png", dpi=110,
+                    metadata={"Software": None})
+        lines = _report_lines(res, log, args, argv)
+        (tmp / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        from recloop._html import render
+
+        (tmp / "report.html").write_text(render(lines, tmp, title="recloop evaluate"),
+                                         encoding="utf-8")
+        if dest.exists():
+            os.replace(dest, old)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not dest.exists():
+            os.replace(old, dest)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _num(x: float) -> str:
+    """A float as the shortest text that reads back to the same float ('' for nan)."""
+    import math
+
+    return "" if not math.isfinite(x) else repr(float(x))
+
+
+def _csv(res) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["estimator", "value", "stderr", "ci_low", "ci_high", "ess", "score",
+                "score_se", "selected"])
+    for r in res.rows:
+        w.writerow([r.estimator, _num(r.value), _num(r.stderr), _num(r.ci_low),
+                    _num(r.ci_high), _num(r.ess), _num(r.score), _num(r.score_se),
+                    "yes" if r.selected else ""])
+    return buf.getvalue()
+
+
+def _g(x: float) -> str:
+    import math
+
+    return "" if not math.isfinite(x) else f"{x:.4g}"
+
+
+def _table_text(res) -> str:
+    """The terminal's table: fixed-width columns."""
+    pct = f"{res.level:.0%}"
+    head = ["estimator", "value", "stderr", f"{pct} interval", "ESS"]
+    if res.score_name:
+        head += [res.score_name, "±"]
+    rows = []
+    for r in res.rows:
+        row = [("* " if r.selected else "  ") + _plain(r.estimator), _g(r.value), _g(r.stderr),
+               f"[{_g(r.ci_low)}, {_g(r.ci_high)}]" if r.ci_low == r.ci_low else "",
+               f"{r.ess:,.0f}" if r.ess == r.ess else ""]
+        if res.score_name:
+            row += [_g(r.score), _g(r.score_se)]
+        rows.append(row)
+    head[0] = "  " + head[0]
+    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+    lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
+             for line in [head, *rows]]
+    if res.selected is not None:
+        lines.append(f"(* selected by {res.selector})")
+    return "\n".join(lines)
+
+
+def _plain(text: str) -> str:
+    """User text for the terminal: control characters (escape sequences) shown, not run."""
+    return "".join(c if unicodedata.category(c)[0] != "C" else "\ufffd" for c in str(text))
+
+
+# -- the report -------------------------------------------------------------------------------
+def _code(text, *, cell: bool = False) -> str:
+    """User text as an inert Markdown code span, for report.md and report.html alike:
+    control characters (newlines included) become U+FFFD, a backtick U+02CB (a code span
+    cannot hold one in both renderers), and in a table cell ``|`` is escaped."""
+    s = "".join(c if unicodedata.category(c)[0] != "C" else "\ufffd" for c in str(text))
+    s = s.replace("`", "\u02cb")
+    if cell:
+        s = s.replace("|", "\\|")
+    return f"`{s}`" if s.strip() else "`\ufffd`" if s else "` `"
+
+
+def _report_lines(res, log, args, argv) -> list[str]:
+    """report.md, line by line (the one place that renders an evaluation)."""
+    d = res.diagnostics
+    pct = f"{res.level:.0%}"
+    meta = log.metadata
+    lines = [f"# Evaluation of a target policy on {_code(Path(args.log).name)}", "",
+             res.summary(label=_code), "",
+             "## Estimates", ""]
+    head = ["estimator", "value", "stderr", f"{pct} interval", "ESS"]
+    if res.score_name:
+        head += [res.score_name, f"{res.score_name} stderr"]
+    head.append("selected")
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for r in res.rows:
+        row = [_code(r.estimator, cell=True), _g(r.value), _g(r.stderr),
+               f"[{_g(r.ci_low)}, {_g(r.ci_high)}]" if r.ci_low == r.ci_low else "",
+               f"{r.ess:.0f}" if r.ess == r.ess else ""]
+        if res.score_name:
+            row += [_g(r.score), _g(r.score_se)]
+        row.append("yes" if r.selected else "")
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Every estimate's own standard error and interval; the selected one's "
+              "interval does not account for the selection. `estimates.csv` has every "
+              "number in full.", "",
+              f"![Estimates with {pct} intervals](figures/estimates.png)", "",
+              "## Diagnostics", "", "| diagnostic | value | what it says |", "|---|---|---|",
+              f"| records, actions, positions | {d.n_rounds:,}, {d.n_actions}, {d.len_list} "
+              "| the log's size |",
+              f"| effective sample size | {d.ess:,.0f} ({d.ess_share:.1%}) | of the target's "
+              "importance weights, (sum w)^2 / sum w^2 |",
+              f"| largest weight | {_g(d.max_weight)} (record {d.max_weight_record}) | "
+              "pi(a \\| x) / pscore at one record |",
+              f"| target's mass outside the log's support | {d.unsupported_mass:.2%} | on "
+              "actions the log never shows at that position |",
+              f"| reward model ({_code(d.reward_model, cell=True)}), held-out MSE | "
+              f"{_g(d.reward_model_mse)} | cross-fitted, at the logged actions |",
+              f"| reward model, held-out R^2 | {_g(d.reward_model_r2)} | 1 - MSE / "
+              "var(reward): 0 is no better than the mean |", "",
+              "## Inputs", ""]
+    cols = meta.get("columns", {})
+    lines.append("- log: " + _code(str(args.log)) + f": {d.n_rounds:,} records, columns "
+                 + ", ".join(f"{role} {_code(name)}" for role, name in cols.items()))
+    ctx = list(meta.get("context_columns", []))
+    shown = ", ".join(_code(c) for c in ctx[:12]) + (f", ... ({len(ctx)} in all)"
+                                                      if len(ctx) > 12 else "")
+    lines.append(f"- context: {len(ctx)} columns" + (f": {shown}" if ctx else ""))
+    acts = list(meta.get("actions", []))
+    lines.append(f"- actions: {len(acts) or log.n_actions} ids: "
+                 + ", ".join(_code(a) for a in acts[:12]) + (", ..." if len(acts) > 12 else ""))
+    lines.append("- target: " + _code(str(args.target)))
+    lines.append(f"- selector: {res.selector}; seed {args.seed}; intervals at {pct}")
+    lines.append("- command: " + _code(" ".join(argv)))
+    return lines
+

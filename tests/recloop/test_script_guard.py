@@ -1,0 +1,65 @@
+"""``recloop.run`` from a plain script (issue 37): worker processes import the script, so a
+call outside ``if __name__ == "__main__":`` would run again in each of them. recloop says so
+before any worker starts, and a worker that dies while starting says why."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def _script(tmp_path, body):
+    path = tmp_path / "study.py"
+    path.write_text(textwrap.dedent(body))
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+
+
+@pytest.mark.parametrize(("body", "unguarded"), [
+    ("from recloop._api import _unguarded_script_call as f\nprint(f())\n", True),
+    ("from recloop._api import _unguarded_script_call as f\n"
+     "if __name__ == '__main__':\n    print(f())\n", False),
+    ("from recloop._api import _unguarded_script_call as f\n"
+     "def main():\n    print(f())\n\nmain()\n", True),
+    ("from recloop._api import _unguarded_script_call as f\n"
+     "def main():\n    print(f())\n\nif '__main__' == __name__:\n    main()\n", False),
+])
+def test_the_call_site_is_read_from_the_script(tmp_path, body, unguarded):
+    out = _script(tmp_path, body)
+    assert out.returncode == 0, out.stderr
+    assert (out.stdout.strip() != "None") is unguarded, out.stdout
+
+
+def test_an_unguarded_run_with_workers_is_refused_before_it_starts(tmp_path):
+    out = _script(tmp_path, """
+        import recloop
+        recloop.run("quickstart", workers=2, progress=False)
+    """)
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("RuntimeError: recloop.run is called at the top level of the script")
+    assert 'study.py, line 3, outside `if __name__ == "__main__":`' in last
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_while_starting_says_why(tmp_path):
+    # workers=1: recloop's cells run in this process, but the user's estimator runs in a
+    # worker, which imports the unguarded script and dies before the cell begins
+    (tmp_path / "myest.py").write_text("import evaluators\n\ndef est(log, action_dist):\n"
+                                       "    return evaluators.ips(log, action_dist)\n")
+    out = _script(tmp_path, """
+        import recloop
+        sc = {"run": {"name": "g"}, "world": {"preset": "bred_linear"},
+              "evaluations": [{"kind": "ope", "n_rounds": 50, "n_logs": 2,
+                               "targets": [{"name": "u", "policy": "uniform"}],
+                               "estimators": ["ips", "myest:est"]}]}
+        recloop.run(sc, workers=1, progress=False, out="runs")
+    """)
+    assert out.returncode == 1
+    expected = ("exited with code 1 while starting, before the cell began: a script that "
+                'calls recloop.run must do so under `if __name__ == "__main__":`')
+    assert expected in out.stderr
+    assert "os._exit" not in out.stderr
