@@ -99,6 +99,9 @@ class FitInfo:
         Ordered-logit log-likelihood per rating.
     rating_converged : bool or None
         Whether the rating fit converged.
+    drift_model, drift_sigma, drift_inner_split, drift_n_heldout, drift_ll_static,
+    drift_ll_random_walk, drift_ll_ou, drift_ou_theta, drift_ou_sigma, drift_note
+        The taste drift (:class:`simulator.DriftFit`; None: not fitted).
     """
 
     n_iter: int
@@ -117,6 +120,16 @@ class FitInfo:
     rating_levels: int | None = None
     rating_log_likelihood: float | None = None
     rating_converged: bool | None = None
+    drift_model: str | None = None
+    drift_sigma: float | None = None
+    drift_inner_split: int | None = None
+    drift_n_heldout: int | None = None
+    drift_ll_static: float | None = None
+    drift_ll_random_walk: float | None = None
+    drift_ll_ou: float | None = None
+    drift_ou_theta: float | None = None
+    drift_ou_sigma: float | None = None
+    drift_note: str | None = None
 
 
 def _ro(a, dtype=None) -> np.ndarray:
@@ -253,6 +266,8 @@ class CalibratedWorld:
             arrays["observed_rating"] = self.observed.rating
         if fa.arrival is not None:
             arrays["arrival"] = fa.arrival
+        if fa.taste_origin is not None:
+            arrays["taste_origin"] = fa.taste_origin
         if fa.ratings is not None:
             for name in _RATING_ARRAYS:
                 arrays[f"rating_{name}"] = getattr(fa.ratings, name)
@@ -312,7 +327,8 @@ class CalibratedWorld:
                                      **{n: arrays[f"rating_{n}"] for n in _RATING_ARRAYS})
             fitted = FittedArrays(appeal=arrays["appeal"], features=arrays["features"],
                                   taste=arrays["taste"], activity=arrays["activity"],
-                                  arrival=arrays.get("arrival"), ratings=rating)
+                                  arrival=arrays.get("arrival"), ratings=rating,
+                                  taste_origin=arrays.get("taste_origin"))
             if header.get("sessions") is not None:
                 cfg["sessions"] = SessionLaw(**header["sessions"])
             if "item_birth" in arrays:
@@ -1015,6 +1031,34 @@ def _expected_sizes(config: WorldConfig, psi=None) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
+# drift
+# ---------------------------------------------------------------------------------------------
+#: Ticks per term of the random walk's Karhunen-Loeve expansion in a drifting world (its
+#: time resolution: a week of days).
+_DRIFT_TICKS_PER_TERM = 7
+_DRIFT_MAX_TERMS = 64
+
+
+def _drift_terms(horizon: int) -> int:
+    """Terms of the walk's expansion: one per week of the horizon, 8 to 64."""
+    return int(min(_DRIFT_MAX_TERMS, max(8, math.ceil(horizon / _DRIFT_TICKS_PER_TERM))))
+
+
+def _inner_rank(cols) -> int:
+    """The largest rank an inner fit of ``cols`` (users, items, ...) allows."""
+    return max(0, min(np.unique(cols[0]).size, np.unique(cols[1]).size) - 1)
+
+
+def _drift_info(d) -> dict:
+    return {"drift_model": d.model, "drift_sigma": d.sigma,
+            "drift_inner_split": d.inner_split, "drift_n_heldout": d.n_heldout,
+            **{f"drift_{n}": (None if not math.isfinite(v) else v) for n, v in (
+                ("ll_static", d.ll_static), ("ll_random_walk", d.ll_random_walk),
+                ("ll_ou", d.ll_ou), ("ou_theta", d.ou_theta), ("ou_sigma", d.ou_sigma))},
+            "drift_note": d.note}
+
+
+# ---------------------------------------------------------------------------------------------
 # public entry point
 # ---------------------------------------------------------------------------------------------
 def _check_scale(rating_scale):
@@ -1033,8 +1077,8 @@ def _check_scale(rating_scale):
 def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: float = 0.3,
               reg: float = 1.0, min_rating=None, rating_scale=None, ratings: bool = True,
               sessions: bool = True, seconds_per_tick: float = 86400.0,
-              n_ticks: int | None = None, time_effects: bool = True, max_iter: int = 30,
-              tol: float = 1e-4, rng=None) -> CalibratedWorld:
+              n_ticks: int | None = None, time_effects: bool = True, drift: bool = True,
+              max_iter: int = 30, tol: float = 1e-4, rng=None) -> CalibratedWorld:
     """Fit a world to a real interaction log.
 
     Parameters
@@ -1080,6 +1124,11 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
     time_effects : bool, default True
         With timestamps, estimate item births, the CTR half-life and (without sessions) the
         activity half-life (see Notes); False: every item alive throughout, no decay.
+    drift : bool, default True
+        With timestamps, fit the users' taste drift (:func:`simulator._drift.fit_drift`: a
+        random walk chosen against static tastes by held-out likelihood on an inner split
+        in time of the log); the world's ``drift_rate`` and ``fitted.taste_origin`` carry
+        it. False: static tastes.
     max_iter : int, default 30
         Alternating sweeps at most.
     tol : float, default 1e-4
@@ -1163,7 +1212,7 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
         min_rating = check_float(min_rating, "min_rating")
     rating_scale = _check_scale(rating_scale)
     for name, flag in (("ratings", ratings), ("sessions", sessions),
-                       ("time_effects", time_effects)):
+                       ("time_effects", time_effects), ("drift", drift)):
         if not isinstance(flag, (bool, np.bool_)):
             raise ArgumentTypeError(name, "a bool", type(flag).__name__)
     seconds_per_tick = check_float(seconds_per_tick, "seconds_per_tick", low=0.0, low_open=True)
@@ -1236,14 +1285,30 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
     if law is not None:
         arrival = np.full(n_u, horizon - 1, dtype=np.int64)
         np.minimum.at(arrival, log.users, ticks)
+    drift_fit = origin = None
+    if drift and log.ticks is not None and k:
+        from simulator._drift import _user_origin, fit_drift
+
+        def inner(cols):  # the static world of the inner split, with this fit's options
+            return calibrate(cols, n_factors=min(k, _inner_rank(cols)), exposure=exposure,
+                             ctr=ctr, reg=reg, ratings=False, sessions=sessions,
+                             seconds_per_tick=1.0, time_effects=time_effects, drift=False,
+                             max_iter=max_iter, tol=tol, rng=gen)
+
+        drift_fit = fit_drift(log.users, log.items, ticks, horizon, inner, gen)
+        if drift_fit.model == "random_walk":
+            origin = _user_origin(log.users, ticks, n_u)
     fitted = FittedArrays(appeal=model.a, features=features, taste=taste,
-                          activity=np.exp(model.alpha), arrival=arrival, ratings=rating_model)
+                          activity=np.exp(model.alpha), arrival=arrival, ratings=rating_model,
+                          taste_origin=origin)
     config = WorldConfig(
         n_users=n_u, n_items=n_i, n_ticks=horizon, dim=dim,
         mean_profile_size=float(log.users.size / n_u), activity_halflife=act_half,
         n_universal=0, exposure=exposure,
         item_birth=None if birth is None else tuple(int(b) for b in birth),
-        ctr_halflife=ctr_half, drift_rate=0.0, fitted=fitted, sessions=law)
+        ctr_halflife=ctr_half, fitted=fitted, sessions=law,
+        **({} if origin is None else {"drift_rate": drift_fit.sigma,
+                                      "drift_terms": _drift_terms(horizon)}))
     order = np.lexsort((log.items, log.users, ticks))
     observed = InteractionLog(user=log.users[order], item=log.items[order], tick=ticks[order],
                               source=np.zeros(order.size, np.int8), n_users=n_u, n_items=n_i,
@@ -1259,7 +1324,8 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
                    else session_fit.log_likelihood / session_fit.n_users,
                    rating_levels=None if rating_model is None else rating_model.n_levels,
                    rating_log_likelihood=rating_info.get("log_likelihood"),
-                   rating_converged=rating_info.get("converged"))
+                   rating_converged=rating_info.get("converged"),
+                   **({} if drift_fit is None else _drift_info(drift_fit)))
     return CalibratedWorld(config=config, observed=observed, user_ids=log.user_ids,
                            item_ids=log.item_ids, dropped_users=log.dropped_users,
                            dropped_items=log.dropped_items, info=info, source=log.source)

@@ -159,6 +159,11 @@ class FittedArrays:
     ratings : simulator.RatingModel, optional
         The world rates its adoptions with this model (``World.edges.rating``); ``None``:
         no ratings.
+    taste_origin : array_like of int, shape (n_users,), optional
+        The tick at which each user's taste is ``taste`` (a calibrated world's drift: with
+        ``WorldConfig.drift_rate > 0`` the user's random walk is pinned there,
+        ``x_u(t) = taste_u + drift_rate (W_u(t) - W_u(origin_u))``); ``None``: pinned at
+        tick 0 (``x_u(0) = taste_u``), as for a drawn world.
 
     Notes
     -----
@@ -172,6 +177,7 @@ class FittedArrays:
     activity: np.ndarray
     arrival: np.ndarray | None = None
     ratings: Any = None
+    taste_origin: np.ndarray | None = None
 
     def __post_init__(self):
         set_ = lambda n, v: object.__setattr__(self, n, v)  # noqa: E731
@@ -194,18 +200,9 @@ class FittedArrays:
                              f"at index {neg[0]}.")
         if not self.activity.sum() > 0:
             raise ValueError("`fitted.activity` must have a positive sum; got 0.")
-        if self.arrival is not None:
-            arr = np.array(self.arrival, copy=True)
-            if arr.shape != self.activity.shape or (arr.size and not
-                                                    np.issubdtype(arr.dtype, np.integer)):
-                raise ValueError(f"`fitted.arrival` must hold one int per user "
-                                 f"({self.activity.size}); got {arr.dtype} of shape "
-                                 f"{arr.shape}.")
-            if arr.size and arr.min() < 0:
-                raise ValueError(f"`fitted.arrival` must be >= 0; got {arr.min()}.")
-            arr = arr.astype(np.int64)
-            arr.setflags(write=False)
-            set_("arrival", arr)
+        for name in ("arrival", "taste_origin"):
+            if getattr(self, name) is not None:
+                set_(name, self._user_ticks(getattr(self, name), name))
         if self.ratings is not None:
             from simulator._ratings import RatingModel
 
@@ -218,6 +215,18 @@ class FittedArrays:
                                  f"users and {self.n_items} items; got "
                                  f"{self.ratings.user_offset.size} and "
                                  f"{self.ratings.item_offset.size}.")
+
+    def _user_ticks(self, value, name: str) -> np.ndarray:
+        arr = np.array(value, copy=True)
+        if arr.shape != self.activity.shape or (arr.size and not
+                                                np.issubdtype(arr.dtype, np.integer)):
+            raise ValueError(f"`fitted.{name}` must hold one int per user "
+                             f"({self.activity.size}); got {arr.dtype} of shape {arr.shape}.")
+        if arr.size and arr.min() < 0:
+            raise ValueError(f"`fitted.{name}` must be >= 0; got {arr.min()}.")
+        arr = arr.astype(np.int64)
+        arr.setflags(write=False)
+        return arr
 
     @property
     def n_users(self) -> int:
@@ -336,6 +345,10 @@ class WorldConfig:
             if have != getattr(self, name):
                 raise ArgumentValueError("fitted", f"arrays that match `{name}` = "
                                          f"{getattr(self, name)}", f"{name} = {have}")
+        origin = f.taste_origin
+        if origin is not None and origin.size and origin.max() >= self.n_ticks:
+            raise ArgumentValueError("fitted.taste_origin", f"ticks in [0, {self.n_ticks - 1}]",
+                                     str(int(origin.max())))
 
     def _check_sessions(self):
         from simulator._sessions import SessionLaw, SessionSchedule

@@ -218,6 +218,12 @@ class World:
         self._alias_cache = None
         self._drift_ss_index = 2
         self._drift_z = None  # (n_users, dim, K), drawn on first use
+        origin = None if c.fitted is None else c.fitted.taste_origin
+        if origin is not None and c.drift_rate > 0:
+            # a fitted taste is the user's at its origin tick: pin the walk there, so that
+            # x_u(t) = taste_u + drift_rate (W_u(t) - W_u(origin_u)) (a shift of x_u(0))
+            self._taste0 = self._taste0 - c.drift_rate * np.einsum(
+                "udk,uk->ud", self._drift(), self._basis(origin))
         self._birth = c.birth_array()
         self._death = c.death_array()
         self._user_w = (np.ones(c.n_users) if c.user_weights is None
