@@ -244,13 +244,15 @@ def _as_binary(x, name: str, shape=None) -> sp.csr_array:
     m.sum_duplicates()
     m.eliminate_zeros()
     m.data[:] = 1.0
-    if shape is not None:  # the users of `train` only (later ones have no training profile)
-        if m.shape[1] != shape[1]:
-            raise ArgumentValueError(name, f"{shape[1]} items like `train`", str(m.shape[1]))
+    if shape is not None:  # the users and items of `train` only (later ones have no
+        # training profile; items first seen later cannot be recommended: left out)
+        if m.shape[1] < shape[1]:
+            raise ArgumentValueError(name, f"at least the {shape[1]} items of `train`",
+                                     str(m.shape[1]))
         if m.shape[0] < shape[0]:
             raise ArgumentValueError(name, f"at least the {shape[0]} users of `train`",
                                      str(m.shape[0]))
-        m = sp.csr_array(m[:shape[0]])
+        m = sp.csr_array(m[:shape[0], :shape[1]])
     m.sort_indices()
     return m
 

@@ -99,9 +99,9 @@ class FitInfo:
         Ordered-logit log-likelihood per rating.
     rating_converged : bool or None
         Whether the rating fit converged.
-    drift_model, drift_sigma, drift_inner_split, drift_n_heldout, drift_ll_static,
-    drift_ll_random_walk, drift_ll_ou, drift_ou_theta, drift_ou_sigma, drift_note
-        The taste drift (:class:`simulator.DriftFit`; None: not fitted).
+    drift_model, drift_sigma, drift_theta, drift_inner_split, drift_n_heldout,
+    drift_n_sessions, drift_ll_static, drift_ll_random_walk, drift_ll_ou, drift_note
+        The taste drift (:class:`simulator.DriftFit`; None: not fitted, or not measured).
     """
 
     n_iter: int
@@ -122,13 +122,13 @@ class FitInfo:
     rating_converged: bool | None = None
     drift_model: str | None = None
     drift_sigma: float | None = None
+    drift_theta: float | None = None
     drift_inner_split: int | None = None
     drift_n_heldout: int | None = None
+    drift_n_sessions: int | None = None
     drift_ll_static: float | None = None
     drift_ll_random_walk: float | None = None
     drift_ll_ou: float | None = None
-    drift_ou_theta: float | None = None
-    drift_ou_sigma: float | None = None
     drift_note: str | None = None
 
 
@@ -1037,11 +1037,32 @@ def _expected_sizes(config: WorldConfig, psi=None) -> np.ndarray:
 #: time resolution: a week of days).
 _DRIFT_TICKS_PER_TERM = 7
 _DRIFT_MAX_TERMS = 64
+#: Terms of the OU process's Fourier expansion (32 frequencies: its correlation within 0.03
+#: of exp(-theta |tau|) at every lag of a few mean-reversion times).
+_OU_TERMS = 64
 
 
 def _drift_terms(horizon: int) -> int:
     """Terms of the walk's expansion: one per week of the horizon, 8 to 64."""
     return int(min(_DRIFT_MAX_TERMS, max(8, math.ceil(horizon / _DRIFT_TICKS_PER_TERM))))
+
+
+def _mean_rate_ratio(config, users, ticks, law) -> np.ndarray:
+    """Each user's :func:`~simulator._drift.adoption_rate_ratio` averaged over its observed
+    sessions (weighted as its events are: a first session 1, later ones ``later_weight``),
+    or over its interactions without sessions."""
+    from simulator._drift import adoption_rate_ratio
+    from simulator._sessions import observed_sessions
+
+    n = config.n_users
+    su, st, _ = observed_sessions(users, ticks, n)
+    w = (np.where(np.r_[True, su[1:] != su[:-1]], 1.0, law.later_weight) if law is not None
+         else np.bincount(np.searchsorted(su * (ticks.max() + 1) + st,
+                                          users * (ticks.max() + 1) + ticks),
+                          minlength=su.size).astype(np.float64))
+    r = adoption_rate_ratio(config, su, st, config.fitted.taste_origin)
+    return np.bincount(su, w * r, minlength=n) / np.maximum(np.bincount(su, w, minlength=n),
+                                                             1e-300)
 
 
 def _inner_rank(cols) -> int:
@@ -1050,12 +1071,24 @@ def _inner_rank(cols) -> int:
 
 
 def _drift_info(d) -> dict:
-    return {"drift_model": d.model, "drift_sigma": d.sigma,
+    fin = lambda v: None if not math.isfinite(v) else float(v)  # noqa: E731
+    return {"drift_model": d.model, "drift_sigma": fin(d.sigma), "drift_theta": fin(d.theta),
             "drift_inner_split": d.inner_split, "drift_n_heldout": d.n_heldout,
-            **{f"drift_{n}": (None if not math.isfinite(v) else v) for n, v in (
-                ("ll_static", d.ll_static), ("ll_random_walk", d.ll_random_walk),
-                ("ll_ou", d.ll_ou), ("ou_theta", d.ou_theta), ("ou_sigma", d.ou_sigma))},
+            "drift_n_sessions": d.n_sessions, "drift_ll_static": fin(d.ll_static),
+            "drift_ll_random_walk": fin(d.ll_random_walk), "drift_ll_ou": fin(d.ll_ou),
             "drift_note": d.note}
+
+
+def _drift_fields(d, taste, horizon: int) -> dict:
+    """The WorldConfig fields of a fitted drift (none when static)."""
+    from simulator._drift import population_variance
+
+    if d is None or d.model == "static":
+        return {}
+    if d.model == "random_walk":
+        return {"drift_rate": d.sigma, "drift_terms": _drift_terms(horizon)}
+    return {"drift_rate": math.sqrt(population_variance(taste)), "drift_theta": d.theta,
+            "drift_terms": _OU_TERMS}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1296,7 +1329,7 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
                              max_iter=max_iter, tol=tol, rng=gen)
 
         drift_fit = fit_drift(log.users, log.items, ticks, horizon, inner, gen)
-        if drift_fit.model == "random_walk":
+        if drift_fit.model != "static":
             origin = _user_origin(log.users, ticks, n_u)
     fitted = FittedArrays(appeal=model.a, features=features, taste=taste,
                           activity=np.exp(model.alpha), arrival=arrival, ratings=rating_model,
@@ -1307,8 +1340,11 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
         n_universal=0, exposure=exposure,
         item_birth=None if birth is None else tuple(int(b) for b in birth),
         ctr_halflife=ctr_half, fitted=fitted, sessions=law,
-        **({} if origin is None else {"drift_rate": drift_fit.sigma,
-                                      "drift_terms": _drift_terms(horizon)}))
+        **_drift_fields(drift_fit, taste, horizon))
+    if origin is not None:  # the drift must not change how much a user adopts
+        config = dataclasses.replace(config, fitted=dataclasses.replace(
+            fitted, activity=fitted.activity * _mean_rate_ratio(config, log.users, ticks,
+                                                                law)))
     order = np.lexsort((log.items, log.users, ticks))
     observed = InteractionLog(user=log.users[order], item=log.items[order], tick=ticks[order],
                               source=np.zeros(order.size, np.int8), n_users=n_u, n_items=n_i,

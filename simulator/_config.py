@@ -284,7 +284,19 @@ class WorldConfig:
     drift_rate: float = spec(0.0, doc="Taste random walk: per-coordinate standard deviation "
                              "per sqrt(tick).", low=0.0, high=SCORE_BOUND)
     drift_terms: int = spec(8, doc="Terms of the Karhunen-Loeve expansion used for the random "
-                            "walk.", low=1)
+                            "walk (of the Fourier expansion of the Ornstein-Uhlenbeck process "
+                            "with ``drift_theta``).", low=1)
+    drift_theta: float | None = spec(None, doc="Taste drift as a stationary Ornstein-Uhlenbeck "
+                                     "process instead of a random walk: mean-reversion rate "
+                                     "per tick; ``drift_rate`` is then its stationary standard "
+                                     "deviation per coordinate, and a user's taste at its "
+                                     "origin tick (``fitted.taste_origin``, else 0) is its "
+                                     "fitted (or drawn) one: ``x_u(t) = rho x_u + drift_rate "
+                                     "(Y_u(t) - rho Y_u(o_u))``, ``rho = exp(-drift_theta "
+                                     "|t - o_u|)``, ``Y`` a unit stationary process of "
+                                     "correlation ``exp(-drift_theta |tau|)``. ``None``: the "
+                                     "random walk.", low=0.0, low_open=True, high=SCORE_BOUND,
+                                     settable=False)
     shocks: tuple = spec((), doc="Scheduled appeal changes (promotions): ``AppealShock``s.",
                          settable=False)
     campaigns: tuple = spec((), doc="Scheduled recommendation campaigns (inside the horizon): "

@@ -1,29 +1,35 @@
 """Tastes that move: the drift of a calibrated world's users, fitted from the log (issue 35).
 
 A calibrated world's user ``u`` has the fitted taste ``x_u`` at its origin tick ``o_u`` (the
-mean tick of its interactions) and wanders from there by a Gaussian random walk,
+mean tick of its interactions) and moves from there by one of two processes, which
+:class:`simulator.World` simulates (``drift_rate``, ``drift_theta``, ``fitted.taste_origin``):
 
-    x_u(t) = x_u + sigma (W_u(t) - W_u(o_u)),    W_u a standard Brownian motion per coordinate,
+* a Gaussian random walk, ``x_u(t) = x_u + sigma (W_u(t) - W_u(o_u))``: the taste's variance
+  grows without bound, ``sigma^2 |t - o_u|`` per coordinate;
+* a stationary Ornstein-Uhlenbeck process around the population's mean 0, of the
+  population's variance ``s^2`` (the mean variance of a coordinate of the fitted tastes):
+  given ``x_u(o_u) = x_u``, ``x_u(t) ~ N(rho x_u, s^2 (1 - rho^2))``, ``rho = exp(-theta |t -
+  o_u|)``: a user's taste is replaced, over a time ``1/theta``, by a taste of the population
+  (the tastes stay tastes of the population, so the world's adoption volume does not grow).
 
-which :class:`simulator.World` simulates (``drift_rate = sigma``, ``fitted.taste_origin``).
-``sigma`` is fitted on the log itself by an inner split in time: a static world is fitted to
-the ticks before ``s1 = floor(0.8 n_ticks)`` and the items its returning users adopt after
-``s1`` are scored by the world's choice probability,
+Which one, and its parameter, is decided on the log itself by an inner split in time: a
+static world is fitted to the ticks before ``s1 = floor(0.8 n_ticks)``, and the adoptions
+of its returning users after ``s1``, grouped by (user, tick) (a session), are scored by the
+world's own law of a session's adoptions:
 
-    P(i | u, t) = w_i(t) pbar_ui(t) / sum_{j not held by u} w_j(t) pbar_uj(t),
-    w_i(t) = exp(exposure a_i) alive_i(t) d_i(t),
-    pbar_ui(t) = E expit(a_i + x_u(t) . f_i) ~ expit(m_ui / sqrt(1 + pi v |f_i|^2 / 8)),
+    n_g ~ Poisson(mu_g) given n_g >= 1,  mu_g = nu_u w sum_i q_i(t) pbar_ui(t)   (volume)
+    P(i | u, t) = q_i(t) pbar_ui(t) / sum_{j not held by u} q_j(t) pbar_uj(t)      (choice)
+    q_i(t) = exp(exposure a_i) alive_i(t) d_i(t) / sum_{j alive} exp(exposure a_j),
+    pbar_ui(t) = E expit(a_i + x_u(t) . f_i)
+               ~ expit((a_i + m_u(t) . f_i) / sqrt(1 + pi v(t) |f_i|^2 / 8)),
 
-the probability that an adoption of ``u`` at ``t`` is item ``i`` (an exposure meets ``i`` in
-proportion to ``w_i``, ``u`` adopts it with ``pbar``; ``m_ui = a_i + x_u . f_i``, ``v`` the
-variance of a coordinate of ``x_u(t) - x_u``; the probit approximation of the logistic-normal
-mean, MacKay 1992). Three processes are compared by this held-out likelihood: static tastes
-(``v = 0``), the random walk (``v = sigma^2 |t - o_u|``) and an Ornstein-Uhlenbeck process
-around the population mean 0 (``x_u(t) = x_u e^{-theta |t - o_u|}`` plus a variance
-``sigma^2 (1 - e^{-2 theta |t - o_u|}) / (2 theta)``). The world drifts by the random walk when
-it beats the static tastes by a likelihood-ratio test at 5% (``2 Delta > 3.84``); the
-Ornstein-Uhlenbeck fit is reported beside it (see ``docs/worlds.md`` for the figures and
-why the random walk is kept).
+``nu_u`` the user's fitted events per unit session weight, ``w`` a later session's weight,
+``m_u(t)`` and ``v(t)`` the mean and per-coordinate variance of the taste at ``t`` under the
+process (``v = 0``: static; the probit approximation of the logistic-normal mean, MacKay
+1992). Each process's parameter maximises this held-out likelihood; the process with the
+higher one is chosen when it beats static tastes by a likelihood-ratio test at 5% (``2 Delta
+> 3.84``). Without a session law only the choice term is scored. The figures on
+MovieLens-100K and why the choice falls as it does: ``docs/worlds.md``.
 """
 
 from __future__ import annotations
@@ -34,20 +40,24 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit
+from scipy.special import expit, gammaln
 
-__all__ = ["DriftFit", "choice_log_likelihood", "fit_drift"]
+__all__ = ["DRIFT_MODELS", "DriftFit", "fit_drift", "held_out_log_likelihood"]
 
+#: The taste processes compared.
+DRIFT_MODELS = ("static", "random_walk", "ou")
 #: Fraction of the fitted span before the inner split.
 INNER_SPLIT = 0.8
 #: Users of the inner fit at most (a sample): one scalar is estimated from it.
 MAX_USERS = 1000
 #: (user, tick) groups of the held-out window scored at most (a sample).
 MAX_GROUPS = 3000
-#: Chi-square(1) 95% quantile: the likelihood-ratio bar of the random walk over static tastes.
+#: Chi-square(1) 95% quantile: the likelihood-ratio bar of a drift over static tastes.
 _LR_BAR = 3.841458820694124
 _SIGMA_BOUNDS = (1e-4, 10.0)
+_THETA_BOUNDS = (1e-5, 10.0)
 _CELLS = 1 << 21
+_CHOICE = ("choice",)
 
 
 @dataclass(frozen=True)
@@ -57,113 +67,131 @@ class DriftFit:
     Attributes
     ----------
     model : str
-        ``"random_walk"`` (the world drifts with :attr:`sigma`) or ``"static"`` (no drift:
-        the walk did not beat static tastes, or there was nothing to fit it on; see
-        :attr:`note`).
+        One of :data:`DRIFT_MODELS`: ``"random_walk"`` (the world drifts by a random walk of
+        :attr:`sigma`), ``"ou"`` (a stationary Ornstein-Uhlenbeck process of rate
+        :attr:`theta`) or ``"static"`` (no drift: neither beat static tastes, or there was
+        nothing to fit them on; see :attr:`note`).
     sigma : float
-        Random-walk standard deviation per coordinate per sqrt(tick) (0 when static).
+        The random walk's standard deviation per coordinate per sqrt(tick) (``nan`` when
+        not fitted).
+    theta : float
+        The OU process's mean-reversion rate per tick (``nan`` when not fitted).
     inner_split : int
         First tick of the inner held-out window (the fit saw ticks before it).
-    n_users, n_heldout : int
-        Returning users and held-out adoptions the likelihoods are over.
+    n_users, n_heldout, n_sessions : int
+        Returning users, held-out adoptions and (user, tick) groups scored.
     ll_static, ll_random_walk, ll_ou : float
-        Held-out log-likelihood per adoption of static tastes, of the random walk at
-        :attr:`sigma` and of the Ornstein-Uhlenbeck process at (:attr:`ou_theta`,
-        :attr:`ou_sigma`) (``nan`` when not measured).
-    ou_theta, ou_sigma : float
+        Held-out choice log-likelihood per adoption (see the module docstring) of static
+        tastes, the random walk at :attr:`sigma` and the OU process at
+        :attr:`theta` (``nan`` when not measured).
     note : str
-        Why there is no drift, when there is none for lack of data.
+        Why there is no drift, when there is none.
     """
 
     model: str
     sigma: float
+    theta: float
     inner_split: int
     n_users: int
     n_heldout: int
+    n_sessions: int
     ll_static: float
     ll_random_walk: float
     ll_ou: float
-    ou_theta: float
-    ou_sigma: float
     note: str = ""
 
-    @property
-    def likelihood_ratio(self) -> float:
-        """``2 n (ll_random_walk - ll_static)``: the random walk's test statistic."""
-        return 2.0 * self.n_heldout * (self.ll_random_walk - self.ll_static)
+    def likelihood_ratio(self, model: str) -> float:
+        """``2 n (ll_model - ll_static)``: a drift's test statistic against static tastes."""
+        ll = {"static": self.ll_static, "random_walk": self.ll_random_walk,
+              "ou": self.ll_ou}[model]
+        return 2.0 * self.n_heldout * (ll - self.ll_static)
 
 
 def _none(note: str, inner: int = -1) -> DriftFit:
     nan = math.nan
-    return DriftFit("static", 0.0, inner, 0, 0, nan, nan, nan, nan, nan, note)
+    return DriftFit("static", nan, nan, inner, 0, 0, 0, nan, nan, nan, note)
 
 
 @dataclass
 class _Groups:
-    """The held-out adoptions grouped by (user, tick), with what the choice needs."""
+    """The held-out adoptions grouped by (user, tick), with what their law needs."""
 
-    m: np.ndarray  # (G, n_items) a_i + x_u . f_i
-    w: np.ndarray  # (G, n_items) exposure weights, 0 where held or not alive
+    m: np.ndarray  # (G, n_items) x_u . f_i (the tastes' part of the score)
+    a: np.ndarray  # (n_items,) appeals
+    q: np.ndarray  # (G, n_items) exposure shares q_i(t) d_i(t), 0 where held
     f2: np.ndarray  # (n_items,) |f_i|^2
     dt: np.ndarray  # (G,) |t - o_u|
     rows: np.ndarray  # (n,) group of each adoption
     cols: np.ndarray  # (n,) its item
     users: np.ndarray  # (G,) the group's user
-    a0: np.ndarray  # (n_items,) appeals (the tastes' part of m is what drift scales)
+    rate: np.ndarray | None  # (G,) events of the session (nu_u w), None: no volume term
 
 
-def choice_log_likelihood(groups: _Groups, scale: np.ndarray, var: np.ndarray) -> float:
-    """Held-out log-likelihood per adoption of the choice model (see the module docstring),
-    the tastes' mean scaled by ``scale`` (G,) and their coordinates' variance ``var`` (G,)."""
+def held_out_log_likelihood(groups: _Groups, scale: np.ndarray, var: np.ndarray, *,
+                            parts: tuple = ("choice", "volume")) -> float:
+    """Held-out log-likelihood per adoption of the law in the module docstring, the tastes'
+    mean scaled by ``scale`` (G,) and the variance of a coordinate ``var`` (G,); ``parts``:
+    the terms summed."""
     total = 0.0
     g_all = groups.m.shape[0]
+    counts = np.bincount(groups.rows, minlength=g_all)
     step = max(1, _CELLS // max(1, groups.m.shape[1]))
     for lo in range(0, g_all, step):
         hi = min(g_all, lo + step)
-        a = groups.m[lo:hi]
-        if not np.all(scale[lo:hi] == 1.0):
-            a = groups.a0[None, :] + scale[lo:hi, None] * (a - groups.a0[None, :])
+        score = groups.a[None, :] + scale[lo:hi, None] * groups.m[lo:hi]
         den = np.sqrt(1.0 + (math.pi / 8.0) * var[lo:hi, None] * groups.f2[None, :])
-        p = groups.w[lo:hi] * expit(a / den)
+        p = groups.q[lo:hi] * expit(score / den)
         sel = (groups.rows >= lo) & (groups.rows < hi)
         r, c = groups.rows[sel] - lo, groups.cols[sel]
-        with np.errstate(divide="ignore"):
-            total += float(np.log(p[r, c]).sum() - np.log(p.sum(axis=1))[r].sum())
+        per_event = p.sum(axis=1)
+        if "choice" in parts:
+            with np.errstate(divide="ignore"):
+                total += float(np.log(p[r, c]).sum() - np.log(per_event)[r].sum())
+        if groups.rate is not None and "volume" in parts:
+            mu = groups.rate[lo:hi] * per_event
+            n = counts[lo:hi]
+            with np.errstate(divide="ignore"):
+                total += float((n * np.log(mu) - mu - gammaln(n + 1.0)
+                                - np.log(-np.expm1(-mu))).sum())
     return total / groups.rows.size
 
 
-def _groups(cal, users, items, ticks, origin, rng) -> _Groups | None:
-    """The held-out adoptions (world indices) of the inner fit ``cal`` grouped by (user,
-    tick); None when there are none."""
-    if users.size == 0:
-        return None
+def _groups(cal, users, items, ticks, origin, rng) -> _Groups:
+    """The held-out adoptions (indices of the inner fit ``cal``) grouped by (user, tick)."""
+    from simulator._sessions import SessionLaw, observed_sessions
+
     c, fa = cal.config, cal.config.fitted
-    key = users * (ticks.max() + 1) + ticks
-    gkey, inv = np.unique(key, return_inverse=True)
+    span = int(ticks.max()) + 1
+    gkey, inv = np.unique(users * span + ticks, return_inverse=True)
     inv = inv.ravel()
     if gkey.size > MAX_GROUPS:
         keep = np.sort(rng.choice(gkey.size, MAX_GROUPS, replace=False))
         mask = np.isin(inv, keep)
-        users, items, ticks = users[mask], items[mask], ticks[mask]
-        inv = np.searchsorted(keep, inv[mask])
+        items, inv = items[mask], np.searchsorted(keep, inv[mask])
         gkey = gkey[keep]
-    span = ticks.max() + 1
     gu, gt = gkey // span, gkey % span
-    m = fa.appeal[None, :] + fa.taste[gu] @ fa.features.T
     birth = c.birth_array()
     alive = birth[None, :] <= gt[:, None]
-    w = np.exp(c.exposure * (fa.appeal - fa.appeal.max()))[None, :] * alive
+    e = np.exp(c.exposure * (fa.appeal - fa.appeal.max()))
+    z = alive @ e
+    q = e[None, :] * alive / np.where(z > 0, z, 1.0)[:, None]
     if c.ctr_halflife is not None:
-        w = w * np.exp2(-np.maximum(gt[:, None] - birth[None, :], 0) / c.ctr_halflife)
+        q *= np.exp2(-np.maximum(gt[:, None] - birth[None, :], 0) / c.ctr_halflife)
     o = cal.observed
     held = sp.csr_array((np.ones(o.user.size), (o.user, o.item)),
-                        shape=(cal.n_users, cal.n_items))
-    hr = held[gu].tocoo()
-    w[hr.row, hr.col] = 0.0
-    w[inv, items] = np.maximum(w[inv, items], 1e-300)  # an adopted item is never impossible
-    return _Groups(m=m, w=w, f2=(fa.features ** 2).sum(axis=1),
+                        shape=(cal.n_users, cal.n_items))[gu].tocoo()
+    q[held.row, held.col] = 0.0
+    q[inv, items] = np.maximum(q[inv, items], 1e-300)  # an adopted item is never impossible
+    rate = None
+    if isinstance(c.sessions, SessionLaw):  # events of a later session: nu_u w
+        su, _, _ = observed_sessions(o.user, o.tick, cal.n_users)
+        w = np.where(np.r_[True, su[1:] != su[:-1]], 1.0, c.sessions.later_weight)
+        total_w = np.bincount(su, w, minlength=cal.n_users)
+        rate = fa.activity[gu] / total_w[gu] * c.sessions.later_weight
+    return _Groups(m=fa.taste[gu] @ fa.features.T, a=fa.appeal, q=q,
+                   f2=(fa.features ** 2).sum(axis=1),
                    dt=np.abs(gt - origin[gu]).astype(np.float64), rows=inv, cols=items,
-                   users=gu, a0=fa.appeal)
+                   users=gu, rate=rate)
 
 
 def _user_origin(user, tick, n_users) -> np.ndarray:
@@ -171,6 +199,11 @@ def _user_origin(user, tick, n_users) -> np.ndarray:
     n = np.bincount(user, minlength=n_users)
     s = np.bincount(user, tick.astype(np.float64), minlength=n_users)
     return np.floor(np.divide(s, n, out=np.zeros(n_users), where=n > 0)).astype(np.int64)
+
+
+def population_variance(taste: np.ndarray) -> float:
+    """The OU's stationary variance: the mean over coordinates of the tastes' variance."""
+    return float(taste.var(axis=0).mean()) if taste.size else 0.0
 
 
 def fit_drift(users, items, ticks, horizon: int, fit, rng) -> DriftFit:
@@ -186,8 +219,12 @@ def fit_drift(users, items, ticks, horizon: int, fit, rng) -> DriftFit:
         the options of the world being fitted (ticks are its timestamps, one per tick).
     rng : numpy.random.Generator
         Samples the users (at most :data:`MAX_USERS`) and groups (:data:`MAX_GROUPS`).
+
+    Returns
+    -------
+    DriftFit
     """
-    from scipy.optimize import minimize, minimize_scalar
+    from scipy.optimize import minimize_scalar
 
     inner = int(math.floor(INNER_SPLIT * horizon))
     before, after = ticks < inner, ticks >= inner
@@ -206,56 +243,96 @@ def fit_drift(users, items, ticks, horizon: int, fit, rng) -> DriftFit:
     else:
         chosen = early_users
     sel = before & np.isin(users, chosen)
-    t0 = int(ticks[sel].min())  # the inner fit counts its ticks from its first one
-    ticks = ticks - t0
+    ticks = ticks - int(ticks[sel].min())  # the inner fit counts its ticks from its first
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # items no sampled user holds are dropped
             cal = fit((users[sel], items[sel], None, ticks[sel]))
     except ValueError as exc:
         return _none(f"the inner fit failed ({exc})", inner)
-    # held-out adoptions of the inner fit's users and items, in its indices
-    fu = np.searchsorted(cal.user_ids, users)
-    fi = np.searchsorted(cal.item_ids, items)
-    known = (after & (fu < cal.n_users) & (fi < cal.n_items))
-    known[known] &= (cal.user_ids[fu[known]] == users[known]) & \
-        (cal.item_ids[fi[known]] == items[known])
+    fu = np.minimum(np.searchsorted(cal.user_ids, users), cal.n_users - 1)
+    fi = np.minimum(np.searchsorted(cal.item_ids, items), cal.n_items - 1)
+    known = after & (cal.user_ids[fu] == users) & (cal.item_ids[fi] == items)
     if known.sum() < 2:
         return _none("fewer than 2 held-out adoptions of known items by returning users",
                      inner)
     obs = cal.observed
     origin = _user_origin(obs.user, obs.tick, cal.n_users)
-    groups = _groups(cal, fu[known], fi[known], ticks[known], origin, rng)
-    ones = np.ones(groups.dt.size)
-    ll_static = choice_log_likelihood(groups, ones, np.zeros_like(ones))
+    g = _groups(cal, fu[known], fi[known], ticks[known], origin, rng)
+    ones, zeros = np.ones(g.dt.size), np.zeros(g.dt.size)
+    ll_static = held_out_log_likelihood(g, ones, zeros, parts=_CHOICE)
+    s2 = population_variance(cal.config.fitted.taste)
 
     def rw(log_sigma):
-        return -choice_log_likelihood(groups, ones, math.exp(2 * log_sigma) * groups.dt)
+        return -held_out_log_likelihood(g, ones, math.exp(2.0 * log_sigma) * g.dt,
+                                        parts=_CHOICE)
 
-    lo, hi = (math.log(b) for b in _SIGMA_BOUNDS)
-    res = minimize_scalar(rw, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3})
-    sigma, ll_rw = math.exp(float(res.x)), -float(res.fun)
+    def ou(log_theta):
+        rho = np.exp(-math.exp(log_theta) * g.dt)
+        return -held_out_log_likelihood(g, rho, s2 * (1.0 - rho * rho), parts=_CHOICE)
 
-    def ou(p):
-        sig, theta = math.exp(p[0]), math.exp(p[1])
-        e = np.exp(-theta * groups.dt)
-        var = sig * sig * -np.expm1(-2.0 * theta * groups.dt) / (2.0 * theta)
-        return -choice_log_likelihood(groups, e, var)
+    fits = {}
+    for name, nll, bounds in (("random_walk", rw, _SIGMA_BOUNDS), ("ou", ou, _THETA_BOUNDS)):
+        # the choice term only: the volume term depends on the drift through the events'
+        # adoption rate, which the world's activities absorb (`adoption_rate_ratio`)
+        lo, hi = (math.log(b) for b in bounds)
+        res = minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3})
+        fits[name] = (math.exp(float(res.x)), -float(res.fun))
+    n = int(g.rows.size)
+    best = max(fits, key=lambda k: fits[k][1])
+    lr = 2.0 * n * (fits[best][1] - ll_static)
+    model = best if lr > _LR_BAR else "static"
+    note = "" if model != "static" else (
+        f"no drift beats static tastes (likelihood ratio {lr:.2f} <= {_LR_BAR:.2f})")
+    return DriftFit(model=model, sigma=fits["random_walk"][0], theta=fits["ou"][0],
+                    inner_split=inner, n_users=int(np.unique(g.users).size), n_heldout=n,
+                    n_sessions=int(g.dt.size), ll_static=ll_static,
+                    ll_random_walk=fits["random_walk"][1], ll_ou=fits["ou"][1], note=note)
 
-    best = None
-    for log_theta in (math.log(1e-3), math.log(1e-2), math.log(1e-1)):
-        r = minimize(ou, np.array([math.log(sigma), log_theta]), method="Nelder-Mead",
-                     options={"xatol": 1e-3, "fatol": 1e-7, "maxiter": 200})
-        if best is None or r.fun < best.fun:
-            best = r
-    n = int(groups.rows.size)
-    lr = 2.0 * n * (ll_rw - ll_static)
-    model = "random_walk" if lr > _LR_BAR else "static"
-    return DriftFit(model=model, sigma=sigma if model == "random_walk" else 0.0,
-                    inner_split=inner, n_users=int(np.unique(groups.users).size),
-                    n_heldout=n, ll_static=ll_static, ll_random_walk=ll_rw,
-                    ll_ou=-float(best.fun), ou_theta=math.exp(float(best.x[1])),
-                    ou_sigma=math.exp(float(best.x[0])),
-                    note="" if model == "random_walk" else
-                    f"the random walk does not beat static tastes (likelihood ratio {lr:.2f} "
-                    f"<= {_LR_BAR:.2f})")
+
+def drift_moments(config, dt):
+    """``(scale, var)`` of a world's taste at ``dt = |t - o_u|`` ticks from its origin:
+    ``x_u(t) ~ N(scale x_u, var I)`` (the world's ``drift_rate``, ``drift_theta``)."""
+    dt = np.asarray(dt, np.float64)
+    if config.drift_rate <= 0:
+        return np.ones_like(dt), np.zeros_like(dt)
+    if config.drift_theta is None:
+        return np.ones_like(dt), config.drift_rate ** 2 * dt
+    rho = np.exp(-config.drift_theta * dt)
+    return rho, config.drift_rate ** 2 * (1.0 - rho * rho)
+
+
+def adoption_rate_ratio(config, users, ticks, origin) -> np.ndarray:
+    """Per-event adoption probability of static tastes over the drifting world's, for each
+    ``(users[j], ticks[j])``: ``sum_i q_i(t) p_ui / sum_i q_i(t) pbar_ui(t)`` (see the module
+    docstring; held items are not left out, a first-order correction).
+
+    A drifting taste meets the items with a spread score, and the logistic link is convex
+    below one half: without correction a drifting world would adopt more than the static
+    world whose activities were fitted. Scaling a session's events by this ratio keeps its
+    expected adoptions and lets the drift change only *which* items are adopted (the
+    activities are the nuisance parameters of the choice likelihood that chose the drift).
+    """
+    fa = config.fitted
+    users, ticks = np.asarray(users, np.int64), np.asarray(ticks, np.int64)
+    out = np.ones(users.size)
+    if config.drift_rate <= 0 or users.size == 0:
+        return out
+    birth = config.birth_array()
+    e = np.exp(config.exposure * (fa.appeal - fa.appeal.max()))
+    f2 = (fa.features ** 2).sum(axis=1)
+    scale, var = drift_moments(config, np.abs(ticks - origin[users]))
+    step = max(1, _CELLS // max(1, fa.appeal.size))
+    for lo in range(0, users.size, step):
+        hi = min(users.size, lo + step)
+        t = ticks[lo:hi, None]
+        q = e[None, :] * (birth[None, :] <= t)
+        if config.ctr_halflife is not None:
+            q = q * np.exp2(-np.maximum(t - birth[None, :], 0) / config.ctr_halflife)
+        m = fa.taste[users[lo:hi]] @ fa.features.T
+        p0 = expit(fa.appeal[None, :] + m)
+        den = np.sqrt(1.0 + (math.pi / 8.0) * var[lo:hi, None] * f2[None, :])
+        p1 = expit((fa.appeal[None, :] + scale[lo:hi, None] * m) / den)
+        num, dd = (q * p0).sum(axis=1), (q * p1).sum(axis=1)
+        out[lo:hi] = np.divide(num, dd, out=np.ones(hi - lo), where=dd > 0)
+    return out

@@ -407,8 +407,13 @@ class HoldoutFidelity:
     new_users_real, new_users_simulated : int
         Users first seen after the split (real) and forecast by the world.
     dropped_new_items : int
-        Real held-out interactions with items first seen after the split (the fitted world
-        has no such items; they are left out of ``real``).
+        Real held-out interactions with items first seen after the split left out of
+        ``real`` (with ``new_items=False``; 0 otherwise).
+    new_items_real, new_items_simulated : int
+        Items first seen after the split (real; items ``world.n_items ..`` of ``real``) and
+        forecast by the world (items ``world.n_items ..`` of ``simulated``).
+    new_item_interactions_real : int
+        Real held-out interactions with items first seen after the split.
     """
 
     world: object
@@ -422,6 +427,9 @@ class HoldoutFidelity:
     new_users_real: int
     new_users_simulated: int
     dropped_new_items: int
+    new_items_real: int = 0
+    new_items_simulated: int = 0
+    new_item_interactions_real: int = 0
 
 
 def _split_columns(interactions, seconds_per_tick):
@@ -475,8 +483,8 @@ def holdout_split(ticks, holdout: float) -> int:
 
 def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
                      seconds_per_tick: float = 86400.0, n_pairs: int = 20_000,
-                     ks_close: float = 0.1, ks_poor: float = 0.2, rng=None,
-                     **calibrate_options) -> HoldoutFidelity:
+                     ks_close: float = 0.1, ks_poor: float = 0.2, new_items: bool = True,
+                     rng=None, **calibrate_options) -> HoldoutFidelity:
     """Fit a world on the first ``1 - holdout`` of a log's time span and compare its
     continuation over the rest with the real one.
 
@@ -493,6 +501,10 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
         Seed of the simulated continuation.
     seconds_per_tick : float, default 86400
     n_pairs, ks_close, ks_poor : see :func:`fidelity`.
+    new_items : bool, default True
+        Forecast items that arrive after the split, and keep the real ones (as items
+        ``world.n_items ..`` of ``real``); False: no forecast, and the real interactions
+        with items first seen after the split are left out (``dropped_new_items``).
     rng : None, int, SeedSequence or Generator
         The calibration's start vector and the draws of the comparison.
     **calibrate_options
@@ -518,9 +530,15 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
     (:func:`~simulator._sessions.continue_schedule`), and new users arrive at the fitted rate
     (``Poisson(arrival_rate * (n_ticks - split))`` of them, uniformly over the held-out
     ticks), each a copy of a fitted user drawn at random (taste, activity per session,
-    rating offset) with sessions drawn from the law. A user's events per session are its
-    fitted ``E_u`` over the weights of its observed sessions. Items first seen after the
-    split are not forecast; their real interactions are counted in ``dropped_new_items``.
+    rating offset; a drifting world's copy starts its walk at its arrival) with sessions
+    drawn from the law. A user's events per session are its fitted ``E_u`` over the weights
+    of its observed sessions. A drifting world's fitted users go on wandering from their
+    fitted tastes, pinned at their origins (``fitted.taste_origin``). New items (with
+    ``new_items`` and fitted item births): the items first seen in the last ``L = n_ticks -
+    split`` ticks of the fitted part are the recent cohort; ``Poisson(c)`` items arrive, ``c``
+    its size, at ticks drawn uniformly in ``[split, n_ticks)``, each a copy of a cohort item
+    drawn at random (appeal, features, rating offset), so the world's new items come at the
+    fitted arrival rate with the fitted appeal distribution of new items.
     """
     import dataclasses
     import warnings
@@ -537,8 +555,10 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
     if "n_ticks" in calibrate_options:
         raise ArgumentValueError("n_ticks", "not given (the horizon is the log's span)",
                                  repr(calibrate_options["n_ticks"]))
+    if not isinstance(new_items, (bool, np.bool_)):
+        raise ArgumentTypeError("new_items", "a bool", type(new_items).__name__)
     root = as_seed_sequence(rng)
-    r_fit, r_new, r_cmp = (np.random.default_rng(s) for s in root.spawn(3))
+    r_fit, r_new, r_cmp, r_items = (np.random.default_rng(s) for s in root.spawn(4))
     uids, iids, ratings, times, ticks, user_ids, item_ids, source = _split_columns(
         interactions, seconds_per_tick)
     n_ticks = int(ticks.max()) + 1
@@ -568,13 +588,18 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
     after = ~before
     if cal.info.min_rating is not None and ratings is not None:
         after &= ratings >= cal.info.min_rating
-    dropped_items = int((after & ~known_i).sum())
-    after &= known_i
+    new_item_rows = int((after & ~known_i).sum())
+    dropped_items = 0 if new_items else new_item_rows
+    if not new_items:
+        after &= known_i
+    new_item_ids = np.unique(iids[after & ~known_i])
     new_ids = np.unique(uids[after & ~known_u])
     ru = np.where(known_u, u_idx, cal.n_users + np.searchsorted(new_ids, uids))[after]
-    real = InteractionLog(user=ru, item=i_idx[after], tick=ticks[after],
+    ri = np.where(known_i, i_idx, cal.n_items + np.searchsorted(new_item_ids, iids))[after]
+    real = InteractionLog(user=ru, item=ri, tick=ticks[after],
                           source=np.zeros(ru.size, np.int8),
-                          n_users=cal.n_users + new_ids.size, n_items=cal.n_items,
+                          n_users=cal.n_users + new_ids.size,
+                          n_items=cal.n_items + new_item_ids.size,
                           rating=None if ratings is None or c.fitted.ratings is None
                           else ratings[after])
     # the continued world
@@ -602,26 +627,58 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
                                 weight=np.concatenate([sched_old.weight, sched_new.weight]),
                                 n_users=n_all, n_ticks=n_ticks)
         nu_all = np.concatenate([nu, nu[src]])
+        if fa.taste_origin is not None and c.drift_rate > 0:
+            # a drifting session adopts as a static one would (the activities were fitted
+            # for it): its events scaled by the adoption-rate ratio at its tick
+            from simulator._drift import adoption_rate_ratio
+
+            probe = dataclasses.replace(c, n_users=n_all, n_ticks=n_ticks, fitted=FittedArrays(
+                appeal=fa.appeal, features=fa.features, taste=taste,
+                activity=np.ones(n_all), taste_origin=np.concatenate([fa.taste_origin,
+                                                                      arrival])),
+                sessions=None, item_birth=c.item_birth)
+            ratio = adoption_rate_ratio(probe, sched.user, sched.tick, probe.fitted.taste_origin)
+            sched = SessionSchedule(user=sched.user, tick=sched.tick,
+                                    weight=sched.weight * ratio, n_users=n_all,
+                                    n_ticks=n_ticks)
         activity = nu_all * np.bincount(sched.user, sched.weight, minlength=n_all)
     else:
         sched = None
         activity = nu * n_ticks
     users_src = np.concatenate([np.arange(n_old), src])
-    ratings_model = None if fa.ratings is None else fa.ratings.subset(users=users_src)
-    fitted = FittedArrays(appeal=fa.appeal, features=fa.features, taste=taste,
-                          activity=activity, ratings=ratings_model)
-    cont = dataclasses.replace(c, n_users=n_all, n_ticks=n_ticks, fitted=fitted,
-                               sessions=sched, activity_halflife=None if sched is not None
+    # new items: copies of the recent cohort's items, arriving in the held-out window
+    items_src = np.arange(cal.n_items)
+    birth = None if c.item_birth is None else c.birth_array()
+    if new_items and birth is not None:
+        cohort = np.flatnonzero(birth >= split - (n_ticks - split))
+        n_new_items = int(r_items.poisson(cohort.size)) if cohort.size else 0
+        items_src = np.concatenate([items_src, r_items.choice(cohort, n_new_items)
+                                    if n_new_items else np.zeros(0, np.int64)])
+        birth = np.concatenate([birth, r_items.integers(split, n_ticks, n_new_items)])
+    n_items_all = items_src.size
+    origin = None
+    if fa.taste_origin is not None:
+        origin = np.concatenate([fa.taste_origin, np.zeros(n_new, np.int64) if sched_old is
+                                 None else arrival])
+    ratings_model = None if fa.ratings is None else \
+        fa.ratings.subset(users=users_src, items=items_src)
+    fitted = FittedArrays(appeal=fa.appeal[items_src], features=fa.features[items_src],
+                          taste=taste, activity=activity, ratings=ratings_model,
+                          taste_origin=origin)
+    cont = dataclasses.replace(c, n_users=n_all, n_items=n_items_all, n_ticks=n_ticks,
+                               fitted=fitted, sessions=sched,
+                               item_birth=None if birth is None else tuple(birth.tolist()),
+                               activity_halflife=None if sched is not None
                                else c.activity_halflife)
     history = InteractionLog(user=train.user, item=train.item, tick=train.tick,
-                             source=train.source, n_users=n_all, n_items=cal.n_items,
+                             source=train.source, n_users=n_all, n_items=n_items_all,
                              rating=train.rating if fa.ratings is not None else None)
     world = World(cont, seed, history=history, start=split)
     world.simulate(n_ticks - 1)
     e = world.edges
     tail = e.tick >= split
     simulated = InteractionLog(user=e.user[tail], item=e.item[tail], tick=e.tick[tail],
-                               source=e.source[tail], n_users=n_all, n_items=cal.n_items,
+                               source=e.source[tail], n_users=n_all, n_items=n_items_all,
                                rating=None if e.rating is None else e.rating[tail])
     if simulated.user.size == 0:
         raise ArgumentValueError("holdout", "a held-out window in which the fitted world "
@@ -640,4 +697,7 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
     return HoldoutFidelity(world=cal, train=train, real=real, simulated=simulated,
                            report=report, split=split, n_ticks=n_ticks, holdout=holdout,
                            new_users_real=int(new_ids.size), new_users_simulated=n_new,
-                           dropped_new_items=dropped_items)
+                           dropped_new_items=dropped_items,
+                           new_items_real=int(new_item_ids.size),
+                           new_items_simulated=n_items_all - cal.n_items,
+                           new_item_interactions_real=new_item_rows)

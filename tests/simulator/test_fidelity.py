@@ -180,11 +180,15 @@ def test_holdout_splits_in_time_and_continues_the_fitted_users():
     assert h.world.n_users == np.unique(users[before]).size
     assert np.array_equal(h.world.user_ids, np.unique(users[before]))
     assert h.train.user.size == before.sum() and h.train.tick.max() < split
-    # the real continuation: every later interaction on a known item, in the world's indices
+    # the real continuation: every later interaction, in the world's indices; items first
+    # seen after the split come after the fitted ones (issue 35: kept, not dropped)
     known_item = np.isin(items, items[before])
-    assert h.real.user.size == (after & known_item).sum()
-    assert h.dropped_new_items == (after & ~known_item).sum()
-    new = np.setdiff1d(users[after & known_item], users[before])
+    assert h.real.user.size == after.sum() and h.dropped_new_items == 0
+    assert h.new_item_interactions_real == (after & ~known_item).sum()
+    assert h.new_items_real == np.unique(items[after & ~known_item]).size
+    assert h.real.n_items == h.world.n_items + h.new_items_real
+    assert (h.real.item >= h.world.n_items).sum() == h.new_item_interactions_real
+    new = np.setdiff1d(users[after], users[before])
     assert h.new_users_real == new.size
     assert h.real.n_users == h.world.n_users + new.size
     assert np.all(h.real.tick >= split) and np.all(h.simulated.tick >= split)
