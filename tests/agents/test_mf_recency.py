@@ -75,13 +75,15 @@ def test_recency_popularity_weighs_each_holding_by_its_age():
                       for i in range(12)])
     assert np.allclose(rec.scores([0])[0], naive)
     # leave-one-out: the edge's weight is taken off its item, as a refit without it
-    u = 4
-    r = int(np.flatnonzero(held[u] & (t[u] < now))[0])
-    expected = naive.copy()
-    expected[r] -= 2.0 ** (-(now - t[u, r]) / 20.0)
-    expected[held[u] & (np.arange(12) != r)] = -np.inf
-    order = np.argsort(-np.round(expected / expected.max(), 10), kind="stable")[:5]
-    assert np.array_equal(rec.recommend(np.array([u]), 5, removed=np.array([r]))[0], order)
+    # (``t_now`` kept), for every held edge of a few users
+    for u in range(6):
+        for r in np.flatnonzero(held[u]).tolist():
+            expected = naive.copy()
+            expected[r] -= 2.0 ** (-(now - t[u, r]) / 20.0)
+            expected[held[u] & (np.arange(12) != r)] = -np.inf
+            order = np.argsort(-np.round(expected / expected.max(), 10), kind="stable")
+            got = rec.recommend(np.array([u]), 12, removed=np.array([r]))[0]
+            assert np.array_equal(got, order), (u, r)
 
 
 def test_recency_popularity_without_times_is_popularity():
