@@ -27,8 +27,8 @@ from recloop_base.validation import (
 )
 from simulator.logs import InteractionLog
 
-__all__ = ["DISTRIBUTIONS", "Distance", "FidelityReport", "HoldoutFidelity", "fidelity",
-           "holdout_fidelity", "holdout_split"]
+__all__ = ["DISTRIBUTIONS", "Distance", "FidelityReport", "HoldoutFidelity", "NoiseBand",
+           "NoiseBandReport", "fidelity", "holdout_fidelity", "holdout_split", "noise_bands"]
 
 #: The compared distributions, in report order.
 DISTRIBUTIONS = ("user_activity", "session_gaps", "profile_size", "item_popularity",
@@ -378,6 +378,196 @@ def fidelity(real, simulated, *, n_pairs: int = 20_000, ks_close: float = 0.1,
     faithful = all(d.verdict != "poor" for d in out)
     return FidelityReport(distances=out, ks_close=ks_close, ks_poor=ks_poor,
                           faithful=faithful, label=label)
+
+
+# ---------------------------------------------------------------------------------------------
+# the data's own noise
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NoiseBand:
+    """A statistic's distance from the world to the real data beside the real data's own
+    spread (see :func:`noise_bands`).
+
+    Attributes
+    ----------
+    name : str
+        One of :data:`DISTRIBUTIONS`.
+    world, world_low, world_high : float
+        Median and 95% range over the splits of the KS statistic between a random half of
+        the real users and as many simulated users.
+    real, real_low, real_high : float
+        The same between the two halves of the real users: the real data's own noise.
+    sim, sim_low, sim_high : float
+        The same between two disjoint samples of simulated users of the halves' sizes
+        (``nan`` when the simulation has too few users).
+    n_splits : int
+    verdict : str
+        ``"within"`` (``world <= real_high``: the world is as close to the real data as the
+        real data's halves are to each other, 19 times in 20), ``"outside"`` or
+        ``"not measured"``.
+    """
+
+    name: str
+    world: float
+    world_low: float
+    world_high: float
+    real: float
+    real_low: float
+    real_high: float
+    sim: float
+    sim_low: float
+    sim_high: float
+    n_splits: int
+    verdict: str
+
+
+@dataclass(frozen=True)
+class NoiseBandReport:
+    """:class:`NoiseBand` of every statistic and the verdict.
+
+    Attributes
+    ----------
+    bands : tuple of NoiseBand
+        In :data:`DISTRIBUTIONS` order.
+    faithful : bool
+        Every measured statistic is ``"within"`` its real-halves band.
+    label : str
+    """
+
+    bands: tuple
+    faithful: bool
+    label: str = ""
+
+    def __getitem__(self, name: str) -> NoiseBand:
+        for b in self.bands:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    rule = ("a statistic is faithful when the world's distance to the real data (median KS "
+            "between a random half of the real users and as many simulated ones) is within "
+            "the 95% band of the KS between the two halves of the real users")
+
+    HEADER = ("statistic", "world KS [95%]", "real halves KS [95%]",
+              "two simulations KS [95%]", "verdict")
+
+    def rows(self) -> list[tuple[str, ...]]:
+        def f(m, lo, hi):
+            return "-" if math.isnan(m) else f"{m:.3f} [{lo:.3f}, {hi:.3f}]"
+        return [(b.name, f(b.world, b.world_low, b.world_high),
+                 f(b.real, b.real_low, b.real_high), f(b.sim, b.sim_low, b.sim_high),
+                 b.verdict) for b in self.bands]
+
+    def to_markdown(self) -> str:
+        lines = ["| " + " | ".join(self.HEADER) + " |",
+                 "|" + "|".join("---" for _ in self.HEADER) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in self.rows()]
+        return "\n".join(lines)
+
+    def to_text(self) -> str:
+        rows = [self.HEADER] + self.rows()
+        width = [max(len(r[j]) for r in rows) for j in range(len(self.HEADER))]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)).rstrip()
+                         for r in rows)
+
+
+def _user_samples(lg: _Log, users: np.ndarray, n_pairs: int, rng) -> dict:
+    """The statistics of :data:`DISTRIBUTIONS` on the sub-log of ``users`` (all items)."""
+    m = lg.matrix
+    sub = sp.csr_array(m[users])
+    out = {"profile_size": _profile_sizes(sub), "item_popularity": _popularity(sub),
+           "profile_overlap": _active_overlap(sub, n_pairs, rng)}
+    if lg.user is not None:
+        sel = np.isin(lg.user, users)
+        out["user_activity"] = _active_days(lg.user[sel], lg.tick[sel])
+        out["session_gaps"] = _session_gaps(lg.user[sel], lg.tick[sel])
+        out["rating"] = None if lg.rating is None else lg.rating[sel]
+    else:
+        out.update(user_activity=None, session_gaps=None, rating=None)
+    return out
+
+
+def _ks(x, y) -> float:
+    import warnings
+
+    from scipy.stats import ks_2samp
+
+    if x is None or y is None or x.size == 0 or y.size == 0:
+        return math.nan
+    with warnings.catch_warnings():  # only the statistic is read, not its p-value
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(ks_2samp(x, y).statistic)
+
+
+def noise_bands(real, simulated, *, n_splits: int = 50, n_pairs: int = 2000, label: str = "",
+                rng=None) -> NoiseBandReport:
+    """Distances of the world to the real data measured against the real data's own noise.
+
+    Parameters
+    ----------
+    real, simulated : InteractionLog or users x items matrix
+        As for :func:`fidelity`.
+    n_splits : int, default 50
+        Random splits of the real users into two halves.
+    n_pairs : int, default 2000
+        Pairs of users drawn for the profile overlap of each sample.
+    label : str
+    rng : None, int, SeedSequence or Generator
+
+    Returns
+    -------
+    NoiseBandReport
+
+    Notes
+    -----
+    Split the real active users at random into halves ``A`` and ``B``, draw ``|B|`` of the
+    simulated active users ``S`` (and, apart, ``|A|`` others ``S'``). For every statistic
+    compute the KS statistic of ``A`` against ``B`` (the real data's noise: two samples of
+    one population), of ``A`` against ``S`` (the world's distance, at the same sample
+    sizes) and of ``S'`` against ``S`` (the simulation's own noise); repeat ``n_splits``
+    times. A world is faithful on a statistic when the median of its distance lies within
+    the 95% band of the real halves': a real half is then no closer to the other half than
+    to the world. Comparing at equal sample sizes matters: the KS statistic shrinks as
+    ``1/sqrt(n)``, and a world compared with the whole real log would be judged against a
+    noise level its halves cannot reach.
+    """
+    n_splits = check_int(n_splits, "n_splits", low=1)
+    n_pairs = check_int(n_pairs, "n_pairs", low=1)
+    if not isinstance(label, str):
+        raise ArgumentTypeError("label", "a str", type(label).__name__)
+    gen = as_generator(rng)
+    r, s = _as_log(real, "real"), _as_log(simulated, "simulated")
+    ru = np.flatnonzero(np.diff(r.matrix.indptr) > 0)
+    su = np.flatnonzero(np.diff(s.matrix.indptr) > 0)
+    if ru.size < 2 or su.size < 1:
+        raise ArgumentValueError("real", "logs with at least 2 real and 1 simulated active "
+                                 "users", f"{ru.size} and {su.size}")
+    ks = {name: np.full((n_splits, 3), math.nan) for name in DISTRIBUTIONS}
+    for b in range(n_splits):
+        perm = gen.permutation(ru)
+        a, c = perm[: ru.size // 2], perm[ru.size // 2:]
+        sp_ = gen.permutation(su)
+        s1 = np.sort(sp_[: c.size])
+        s2 = np.sort(sp_[c.size: c.size + a.size]) if su.size >= a.size + c.size else None
+        xa = _user_samples(r, np.sort(a), n_pairs, gen)
+        xc = _user_samples(r, np.sort(c), n_pairs, gen)
+        xs = _user_samples(s, s1, n_pairs, gen)
+        xs2 = None if s2 is None else _user_samples(s, s2, n_pairs, gen)
+        for name in DISTRIBUTIONS:
+            ks[name][b] = (_ks(xa[name], xs[name]), _ks(xa[name], xc[name]),
+                           math.nan if xs2 is None else _ks(xs2[name], xs[name]))
+    bands = []
+    for name in DISTRIBUTIONS:
+        v = ks[name]
+        q = [np.nanpercentile(v[:, j], [50, 2.5, 97.5]) if np.isfinite(v[:, j]).any()
+             else np.full(3, math.nan) for j in range(3)]
+        measured = not (math.isnan(q[0][0]) or math.isnan(q[1][0]))
+        verdict = ("not measured" if not measured else
+                   "within" if q[0][0] <= q[1][2] + 1e-12 else "outside")
+        bands.append(NoiseBand(name, *map(float, q[0]), *map(float, q[1]), *map(float, q[2]),
+                               n_splits=n_splits, verdict=verdict))
+    faithful = all(b.verdict != "outside" for b in bands)
+    return NoiseBandReport(bands=tuple(bands), faithful=faithful, label=label)
 
 
 # ---------------------------------------------------------------------------------------------
