@@ -102,6 +102,9 @@ class FitInfo:
     drift_model, drift_sigma, drift_theta, drift_inner_split, drift_n_heldout,
     drift_n_sessions, drift_ll_static, drift_ll_random_walk, drift_ll_ou, drift_note
         The taste drift (:class:`simulator.DriftFit`; None: not fitted, or not measured).
+    appeal_bins, appeal_persistence : int or float or None
+        The items' life cycles (:func:`simulator._drift.fit_life_cycles`): time bins of the
+        appeals, and the correlation of an item's offset from one bin to the next.
     """
 
     n_iter: int
@@ -130,6 +133,8 @@ class FitInfo:
     drift_ll_random_walk: float | None = None
     drift_ll_ou: float | None = None
     drift_note: str | None = None
+    appeal_bins: int | None = None
+    appeal_persistence: float | None = None
 
 
 def _ro(a, dtype=None) -> np.ndarray:
@@ -268,6 +273,9 @@ class CalibratedWorld:
             arrays["arrival"] = fa.arrival
         if fa.taste_origin is not None:
             arrays["taste_origin"] = fa.taste_origin
+        if fa.appeal_offset is not None:
+            arrays["appeal_offset"] = fa.appeal_offset
+            arrays["appeal_edges"] = fa.appeal_edges
         if fa.ratings is not None:
             for name in _RATING_ARRAYS:
                 arrays[f"rating_{name}"] = getattr(fa.ratings, name)
@@ -328,7 +336,9 @@ class CalibratedWorld:
             fitted = FittedArrays(appeal=arrays["appeal"], features=arrays["features"],
                                   taste=arrays["taste"], activity=arrays["activity"],
                                   arrival=arrays.get("arrival"), ratings=rating,
-                                  taste_origin=arrays.get("taste_origin"))
+                                  taste_origin=arrays.get("taste_origin"),
+                                  appeal_offset=arrays.get("appeal_offset"),
+                                  appeal_edges=arrays.get("appeal_edges"))
             if header.get("sessions") is not None:
                 cfg["sessions"] = SessionLaw(**header["sessions"])
             if "item_birth" in arrays:
@@ -1345,6 +1355,14 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
         config = dataclasses.replace(config, fitted=dataclasses.replace(
             fitted, activity=fitted.activity * _mean_rate_ratio(config, log.users, ticks,
                                                                 law)))
+    cycles = None
+    if drift and log.ticks is not None:
+        from simulator._drift import fit_life_cycles
+
+        cycles = fit_life_cycles(config, log.users, log.items, ticks, phi)
+        if cycles is not None:
+            config = dataclasses.replace(config, fitted=dataclasses.replace(
+                config.fitted, appeal_offset=cycles.offset, appeal_edges=cycles.edges))
     order = np.lexsort((log.items, log.users, ticks))
     observed = InteractionLog(user=log.users[order], item=log.items[order], tick=ticks[order],
                               source=np.zeros(order.size, np.int8), n_users=n_u, n_items=n_i,
@@ -1361,7 +1379,10 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
                    rating_levels=None if rating_model is None else rating_model.n_levels,
                    rating_log_likelihood=rating_info.get("log_likelihood"),
                    rating_converged=rating_info.get("converged"),
-                   **({} if drift_fit is None else _drift_info(drift_fit)))
+                   **({} if drift_fit is None else _drift_info(drift_fit)),
+                   **({} if cycles is None else {
+                       "appeal_bins": int(cycles.edges.size),
+                       "appeal_persistence": cycles.persistence}))
     return CalibratedWorld(config=config, observed=observed, user_ids=log.user_ids,
                            item_ids=log.item_ids, dropped_users=log.dropped_users,
                            dropped_items=log.dropped_items, info=info, source=log.source)

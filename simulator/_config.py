@@ -159,6 +159,13 @@ class FittedArrays:
     ratings : simulator.RatingModel, optional
         The world rates its adoptions with this model (``World.edges.rating``); ``None``:
         no ratings.
+    appeal_offset : array_like, shape (n_bins, n_items), optional
+        Item appeals that change over time (a calibrated world's item life cycles): during
+        ticks ``[appeal_edges[b], appeal_edges[b + 1])`` item ``i``'s appeal is
+        ``appeal_i + appeal_offset[b, i]`` (the last bin runs to the horizon). ``None``:
+        constant appeals.
+    appeal_edges : array_like of int, shape (n_bins,), optional
+        First tick of every bin: increasing, starting at 0 (with ``appeal_offset``).
     taste_origin : array_like of int, shape (n_users,), optional
         The tick at which each user's taste is ``taste`` (a calibrated world's drift: with
         ``WorldConfig.drift_rate > 0`` the user's random walk is pinned there,
@@ -178,6 +185,8 @@ class FittedArrays:
     arrival: np.ndarray | None = None
     ratings: Any = None
     taste_origin: np.ndarray | None = None
+    appeal_offset: np.ndarray | None = None
+    appeal_edges: np.ndarray | None = None
 
     def __post_init__(self):
         set_ = lambda n, v: object.__setattr__(self, n, v)  # noqa: E731
@@ -203,6 +212,25 @@ class FittedArrays:
         for name in ("arrival", "taste_origin"):
             if getattr(self, name) is not None:
                 set_(name, self._user_ticks(getattr(self, name), name))
+        if (self.appeal_offset is None) != (self.appeal_edges is None):
+            raise ValueError("`fitted.appeal_offset` and `fitted.appeal_edges` must be given "
+                             "together; got one of them.")
+        if self.appeal_offset is not None:
+            off = _float_array(self.appeal_offset, "fitted.appeal_offset", 2)
+            edges = np.array(self.appeal_edges, copy=True)
+            if edges.ndim != 1 or (edges.size and not np.issubdtype(edges.dtype, np.integer)):
+                raise ValueError(f"`fitted.appeal_edges` must be a 1-d array of ints; got "
+                                 f"{edges.dtype} of shape {edges.shape}.")
+            if off.shape != (edges.size, self.n_items):
+                raise ValueError(f"`fitted.appeal_offset` must have shape (len(appeal_edges), "
+                                 f"n_items) = ({edges.size}, {self.n_items}); got {off.shape}.")
+            if edges.size == 0 or edges[0] != 0 or np.any(np.diff(edges) <= 0):
+                raise ValueError(f"`fitted.appeal_edges` must increase strictly from 0; got "
+                                 f"{edges.tolist()[:5]}.")
+            edges = edges.astype(np.int64)
+            edges.setflags(write=False)
+            set_("appeal_offset", off)
+            set_("appeal_edges", edges)
         if self.ratings is not None:
             from simulator._ratings import RatingModel
 

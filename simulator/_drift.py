@@ -336,3 +336,104 @@ def adoption_rate_ratio(config, users, ticks, origin) -> np.ndarray:
         num, dd = (q * p0).sum(axis=1), (q * p1).sum(axis=1)
         out[lo:hi] = np.divide(num, dd, out=np.ones(hi - lo), where=dd > 0)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# items' life cycles
+# ---------------------------------------------------------------------------------------------
+#: Ticks per bin of the items' appeal paths (a month of days), 2 to 12 bins.
+LIFE_CYCLE_TICKS = 28
+_MAX_BINS = 12
+#: Pseudo-adoptions of the Gamma prior that shrinks a bin's appeal ratio towards 1.
+_PRIOR_ADOPTIONS = 2.0
+_USER_BLOCK_CELLS = 1 << 20
+
+
+@dataclass(frozen=True)
+class LifeCycles:
+    """Items' appeals over time bins, fitted by :func:`fit_life_cycles`.
+
+    Attributes
+    ----------
+    edges : ndarray of int, shape (n_bins,)
+        First tick of every bin.
+    offset : ndarray, shape (n_bins, n_items)
+        Appeal offset of every item in every bin (score scale).
+    persistence : float
+        The offsets' correlation from one bin to the next, in [0, 1]: a forecast ``k`` bins
+        past the log carries ``persistence^k`` of the last bin's offset.
+    """
+
+    edges: np.ndarray
+    offset: np.ndarray
+    persistence: float
+
+
+def _bins(horizon: int) -> np.ndarray:
+    n = int(min(_MAX_BINS, max(2, round(horizon / LIFE_CYCLE_TICKS))))
+    return np.unique(np.floor(np.arange(n) * horizon / n).astype(np.int64))
+
+
+def fit_life_cycles(config, users, items, ticks, psi) -> LifeCycles | None:
+    """Each item's appeal in time bins, from its adoptions against the static world's.
+
+    Notes
+    -----
+    Under the fitted (static) world user ``u`` holds item ``i`` with probability ``P_ui = 1
+    - exp(-Lambda_ui)``, ``Lambda_ui = E_u exp(exposure a_i) kappa_ui p_ui`` and ``kappa_ui
+    = sum_t psi_u(t) g_i(t)`` (``g`` the item's exposure share and decay at ``t``); the
+    holdings expected in bin ``b`` are ``mu_ib = sum_u P_ui kappa_ui^(b) / kappa_ui`` (each
+    holding allotted to the ticks of its exposures). With ``n_ib`` the observed adoptions,
+    the bin's appeal ratio is ``r_ib = (n_ib + 2) / (mu_ib + 2)`` (a Gamma prior of two
+    pseudo-adoptions shrinks sparse items to their constant appeal) and its offset
+    ``log(r_ib / m_i) / (1 + exposure)`` on the score scale (in the exposure share and, at
+    small ``p``, the adoption probability alike), ``m_i = sum_b mu_ib r_ib / sum_b mu_ib``:
+    the life cycle moves an item's expected holdings in time and keeps their total. ``psi`` is the users' time profiles: a sparse
+    (n_users, n_ticks) matrix, or one (n_ticks,) profile shared by all. The persistence is
+    the least-squares slope of an offset on the previous bin's over all items, clipped to
+    [0, 1]. Returns None for a horizon under 4 ticks.
+    """
+    horizon = config.n_ticks
+    if horizon < 4:
+        return None
+    fa, e = config.fitted, config.exposure
+    edges = _bins(horizon)
+    n_b, n_i, n_u = edges.size, config.n_items, config.n_users
+    t = np.arange(horizon)
+    birth = config.birth_array()
+    alive = birth[None, :] <= t[:, None]
+    top = fa.appeal.max()
+    ex = np.exp(e * (fa.appeal - top))
+    z = alive @ ex
+    g = alive / np.where(z > 0, z, 1.0)[:, None]  # (T, n_items): g_i(t) exp(-e top)
+    if config.ctr_halflife is not None:
+        g = g * np.exp2(-np.maximum(t[:, None] - birth[None, :], 0) / config.ctr_halflife)
+    scale = fa.activity * math.exp(-e * top)  # E_u, with exp(e a_i) as ex
+    h = np.zeros((horizon, n_i))
+    rows = max(1, _USER_BLOCK_CELLS // n_i)
+    shared = not sp.issparse(psi)
+    for lo in range(0, n_u, rows):
+        hi = min(n_u, lo + rows)
+        kappa = np.broadcast_to(psi @ g, (hi - lo, n_i)) if shared else \
+            np.asarray(psi[lo:hi] @ g)
+        p = expit(fa.appeal[None, :] + fa.taste[lo:hi] @ fa.features.T)
+        lam = scale[lo:hi, None] * ex[None, :] * kappa * p
+        w = np.divide(-np.expm1(-lam), kappa, out=np.zeros_like(lam), where=kappa > 0)
+        if shared:
+            h += np.outer(psi, w.sum(axis=0))
+        else:
+            h += np.asarray(psi[lo:hi].T @ w)
+    b_of_t = np.searchsorted(edges, t, side="right") - 1
+    mu = np.zeros((n_b, n_i))
+    np.add.at(mu, b_of_t, g * h)
+    n = np.zeros((n_b, n_i))
+    np.add.at(n, (b_of_t[ticks], items), 1.0)
+    ratio = (n + _PRIOR_ADOPTIONS) / (mu + _PRIOR_ADOPTIONS)
+    # a life cycle moves an item's adoptions in time; their expected total stays the fit's
+    total = mu.sum(axis=0)
+    norm = np.divide((mu * ratio).sum(axis=0), total, out=np.ones(n_i), where=total > 0)
+    offset = np.log(ratio / norm[None, :]) / (1.0 + e)
+    x, y = offset[:-1].ravel(), offset[1:].ravel()
+    den = float(x @ x)
+    persistence = float(np.clip((x @ y) / den, 0.0, 1.0)) if den > 0 else 0.0
+    return LifeCycles(edges=edges, offset=offset, persistence=persistence)

@@ -723,7 +723,9 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
     rating offset; a drifting world's copy starts its walk at its arrival) with sessions
     drawn from the law. A user's events per session are its fitted ``E_u`` over the weights
     of its observed sessions. A drifting world's fitted users go on wandering from their
-    fitted tastes, pinned at their origins (``fitted.taste_origin``). New items (with
+    fitted tastes, pinned at their origins (``fitted.taste_origin``), and its items' appeal
+    offsets (``fitted.appeal_offset``) go on from the last bin's, times the fitted
+    persistence per bin to the middle of the held-out window. New items (with
     ``new_items`` and fitted item births): the items first seen in the last ``L = n_ticks -
     split`` ticks of the fitted part are the recent cohort; ``Poisson(c)`` items arrive, ``c``
     its size, at ticks drawn uniformly in ``[split, n_ticks)``, each a copy of a cohort item
@@ -852,9 +854,17 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
                                  None else arrival])
     ratings_model = None if fa.ratings is None else \
         fa.ratings.subset(users=users_src, items=items_src)
+    offset = edges = None
+    if fa.appeal_offset is not None:  # the life cycles go on: the last bin's offsets fade
+        width = split / fa.appeal_edges.size
+        ahead = ((split - fa.appeal_edges[-1]) + (n_ticks - split)) / 2.0 / width
+        rho = (cal.info.appeal_persistence or 0.0) ** ahead
+        future = rho * fa.appeal_offset[-1]
+        offset = np.vstack([fa.appeal_offset, future[None, :]])[:, items_src]
+        edges = np.append(fa.appeal_edges, split)
     fitted = FittedArrays(appeal=fa.appeal[items_src], features=fa.features[items_src],
                           taste=taste, activity=activity, ratings=ratings_model,
-                          taste_origin=origin)
+                          taste_origin=origin, appeal_offset=offset, appeal_edges=edges)
     cont = dataclasses.replace(c, n_users=n_all, n_items=n_items_all, n_ticks=n_ticks,
                                fitted=fitted, sessions=sched,
                                item_birth=None if birth is None else tuple(birth.tolist()),

@@ -443,6 +443,10 @@ class World:
 
     def _appeal_at(self, i, t) -> np.ndarray:
         a = self._appeal[i]
+        fa = self.config.fitted
+        if fa is not None and fa.appeal_offset is not None:  # the items' life cycles
+            b = np.searchsorted(fa.appeal_edges, t, side="right") - 1
+            a = a + fa.appeal_offset[b, i]
         for s in self.config.shocks:
             on = (i == s.item) & (t >= s.start) & (t < s.start + s.duration)
             a = a + np.where(on, s.delta, 0.0)
@@ -713,8 +717,12 @@ class World:
         c = self.config
         if not (self._birth[i] <= t < self._death[i]):
             return 0.0
-        a = self._appeal[i] + sum(s.delta for s in c.shocks
-                                  if s.item == i and s.start <= t < s.start + s.duration)
+        a = self._appeal[i]
+        if c.fitted is not None and c.fitted.appeal_offset is not None:
+            edges = c.fitted.appeal_edges.tolist()
+            a += float(c.fitted.appeal_offset[max(b for b in range(len(edges))
+                                                  if edges[b] <= t), i])
+        a += sum(s.delta for s in c.shocks if s.item == i and s.start <= t < s.start + s.duration)
         x = self._taste0[u].copy()
         if c.drift_rate > 0 and c.drift_theta is not None:
             x *= math.exp(-c.drift_theta * abs(t - int(self._origin[u])))
