@@ -682,14 +682,27 @@ class _Model:
         self.rows = max(1, _BLOCK_CELLS // self.n_i)
         self.r_obs = np.repeat(np.arange(self.n_u), np.diff(X.indptr))
         self.c_obs = X.indices.astype(np.int64)
+        self.flat_obs = self.r_obs * self.n_i + self.c_obs
 
     # -- pieces ------------------------------------------------------------------------------
     def offsets(self, a) -> np.ndarray:
         """``o_i = log c_i = exposure a_i + log kappa_i``: (n_items,), or (n_users, n_items)
         when the users have their own time profiles (sessions)."""
         kappa = _exposure_integral(a, self.e, self.phi, self.birth, None, self.ctr_halflife)
+        ea = np.exp(self.e * a)
         with np.errstate(divide="ignore"):
-            return np.log(kappa, out=kappa) + self.e * a
+            o = np.log(kappa) + self.e * a
+        self._eo_cache = (o, np.multiply(kappa, ea, out=kappa))  # exp(o), without an exp pass
+        return o
+
+    def _shifted_offsets(self, a) -> np.ndarray:
+        """The offsets after the appeals move from ``self.a`` to ``a`` with the exposure
+        shares' normalisers held fixed: ``o + exposure (a - self.a)``, and their ``exp``
+        from the current one's by a product."""
+        shift = self.e * (a - self.a)
+        o = self.o + shift
+        self._eo_cache = (o, self._exp_offsets(self.o) * np.exp(shift))
+        return o
 
     @staticmethod
     def _o_rows(o, lo, hi):
@@ -698,8 +711,8 @@ class _Model:
 
     @staticmethod
     def _o_cells(o, r, c):
-        """The offsets of cells ``(r, c)``."""
-        return o[c] if o.ndim == 1 else o[r, c]
+        """The offsets of cells ``(r, c)`` (a flat gather: 2-d fancy indexing is slower)."""
+        return o[c] if o.ndim == 1 else np.take(o.reshape(-1), r * o.shape[1] + c)
 
     def blocks(self):
         for lo in range(0, self.n_u, self.rows):
@@ -727,21 +740,49 @@ class _Model:
             self._whh = np.empty((self.n_u, self.n_i))
         return self._wh, self._whh
 
-    def _dense(self, s, o, with_h=False):
+    def _dense(self, s, eo, with_h=False):
         """``D = exp(o) expit(s)`` (and ``h = 1 - expit(s)``) of a block of scores ``s``
-        (``o``: the block's offsets, see :meth:`_o_rows`)."""
-        ls = _log_sigmoid(s)
-        d = ls + o
-        np.exp(d, out=d)
-        if not with_h:
-            return d, None
-        ls -= s  # log(1 - expit(s)) = log expit(s) - s
-        return d, np.exp(ls, out=ls)
+        (``eo``: ``exp`` of the block's offsets, see :meth:`_eo_rows`).
 
-    def _observed(self, alpha, x, a, f, o, sel=None):
-        """Lambda, h and the NLL correction at the observed cells (or a selection of them)."""
+        With ``t = exp(-s)`` (``-s`` capped at 700: no overflow): ``expit(s) = 1 / (1 + t)``
+        and ``h = t / (1 + t)``, both to a few ulps and without cancellation. One
+        transcendental pass per cell where the log-sigmoid form took three (25 s of a 91 s
+        fit at the 1M shape); numpy's exp is vectorised, scipy's ``expit`` is not (slower
+        here than the passes it saves)."""
+        t = np.negative(s)
+        np.minimum(t, 700.0, out=t)
+        np.exp(t, out=t)
+        u = t + 1.0
+        np.reciprocal(u, out=u)
+        if not with_h:
+            u *= eo
+            return u, None
+        t *= u
+        u *= eo
+        return u, t
+
+    def _exp_offsets(self, o) -> np.ndarray:
+        """``exp(o)``, computed once per offsets array (they change once per sweep)."""
+        cache = getattr(self, "_eo_cache", None)
+        if cache is None or cache[0] is not o:
+            with np.errstate(under="ignore"):
+                cache = (o, np.exp(o))
+            self._eo_cache = cache
+        return cache[1]
+
+    def _eo_rows(self, o, lo, hi):
+        """``exp`` of the offsets of users ``lo:hi`` (see :meth:`_o_rows`)."""
+        return self._o_rows(self._exp_offsets(o), lo, hi)
+
+    def _observed(self, alpha, x, a, f, o, sel=None, sm=None):
+        """Lambda, h and the NLL correction at the observed cells (or a selection of them);
+        ``sm``: the score matrix of ``(x, a, f)`` when at hand (its cells are gathered
+        instead of recomputed)."""
         r, c = (self.r_obs, self.c_obs) if sel is None else (self.r_obs[sel], self.c_obs[sel])
-        s = a[c] + (np.einsum("nd,nd->n", x[r], f[c]) if self.k else 0.0)
+        if sm is not None and sel is None:
+            s = np.take(sm.reshape(-1), self.flat_obs)
+        else:
+            s = a[c] + (np.einsum("nd,nd->n", x[r], f[c]) if self.k else 0.0)
         ls = _log_sigmoid(s)
         lam = np.exp(np.minimum(alpha[r] + self._o_cells(o, r, c) + ls, _ETA_MAX))
         corr = lam + np.log(-np.expm1(-lam))  # cell NLL -log(1 - e^-L) = L - corr
@@ -754,18 +795,18 @@ class _Model:
         ea = np.exp(alpha)
         sm = self._score_matrix(x, a, f)
         for lo, hi in self.blocks():
-            d, _ = self._dense(sm[lo:hi], self._o_rows(o, lo, hi))
+            d, _ = self._dense(sm[lo:hi], self._eo_rows(o, lo, hi))
             rowd[lo:hi] = d.sum(axis=1)
             d *= ea[lo:hi, None]
             cols += d.sum(axis=0)
-        r, c, _, _, corr = self._observed(alpha, x, a, f, o)
+        r, c, _, _, corr = self._observed(alpha, x, a, f, o, sm=sm)
         rows = ea * rowd - np.bincount(r, corr, minlength=self.n_u)
         cols -= np.bincount(c, corr, minlength=self.n_i)
         return rows, cols, rowd
 
-    def _corrections(self, alpha, x, a, f, o):
+    def _corrections(self, alpha, x, a, f, o, sm=None):
         """Observed cells' gradient and weight minus the dense part's (both Lambda there)."""
-        r, c, lam, h, _ = self._observed(alpha, x, a, f, o)
+        r, c, lam, h, _ = self._observed(alpha, x, a, f, o, sm=sm)
         with np.errstate(over="ignore"):
             ratio = lam / np.expm1(lam)  # -> 1 as lam -> 0
         g = -ratio - lam  # d(-log(1 - e^-L))/d eta = -L/(e^L - 1)
@@ -788,7 +829,7 @@ class _Model:
         sm = self._score_matrix(self.x, self.a, self.f)
         wh, whh = self._buffers()
         for lo, hi in self.blocks():
-            d, h = self._dense(sm[lo:hi], self._o_rows(self.o, lo, hi), with_h=True)
+            d, h = self._dense(sm[lo:hi], self._eo_rows(self.o, lo, hi), with_h=True)
             d *= ea[lo:hi, None]
             tot = d.sum(axis=1)
             grad[lo:hi, 0] = tot
@@ -801,7 +842,7 @@ class _Model:
             grad[:, 1:] = dh
             hess[:, 0, 1:] = dh
             hess[:, 1:, 1:] = (whh @ ff).reshape(n, k, k)
-        r, c, g, w, h = self._corrections(self.alpha, self.x, self.a, self.f, self.o)
+        r, c, g, w, h = self._corrections(self.alpha, self.x, self.a, self.f, self.o, sm=sm)
         grad[:, 0] += np.bincount(r, g, minlength=n) + _ALPHA_PRIOR * (self.alpha - self.alpha0)
         hess[:, 0, 0] += np.bincount(r, w, minlength=n) + _ALPHA_PRIOR
         if k:
@@ -865,7 +906,7 @@ class _Model:
         sm = self._score_matrix(self.x, self.a, self.f)
         wh, whh = self._buffers()
         for lo, hi in self.blocks():
-            d, h = self._dense(sm[lo:hi], self._o_rows(self.o, lo, hi), with_h=True)
+            d, h = self._dense(sm[lo:hi], self._eo_rows(self.o, lo, hi), with_h=True)
             d *= ea[lo:hi, None]
             s0 += d.sum(axis=0)
             np.multiply(d, h, out=wh[lo:hi])
@@ -881,7 +922,7 @@ class _Model:
         hess[:, 0, 0] = e * e * s0 + 2 * e * s1 + s2
         if k:
             hess[:, 0, 1:] += e * grad[:, 1:]
-        r, c, g, w, h = self._corrections(self.alpha, self.x, self.a, self.f, self.o)
+        r, c, g, w, h = self._corrections(self.alpha, self.x, self.a, self.f, self.o, sm=sm)
         ja = e + h
         grad[:, 0] += np.bincount(c, g * ja, minlength=n)
         hess[:, 0, 0] += np.bincount(c, w * ja * ja, minlength=n)
@@ -896,7 +937,7 @@ class _Model:
     def _accept_cols(self, a, f):
         """As :meth:`_accept_rows` for items; the offsets move with ``exposure * a`` only
         (the exposure shares' normalisers are recomputed by :meth:`level_step`)."""
-        o = self.o + self.e * (a - self.a)
+        o = self._shifted_offsets(a)
         rows, cols, rowd = self.nll(self.alpha, self.x, a, f, o)
         obj = cols + self._pen(f)
         for j in range(6):
@@ -905,7 +946,7 @@ class _Model:
                 break
             a[worse] = self.a[worse] if j == 5 else 0.5 * (a[worse] + self.a[worse])
             f[worse] = self.f[worse] if j == 5 else 0.5 * (f[worse] + self.f[worse])
-            o = self.o + self.e * (a - self.a)
+            o = self._shifted_offsets(a)
             rows, cols, rowd = self.nll(self.alpha, self.x, a, f, o)
             obj = cols + self._pen(f)
         self.a, self.f, self.o = a, f, o
@@ -925,11 +966,7 @@ class _Model:
         each user's ``sum_i Lambda_ui``; recompute the offsets; return the objective."""
         c, r = self.c_obs, self.r_obs
         s_obs = self.a[c] + (np.einsum("nd,nd->n", self.x[r], self.f[c]) if self.k else 0.0)
-        lo, hi = -50.0, 50.0
-        while hi - lo > 1e-9:  # the mean of expit(s + shift) increases with the shift
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if expit(s_obs + mid).mean() < self.ctr else (lo, mid)
-        self.a = self.a + 0.5 * (lo + hi)
+        self.a = self.a + _level_shift(s_obs, self.ctr)
         self.o = self.offsets(self.a)
         before = self.rowd * np.exp(self.alpha)
         _, _, rowd = self.nll(np.zeros(self.n_u), self.x, self.a, self.f, self.o)
@@ -1001,6 +1038,28 @@ class _Model:
         return it, converged, -float(rows.sum()) / (self.n_u * self.n_i)
 
 
+def _level_shift(s: np.ndarray, ctr: float) -> float:
+    """The shift ``c`` with ``mean(expit(s + c)) = ctr``: Newton's method on the increasing,
+    convex-then-concave mean, kept inside a bracket that shrinks at every step (bisection
+    where a Newton step would leave it); about 6 passes where bisection to 1e-9 took 37."""
+    lo, hi = -50.0, 50.0
+    c = 0.0
+    for _ in range(100):
+        p = expit(s + c)
+        f = float(p.mean()) - ctr
+        if f < 0:
+            lo = c
+        else:
+            hi = c
+        slope = float((p * (1.0 - p)).mean())
+        step = c - f / slope if slope > 0 else 0.5 * (lo + hi)
+        nxt = step if lo < step < hi else 0.5 * (lo + hi)
+        if abs(nxt - c) <= 1e-12 * max(1.0, abs(c)) or hi - lo <= 1e-12:
+            return nxt
+        c = nxt
+    return c
+
+
 def _nll_reference(X, alpha, x, a, f, o) -> np.ndarray:
     """The negative log-likelihood of every cell, written out on the dense matrix: the
     reference :meth:`_Model.nll` (blocks plus sparse corrections) is tested against."""
@@ -1047,6 +1106,8 @@ def _expected_sizes(config: WorldConfig, psi=None) -> np.ndarray:
 #: time resolution: a week of days).
 _DRIFT_TICKS_PER_TERM = 7
 _DRIFT_MAX_TERMS = 64
+#: Convergence tolerance of the inner split's fit: it estimates one or two numbers.
+_INNER_TOL = 1e-3
 #: Terms of the OU process's Fourier expansion (32 frequencies: its correlation within 0.03
 #: of exp(-theta |tau|) at every lag of a few mean-reversion times).
 _OU_TERMS = 64
@@ -1058,21 +1119,25 @@ def _drift_terms(horizon: int) -> int:
 
 
 def _mean_rate_ratio(config, users, ticks, law) -> np.ndarray:
-    """Each user's :func:`~simulator._drift.adoption_rate_ratio` averaged over its observed
-    sessions (weighted as its events are: a first session 1, later ones ``later_weight``),
-    or over its interactions without sessions."""
+    """Each user's :func:`~simulator._drift.adoption_rate_ratio` at the mean distance of its
+    observed sessions from its origin (weighted as its events are: a first session 1, later
+    ones ``later_weight``; its interactions' ticks without sessions): one row of the items
+    per user, where one per session would cost several times more for the same first-order
+    correction."""
     from simulator._drift import adoption_rate_ratio
     from simulator._sessions import observed_sessions
 
     n = config.n_users
-    su, st, _ = observed_sessions(users, ticks, n)
-    w = (np.where(np.r_[True, su[1:] != su[:-1]], 1.0, law.later_weight) if law is not None
-         else np.bincount(np.searchsorted(su * (ticks.max() + 1) + st,
-                                          users * (ticks.max() + 1) + ticks),
-                          minlength=su.size).astype(np.float64))
-    r = adoption_rate_ratio(config, su, st, config.fitted.taste_origin)
-    return np.bincount(su, w * r, minlength=n) / np.maximum(np.bincount(su, w, minlength=n),
-                                                             1e-300)
+    origin = config.fitted.taste_origin
+    if law is not None:
+        su, st, _ = observed_sessions(users, ticks, n)
+        w = np.where(np.r_[True, su[1:] != su[:-1]], 1.0, law.later_weight)
+    else:
+        su, st, w = users, ticks, np.ones(users.size)
+    dist = np.bincount(su, w * np.abs(st - origin[su]), minlength=n) / np.maximum(
+        np.bincount(su, w, minlength=n), 1e-300)
+    tick = np.minimum(origin + np.rint(dist).astype(np.int64), config.n_ticks - 1)
+    return adoption_rate_ratio(config, np.arange(n), tick, origin)
 
 
 def _inner_rank(cols) -> int:
@@ -1336,7 +1401,7 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
             return calibrate(cols, n_factors=min(k, _inner_rank(cols)), exposure=exposure,
                              ctr=ctr, reg=reg, ratings=False, sessions=sessions,
                              seconds_per_tick=1.0, time_effects=time_effects, drift=False,
-                             max_iter=max_iter, tol=tol, rng=gen)
+                             max_iter=max_iter, tol=max(tol, _INNER_TOL), rng=gen)
 
         drift_fit = fit_drift(log.users, log.items, ticks, horizon, inner, gen)
         if drift_fit.model != "static":

@@ -48,10 +48,11 @@ __all__ = ["DRIFT_MODELS", "DriftFit", "fit_drift", "held_out_log_likelihood"]
 DRIFT_MODELS = ("static", "random_walk", "ou")
 #: Fraction of the fitted span before the inner split.
 INNER_SPLIT = 0.8
-#: Users of the inner fit at most (a sample): one scalar is estimated from it.
-MAX_USERS = 1000
+#: Users of the inner fit at most (a sample, returning users first): one number is
+#: estimated from it.
+MAX_USERS = 500
 #: (user, tick) groups of the held-out window scored at most (a sample).
-MAX_GROUPS = 3000
+MAX_GROUPS = 1500
 #: Chi-square(1) 95% quantile: the likelihood-ratio bar of a drift over static tastes.
 _LR_BAR = 3.841458820694124
 _SIGMA_BOUNDS = (1e-4, 10.0)
@@ -276,7 +277,7 @@ def fit_drift(users, items, ticks, horizon: int, fit, rng) -> DriftFit:
         # the choice term only: the volume term depends on the drift through the events'
         # adoption rate, which the world's activities absorb (`adoption_rate_ratio`)
         lo, hi = (math.log(b) for b in bounds)
-        res = minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3})
+        res = minimize_scalar(nll, bounds=(lo, hi), method="bounded", options={"xatol": 1e-2})
         fits[name] = (math.exp(float(res.x)), -float(res.fun))
     n = int(g.rows.size)
     best = max(fits, key=lambda k: fits[k][1])
