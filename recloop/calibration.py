@@ -818,6 +818,15 @@ def fidelity_report(calibrated, *, holdout="auto", seed: int = 0, k: int = 10,
             n_factors=info.n_factors, exposure=info.exposure, ctr=info.ctr, reg=info.reg,
             ratings=c.fitted.ratings is not None, sessions=c.sessions is not None,
             time_effects=c.item_birth is not None or c.ctr_halflife is not None)
+        n_old = held.world.n_users
+        back = np.unique(held.real.user[held.real.user < n_old])
+        back = back[np.isin(back, held.train.user)]
+        if back.size < 2:
+            raise ArgumentValueError(
+                "holdout", "a hold-out in which at least 2 users of the fitted part come back "
+                "(the recommenders are ranked on their future); 0 checks in sample only",
+                f"{fraction:g}: {back.size} user(s) of ticks before {held.split} active after "
+                "it")
         held_rank = ranking_check(held.real, held.simulated, train=held.train, k=k,
                                   max_users=max_users, n_bootstrap=n_bootstrap, rng=r_hrank)
         held_bands = simulator.noise_bands(held.real, held.simulated, n_splits=n_splits,
@@ -1121,7 +1130,14 @@ def calibrate_command(path, *, format: str, columns=None, out=None, n_factors: i
             import simulator
 
             t = np.asarray(data.timestamps, np.int64)
-            simulator.holdout_split((t - t.min()) // 86400, fraction)
+            days = (t - t.min()) // 86400
+            if np.unique(days).size < 4:
+                raise ArgumentValueError(
+                    "--holdout", "0 (in sample only) for a log whose timestamps fall on fewer "
+                    "than 4 distinct days (a hold-out is cut in time: each part needs two)",
+                    f"{fraction:g}, with {np.unique(days).size} distinct day(s) in the log "
+                    "(timestamps all equal, or within one day)")
+            simulator.holdout_split(days, fraction)
         cal, notes = fit_world(data, seed=seed, source=Path(path).name, source_sha256=sha,
                                n_factors=n_factors, ctr=ctr, exposure=exposure,
                                min_rating=min_rating, ratings=ratings)

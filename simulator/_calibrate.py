@@ -542,6 +542,9 @@ def _prepare(interactions, *, min_rating, rating_scale) -> _Log:
         raise ArgumentValueError("interactions", "one interaction per (user, item) pair",
                                  f"user {uid[users[b]]} and item {iid[items[b]]} at indices "
                                  f"{a} and {b}")
+    # in (user, item) order: the order of a file's lines (time going backwards, say) must not
+    # change the world (floating-point sums follow the order of their terms)
+    keep = order[keep[order]]
     users, items = users[keep], items[keep]
     times = None if times is None else times[keep]
     kept_ratings = None if ratings is None else r[keep]

@@ -1,5 +1,6 @@
 """recloop.calibration: the ranking check, the full report and `recloop calibrate`'s logic."""
 
+import dataclasses
 import hashlib
 import io
 import os
@@ -319,3 +320,61 @@ def test_load_interactions_formats(ml_file, tmp_path):
     assert load_interactions(one_m, format="movielens").n_ratings == 3
     with pytest.raises(ValueError, match="`columns` must be None for format 'movielens'"):
         load_interactions(ml_file, format="movielens", columns="a,b,c")
+
+
+# --------------------------------------------------------------------------- time-shaped input
+def _timed_file(path, days_of, n_users=40, n_items=30, seed=0, reverse=False):
+    """A MovieLens-format file: every user rates 8 items, user ``u``'s ratings on the days
+    ``days_of(u, rng)`` (seconds added within the day), lines in time order or reversed."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for u in range(1, n_users + 1):
+        for i in rng.choice(np.arange(1, n_items + 1), 8, replace=False):
+            rows.append((u, int(i), int(rng.integers(1, 6)),
+                         880_000_000 + 86400 * int(days_of(u, rng)) + int(rng.integers(0, 3600))))
+    rows.sort(key=lambda r: r[3], reverse=reverse)
+    path.write_text("".join("\t".join(map(str, r)) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("days_of", [
+    pytest.param(lambda u, rng: 0, id="all-equal-days"),
+    pytest.param(lambda u, rng: 0 if u % 2 else 0, id="within-one-day"),
+])
+def test_a_log_of_one_day_needs_holdout_0_and_then_fits_a_one_tick_world(tmp_path, days_of):
+    path = _timed_file(tmp_path / "u.data", days_of)
+    msg = _bad(tmp_path, path, format="movielens", n_factors=2)
+    assert "`--holdout` must be 0 (in sample only)" in msg and "1 distinct day(s)" in msg
+    target = tmp_path / "w.npz"
+    rc = calibrate_command(path, format="movielens", n_factors=2, holdout=0, out=target,
+                           stdout=io.StringIO(), stderr=io.StringIO())
+    assert rc == 0
+    world = simulator.CalibratedWorld.load(target)
+    assert world.config.n_ticks == 1 and world.config.sessions is None
+    assert world.config.drift_rate == 0 and world.config.fitted.appeal_offset is None
+
+
+def test_a_hold_out_without_returning_users_is_refused(tmp_path):
+    # users 1-20 rate on days 0-46 only, users 21-40 on days 49-59 only: nobody comes back
+    path = _timed_file(tmp_path / "u.data",
+                       lambda u, rng: rng.integers(0, 47) if u <= 20 else rng.integers(49, 60))
+    msg = _bad(tmp_path, path, format="movielens", n_factors=2)
+    assert "`holdout` must be a hold-out in which at least 2 users of the fitted part come " \
+           "back" in msg and "0 user(s) of ticks before 48 active after it" in msg
+
+
+def test_timestamps_going_backwards_fit_the_same_world(tmp_path):
+    days = lambda u, rng: rng.integers(0, 30)  # noqa: E731
+    (tmp_path / "f").mkdir()
+    (tmp_path / "b").mkdir()
+    forward = _timed_file(tmp_path / "f" / "u.data", days)
+    backward = _timed_file(tmp_path / "b" / "u.data", days, reverse=True)
+    assert forward.read_text() != backward.read_text()
+    worlds = []
+    for p in (forward, backward):
+        target = p.parent / "w.npz"
+        assert calibrate_command(p, format="movielens", n_factors=2, holdout=0, out=target,
+                                 stdout=io.StringIO(), stderr=io.StringIO()) == 0
+        w = simulator.CalibratedWorld.load(target)
+        worlds.append(dataclasses.replace(w, source_sha256=""))  # the files' bytes differ
+    assert worlds[0].sha256 == worlds[1].sha256
