@@ -100,7 +100,8 @@ class FitInfo:
     rating_converged : bool or None
         Whether the rating fit converged.
     drift_model, drift_sigma, drift_theta, drift_inner_split, drift_n_heldout,
-    drift_n_sessions, drift_ll_static, drift_ll_random_walk, drift_ll_ou, drift_note
+    drift_n_sessions, drift_ll_static, drift_ll_random_walk, drift_ll_ou, drift_v0,
+    drift_ll_exact, drift_note
         The taste drift (:class:`simulator.DriftFit`; None: not fitted, or not measured).
     appeal_bins, appeal_persistence : int or float or None
         The items' life cycles (:func:`simulator._drift.fit_life_cycles`): time bins of the
@@ -132,6 +133,8 @@ class FitInfo:
     drift_ll_static: float | None = None
     drift_ll_random_walk: float | None = None
     drift_ll_ou: float | None = None
+    drift_v0: float | None = None
+    drift_ll_exact: float | None = None
     drift_note: str | None = None
     appeal_bins: int | None = None
     appeal_persistence: float | None = None
@@ -1111,9 +1114,9 @@ _DRIFT_TICKS_PER_TERM = 7
 _DRIFT_MAX_TERMS = 64
 #: Convergence tolerance of the inner split's fit: it estimates one or two numbers.
 _INNER_TOL = 1e-3
-#: Terms of the OU process's Fourier expansion (32 frequencies: its correlation within 0.03
-#: of exp(-theta |tau|) at every lag of a few mean-reversion times).
-_OU_TERMS = 64
+#: Terms of the OU process's Fourier expansion (64 frequencies: its correlation within 0.06
+#: of exp(-theta |tau|) up to three mean-reversion times, within 0.08 beyond).
+_OU_TERMS = 128
 
 
 def _drift_terms(horizon: int) -> int:
@@ -1154,7 +1157,7 @@ def _drift_info(d) -> dict:
             "drift_inner_split": d.inner_split, "drift_n_heldout": d.n_heldout,
             "drift_n_sessions": d.n_sessions, "drift_ll_static": fin(d.ll_static),
             "drift_ll_random_walk": fin(d.ll_random_walk), "drift_ll_ou": fin(d.ll_ou),
-            "drift_note": d.note}
+            "drift_v0": fin(d.v0), "drift_ll_exact": fin(d.ll_exact), "drift_note": d.note}
 
 
 def _drift_fields(d, taste, horizon: int) -> dict:
