@@ -286,8 +286,14 @@ def test_values_that_must_be_refused(ml_file, tmp_path):
     short = tmp_path / "short.data"
     short.write_text("1\t1\t5\t880000000\n1\t2\t3\t880000000\n2\t1\t4\t880086400\n"
                      "2\t2\t2\t880086400\n")
+    assert "`--holdout` must be 0 (in sample only) for a log whose timestamps fall on " \
+        "fewer than 4 distinct days" in _bad(tmp_path, short, format="movielens", n_factors=1)
+    # four days, but three of them before the split: the split itself is refused
+    lopsided = tmp_path / "lopsided.data"
+    lopsided.write_text("".join(f"{u}\t{i}\t3\t{880000000 + 86400 * d}\n"
+                                for u, i, d in ((1, 1, 0), (1, 2, 1), (2, 1, 2), (2, 2, 9))))
     assert "`holdout` must be a split leaving at least two distinct active ticks" in _bad(
-        tmp_path, short, format="movielens", n_factors=1)
+        tmp_path, lopsided, format="movielens", n_factors=1)
     # a log of one user (or one item)
     one = tmp_path / "one.data"
     one.write_text("1\t1\t5\t880000000\n1\t2\t3\t880086400\n")
