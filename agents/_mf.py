@@ -9,7 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from agents._base import as_generator
-from agents._recommenders import _as_csr, _Recommender
+from agents._recommenders import _Recommender
 
 __all__ = ["ImplicitMF"]
 

@@ -14,7 +14,9 @@ holds ``i`` at the end of the horizon with probability
 
 exactly (a Poisson number of successful meetings is at least one) when tastes do not drift.
 :func:`calibrate` maximises this Bernoulli likelihood of the observed 0/1 matrix over
-``log E_u``, ``a_i``, ``x_u`` and ``f_i`` (ridge penalty on the factors).
+``log E_u``, ``a_i``, ``x_u`` and ``f_i`` (ridge penalty on the factors); then, with
+timestamps, fits the drift of the tastes and the items' life cycles around that static fit
+(:mod:`simulator._drift`).
 """
 
 from __future__ import annotations
@@ -1302,9 +1304,14 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
     without sessions the activity half-life is the maximum-likelihood truncated exponential
     of the interaction ticks; each half-life is dropped (None) when the decline is not
     significant. Ratings: an ordered logit on ``x_u . f_i`` with user and item offsets
-    (:func:`~simulator._ratings.fit_ratings`). Assumed: ``exposure``, ``ctr``, no taste drift
-    (``drift_rate`` 0: a static factorisation cannot tell drift from noise), items never
-    die.
+    (:func:`~simulator._ratings.fit_ratings`). With timestamps and ``drift``: the taste
+    drift is chosen on an inner split in time (:func:`simulator.fit_drift`: static tastes
+    known up to their uncertainty, a random walk, or a stationary OU process, by held-out
+    choice likelihood; the static factorisation alone cannot tell drift from noise), each
+    user's walk pinned at the mean tick of its interactions, and the activities scaled so
+    that the drift does not change how much a user adopts; the items' appeals move in
+    monthly bins (:func:`simulator._drift.fit_life_cycles`). Assumed: ``exposure``,
+    ``ctr``, items never die.
 
     Examples
     --------

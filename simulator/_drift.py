@@ -88,8 +88,8 @@ class DriftFit:
         Returning users, held-out adoptions and (user, tick) groups scored.
     ll_static, ll_random_walk, ll_ou : float
         Held-out choice log-likelihood per adoption (see the module docstring) of static
-        tastes known up to a constant uncertainty :attr:`v0` (the null), the random walk at :attr:`sigma` and the OU process at
-        :attr:`theta` (``nan`` when not measured).
+        tastes known up to a constant uncertainty :attr:`v0` (the null), the random walk at
+        :attr:`sigma` and the OU process at :attr:`theta` (``nan`` when not measured).
     note : str
         Why there is no drift, when there is none.
     v0 : float
@@ -416,8 +416,9 @@ def fit_life_cycles(config, users, items, ticks, psi) -> LifeCycles | None:
     pseudo-adoptions shrinks sparse items to their constant appeal) and its offset
     ``log(r_ib / m_i) / (1 + exposure)`` on the score scale (in the exposure share and, at
     small ``p``, the adoption probability alike), ``m_i = sum_b mu_ib r_ib / sum_b mu_ib``:
-    the life cycle moves an item's expected holdings in time and keeps their total. ``psi`` is the users' time profiles: a sparse
-    (n_users, n_ticks) matrix, or one (n_ticks,) profile shared by all. The persistence is
+    the life cycle moves an item's expected holdings in time and keeps their total. ``psi``
+    is the users' time profiles: a sparse (n_users, n_ticks) matrix, or one (n_ticks,)
+    profile shared by all. The persistence is
     the least-squares slope of an offset on the previous bin's over all items, clipped to
     [0, 1]. Returns None for a horizon under 4 ticks.
     """

@@ -4,7 +4,10 @@ Model (one tick = one day)
 --------------------------
 * User ``u`` has a latent taste ``x_u(t) = x_u(0) + drift_rate * W_u(t)`` (``W`` a random
   walk, Karhunen-Loeve expansion) and an activity weight ``lambda_u`` (Pareto, so profile
-  sizes are roughly power-law).
+  sizes are roughly power-law). A calibrated world pins the walk at each user's origin
+  (``fitted.taste_origin``), or drifts by a stationary Ornstein-Uhlenbeck process
+  (``drift_theta``; :mod:`simulator._drift`), and may move its items' appeals in time bins
+  (``fitted.appeal_offset``).
 * Item ``i`` has latent features ``f_i``, an appeal ``a_i`` (a few universal items with high
   appeal), a lifetime ``[birth_i, death_i)`` and an optional CTR half-life ``h``.
 * Click / adoption probability ``p(u, i, t) = g(a_i(t) + x_u(t) . f_i) * 2**(-(t - birth_i)/h)``

@@ -13,7 +13,7 @@ from scipy.special import expit
 import simulator
 from simulator import CampaignConfig, FittedArrays, SessionLaw, World, WorldConfig
 from simulator._calibrate import _level_shift
-from simulator._drift import adoption_rate_ratio, drift_moments, fit_life_cycles
+from simulator._drift import adoption_rate_ratio, drift_moments
 from simulator._world import _ou_basis
 
 # --------------------------------------------------------------------------- presets
