@@ -103,7 +103,7 @@ class FitInfo:
         Whether the rating fit converged.
     drift_model, drift_sigma, drift_theta, drift_inner_split, drift_n_heldout,
     drift_n_sessions, drift_ll_static, drift_ll_random_walk, drift_ll_ou, drift_v0,
-    drift_ll_exact, drift_note
+    drift_ll_exact, drift_shrinkage, drift_note
         The taste drift (:class:`simulator.DriftFit`; None: not fitted, or not measured).
     appeal_bins, appeal_persistence : int or float or None
         The items' life cycles (:func:`simulator._drift.fit_life_cycles`): time bins of the
@@ -137,6 +137,7 @@ class FitInfo:
     drift_ll_ou: float | None = None
     drift_v0: float | None = None
     drift_ll_exact: float | None = None
+    drift_shrinkage: float | None = None
     drift_note: str | None = None
     appeal_bins: int | None = None
     appeal_persistence: float | None = None
@@ -1159,7 +1160,8 @@ def _drift_info(d) -> dict:
             "drift_inner_split": d.inner_split, "drift_n_heldout": d.n_heldout,
             "drift_n_sessions": d.n_sessions, "drift_ll_static": fin(d.ll_static),
             "drift_ll_random_walk": fin(d.ll_random_walk), "drift_ll_ou": fin(d.ll_ou),
-            "drift_v0": fin(d.v0), "drift_ll_exact": fin(d.ll_exact), "drift_note": d.note}
+            "drift_v0": fin(d.v0), "drift_ll_exact": fin(d.ll_exact),
+            "drift_shrinkage": fin(d.shrinkage), "drift_note": d.note}
 
 
 def _drift_fields(d, taste, horizon: int) -> dict:

@@ -26,11 +26,10 @@ world's own law of a session's adoptions:
 ``nu_u`` the user's fitted events per unit session weight, ``w`` a later session's weight,
 ``m_u(t)`` and ``v(t)`` the mean and per-coordinate variance of the taste at ``t`` (the
 probit approximation of the logistic-normal mean, MacKay 1992). A fitted taste is an
-estimate: every model's variance includes a constant ``v0``, its uncertainty, so that the
-null is not "exact static tastes" (which a static world's own log rejects, its fitted tastes
-being noisy) but static tastes known up to ``v0``: ``v = v0``; the random walk adds
-``sigma^2 |t - o_u|``, the OU process scales the mean by ``rho`` and adds ``s^2 (1 -
-rho^2)``. Each model's parameters maximise the held-out *choice* likelihood (the volume term
+estimate: the null is not "exact static tastes" (which a static world's own log rejects,
+its fitted tastes being noisy) but a time-independent posterior, mean ``c x_u`` (``c`` in
+[0, 1]) and variance ``v0``; the random walk keeps ``c`` and adds ``sigma^2 |t - o_u|`` to
+``v0``, the OU process scales the mean by ``rho`` and adds ``s^2 (1 - rho^2)``. Each model's parameters maximise the held-out *choice* likelihood (the volume term
 depends on the drift only through the events' adoption rate, which the world's activities
 absorb: :func:`adoption_rate_ratio`); the process with the higher likelihood is chosen when
 it beats the null by a likelihood-ratio test at 5% (``2 Delta > 3.84``, one parameter more),
@@ -62,6 +61,13 @@ MAX_GROUPS = 1500
 #: Chi-square(1) 95% quantile: the likelihood-ratio bar of a drift over static tastes.
 _LR_BAR = 3.841458820694124
 _V0_BOUNDS = (1e-4, 100.0)
+_SIGMA_BOUNDS = (1e-4, 10.0)
+_THETA_BOUNDS = (1e-5, 10.0)
+
+
+def _clip(log_value: float, bounds) -> float:
+    """``log_value`` inside ``log(bounds)`` (the optimisers search on the log scale)."""
+    return float(min(max(log_value, math.log(bounds[0])), math.log(bounds[1])))
 _CELLS = 1 << 21
 _CHOICE = ("choice",)
 
@@ -97,6 +103,8 @@ class DriftFit:
         are (estimation error, not a process of the world).
     ll_exact : float
         Held-out choice log-likelihood of static tastes taken as exact (``v = 0``).
+    shrinkage : float
+        The null's factor ``c`` in [0, 1] on the fitted tastes' mean (kept by the drifts).
     """
 
     model: str
@@ -112,6 +120,7 @@ class DriftFit:
     note: str = ""
     v0: float = math.nan
     ll_exact: float = math.nan
+    shrinkage: float = math.nan
 
     def likelihood_ratio(self, model: str) -> float:
         """``2 n (ll_model - ll_static)``: a drift's test statistic against static tastes."""
@@ -279,31 +288,41 @@ def fit_drift(users, items, ticks, horizon: int, fit, rng) -> DriftFit:
     def ll(scale, var):
         return held_out_log_likelihood(g, scale, var, parts=_CHOICE)
 
-    # the null: static tastes known up to a constant uncertainty v0 (the fit's own error)
-    def null(log_v0):
-        return -ll(ones, math.exp(log_v0) * ones)
+    # the null: static tastes known up to a shrinkage c and a constant uncertainty v0 (the
+    # fit's own error): a posterior that does not depend on time
+    def null(p):
+        c, v0 = expit(p[0]), math.exp(_clip(p[1], _V0_BOUNDS))
+        return -ll(c * ones, v0 * ones)
 
-    res = minimize_scalar(null, bounds=tuple(math.log(b) for b in _V0_BOUNDS),
-                          method="bounded", options={"xatol": 1e-2})
-    log_v0, ll_null = float(res.x), -float(res.fun)
+    best0 = None
+    for start in ((2.0, math.log(0.1)), (0.0, math.log(1.0))):
+        r = minimize(null, np.array(start), method="Nelder-Mead",
+                     options={"xatol": 1e-2, "fatol": 1e-7, "maxiter": 120})
+        if best0 is None or r.fun < best0.fun:
+            best0 = r
+    c0 = float(expit(best0.x[0]))
+    log_v0, ll_null = _clip(best0.x[1], _V0_BOUNDS), -float(best0.fun)
 
-    def rw(p):  # v0 + sigma^2 |t - o|
-        return -ll(ones, math.exp(p[0]) + math.exp(2.0 * p[1]) * g.dt)
+    def rw(p):  # c x_u; v0 + sigma^2 |t - o|
+        sigma = math.exp(_clip(p[1], _SIGMA_BOUNDS))
+        return -ll(c0 * ones, math.exp(_clip(p[0], _V0_BOUNDS)) + sigma * sigma * g.dt)
 
-    def ou(p):  # rho x_u, v0 + s^2 (1 - rho^2)
-        rho = np.exp(-math.exp(p[1]) * g.dt)
-        return -ll(rho, math.exp(p[0]) + s2 * (1.0 - rho * rho))
+    def ou(p):  # c rho x_u; v0 + s^2 (1 - rho^2)
+        rho = np.exp(-math.exp(_clip(p[1], _THETA_BOUNDS)) * g.dt)
+        return -ll(c0 * rho, math.exp(_clip(p[0], _V0_BOUNDS)) + s2 * (1.0 - rho * rho))
 
     fits = {}
-    for name, nll, starts in (("random_walk", rw, (math.log(0.01), math.log(0.1))),
-                              ("ou", ou, (math.log(1e-3), math.log(0.03)))):
+    for name, nll, starts, bounds in (
+            ("random_walk", rw, (math.log(0.01), math.log(0.1)), _SIGMA_BOUNDS),
+            ("ou", ou, (math.log(1e-3), math.log(0.03)), _THETA_BOUNDS)):
         best = None
         for second in starts:
             r = minimize(nll, np.array([log_v0, second]), method="Nelder-Mead",
                          options={"xatol": 1e-2, "fatol": 1e-7, "maxiter": 120})
             if best is None or r.fun < best.fun:
                 best = r
-        fits[name] = (math.exp(float(best.x[1])), -float(best.fun), math.exp(float(best.x[0])))
+        fits[name] = (math.exp(_clip(best.x[1], bounds)), -float(best.fun),
+                      math.exp(_clip(best.x[0], _V0_BOUNDS)))
     n = int(g.rows.size)
     best = max(fits, key=lambda k: fits[k][1])
     lr = 2.0 * n * (fits[best][1] - ll_null)
@@ -315,7 +334,7 @@ def fit_drift(users, items, ticks, horizon: int, fit, rng) -> DriftFit:
                     inner_split=inner, n_users=int(np.unique(g.users).size), n_heldout=n,
                     n_sessions=int(g.dt.size), ll_static=ll_null,
                     ll_random_walk=fits["random_walk"][1], ll_ou=fits["ou"][1], note=note,
-                    v0=math.exp(log_v0), ll_exact=ll_exact)
+                    v0=math.exp(log_v0), ll_exact=ll_exact, shrinkage=c0)
 
 
 def drift_moments(config, dt):
