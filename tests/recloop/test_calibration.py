@@ -384,3 +384,27 @@ def test_timestamps_going_backwards_fit_the_same_world(tmp_path):
         w = simulator.CalibratedWorld.load(target)
         worlds.append(dataclasses.replace(w, source_sha256=""))  # the files' bytes differ
     assert worlds[0].sha256 == worlds[1].sha256
+
+
+def test_the_ranking_is_judged_against_the_real_halves_and_reports_the_knn_gap():
+    world = _known_log()
+    m = world.profiles(29)
+    check = ranking_check(m, m, k=5, n_bootstrap=50, n_halves=60, rng=0)
+    # identical logs: the same gap on both sides, reproduced; the halves' tau is a tau
+    assert check.gap_real == check.gap_simulated and check.gap_reproduced
+    assert check.gap_real_ci_low <= check.gap_real <= check.gap_real_ci_high
+    assert -1 <= check.halves_tau_ci_low <= check.halves_tau <= check.halves_tau_ci_high <= 1
+    assert check.n_halves == 60 and check.faithful and check.meets_median
+    # the gap by its definition: the four kNN's mean hit rate minus popularity's
+    rate = {n: e.value for n, e in zip(check.recommenders, check.real, strict=True)}
+    knn = np.mean([rate[n] for n in ("user_knn_cosine", "user_knn_jaccard",
+                                     "item_knn_cosine", "item_knn_jaccard")])
+    assert check.gap_real == pytest.approx(knn - rate["popularity"], abs=1e-12)
+    # the halves: two random halves of the real users' hit rates, ranked against each other;
+    # a simulated log without structure is below their band
+    noise = sp.csr_array((np.random.default_rng(1).random(m.shape) < m.mean()).astype(float))
+    worse = ranking_check(m, noise, k=5, n_bootstrap=50, n_halves=60, rng=0)
+    assert worse.halves_tau == pytest.approx(check.halves_tau)  # the real side alone
+    assert not worse.faithful and worse.tau < worse.halves_tau_ci_low
+    assert "two random halves of the real users" in worse.summary()
+    assert "kNN over popularity" in worse.gap_summary()
