@@ -29,7 +29,8 @@ probit approximation of the logistic-normal mean, MacKay 1992). A fitted taste i
 estimate: the null is not "exact static tastes" (which a static world's own log rejects,
 its fitted tastes being noisy) but a time-independent posterior, mean ``c x_u`` (``c`` in
 [0, 1]) and variance ``v0``; the random walk keeps ``c`` and adds ``sigma^2 |t - o_u|`` to
-``v0``, the OU process scales the mean by ``rho`` and adds ``s^2 (1 - rho^2)``. Each model's parameters maximise the held-out *choice* likelihood (the volume term
+``v0``, the OU process scales the mean by ``rho`` and adds ``s^2 (1 - rho^2)``. Each model's
+parameters maximise the held-out *choice* likelihood (the volume term
 depends on the drift only through the events' adoption rate, which the world's activities
 absorb: :func:`adoption_rate_ratio`); the process with the higher likelihood is chosen when
 it beats the null by a likelihood-ratio test at 5% (``2 Delta > 3.84``, one parameter more),
@@ -249,7 +250,7 @@ def fit_drift(users, items, ticks, horizon: int, fit, rng) -> DriftFit:
     -------
     DriftFit
     """
-    from scipy.optimize import minimize, minimize_scalar
+    from scipy.optimize import minimize
 
     inner = int(math.floor(INNER_SPLIT * horizon))
     before, after = ticks < inner, ticks >= inner
