@@ -22,7 +22,9 @@ from agents._batched import (
 )
 from agents._check import AgentCheckError, check_agent
 from agents._knn import KNNRating
+from agents._mf import ImplicitMF
 from agents._plackett_luce import PlackettLuce
+from agents._recency import RecencyPopularity
 from agents._recommenders import Constant, NaiveCF, Popularity, UserCosineCF, UserKNN
 from recloop_base.fast_paths import fast_path, register_fast_path, why_no_fast_path
 
@@ -51,6 +53,8 @@ __all__ = [
     "UserCosineCF",
     "NaiveCF",
     "UserKNN",
+    "RecencyPopularity",
+    "ImplicitMF",
     "KNNRating",
     "PlackettLuce",
     "check_agent",

@@ -86,7 +86,8 @@ def child(path: str, n_factors: int) -> None:
     out = {"seconds": seconds, "cpu_seconds": cpu, "n_iter": cal.info.n_iter,
            "converged": cal.info.converged, "log_likelihood": cal.info.log_likelihood,
            "peak_rss_mb": peak,
-           "rating_converged": cal.info.rating_converged, "n_sessions": cal.info.n_sessions}
+           "rating_converged": cal.info.rating_converged, "n_sessions": cal.info.n_sessions,
+           "drift_model": cal.info.drift_model, "appeal_bins": cal.info.appeal_bins}
     t0 = time.perf_counter()
     if real:  # in and out of sample, with the recommender ranking
         from recloop.calibration import fidelity_report
@@ -99,6 +100,13 @@ def child(path: str, n_factors: int) -> None:
             out[f"{part}kendall_tau"] = round(rank.tau, 3)
             out[f"{part}kendall_tau_ci"] = [round(rank.tau_ci_low, 3),
                                             round(rank.tau_ci_high, 3)]
+            out[f"{part}halves_tau"] = [round(rank.halves_tau, 3),
+                                        round(rank.halves_tau_ci_low, 3),
+                                        round(rank.halves_tau_ci_high, 3)]
+            out[f"{part}knn_gap_real_sim"] = [round(rank.gap_real, 4),
+                                              round(rank.gap_simulated, 4)]
+        out["out_of_sample_bands_outside"] = [b.name for b in rep.holdout_bands.bands
+                                              if b.verdict == "outside"]
         out["verdict_out_of_sample"] = "faithful" if rep.faithful else "not faithful"
     else:
         world = cal.world(0)
@@ -210,6 +218,8 @@ def main() -> None:
             out[f"log_likelihood_per_cell_{name}"] = round(res["log_likelihood"], 6)
             out.update({f"{k}_{name}": v for k, v in res.items() if k.startswith("in_sample")})
             out[f"fidelity_{name}_s"] = round(res["fidelity_s"], 3)
+            out[f"drift_model_{name}"] = res["drift_model"]
+            out[f"appeal_bins_{name}"] = res["appeal_bins"]
     if args.data:
         print(f"[calibrate] fitting {args.data}, then its fidelity in and out of sample ...",
               flush=True)

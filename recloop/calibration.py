@@ -50,10 +50,15 @@ __all__ = ["FORMATS", "MAX_DATA_BYTES", "RANKING_RECOMMENDERS", "CalibrationRepo
 FORMATS = ("movielens", "jester", "csv")
 #: The recommenders of the ranking check, in report order.
 RANKING_RECOMMENDERS = ("popularity", "random", "user_knn_cosine", "user_knn_jaccard",
-                        "item_knn_cosine", "item_knn_jaccard", "naive_cf")
-#: Kendall's tau at or above which the ranking is faithful (with 7 recommenders: at most 3
-#: of the 21 pairs in a different order).
-TAU_FAITHFUL = 2.0 / 3.0
+                        "item_knn_cosine", "item_knn_jaccard", "naive_cf",
+                        "recency_popularity", "mf")
+#: The recommenders whose mean hit rate minus popularity's is the kNN-over-popularity gap.
+KNN_RECOMMENDERS = ("user_knn_cosine", "user_knn_jaccard", "item_knn_cosine",
+                    "item_knn_jaccard")
+#: Half-life (ticks) of ``recency_popularity``'s weights: a month of days, fixed beforehand.
+RECENCY_HALFLIFE = 30.0
+#: Rank of the ranking check's matrix factorisation.
+MF_FACTORS = 16
 #: Largest rating file read without ``--force`` (MovieLens-1M's is 24 MB; a calibration
 #: holds users x items dense blocks, so a log much larger than this could not be fitted).
 MAX_DATA_BYTES = 256 * 2**20
@@ -88,13 +93,22 @@ def _keep_top(sim: np.ndarray, k: int) -> np.ndarray:
 
 
 class _Scorer:
-    """Scores of every item for a batch of users, from a binary training matrix."""
+    """Scores of every item for a batch of users, from a binary training matrix (and the
+    ticks of its entries, for the recency-weighted popularity)."""
 
-    def __init__(self, name: str, train: sp.csr_array, rng):
+    def __init__(self, name: str, train: sp.csr_array, rng, times=None):
         self.name, self.b = name, train
         self.sizes = np.diff(train.indptr).astype(np.float64)
         self.rng = rng
-        if name == "popularity":
+        if name == "recency_popularity":
+            import agents
+
+            self.model = agents.RecencyPopularity(RECENCY_HALFLIFE).fit(train, times=times)
+        elif name == "mf":
+            import agents
+
+            self.model = agents.ImplicitMF(MF_FACTORS, rng=rng).fit(train)
+        elif name == "popularity":
             self.counts = np.bincount(train.indices, minlength=train.shape[1]).astype(float)
         elif name.startswith("item_knn"):
             co = (train.T @ train).toarray()
@@ -117,6 +131,8 @@ class _Scorer:
             return np.tile(self.counts, (users.size, 1))
         if self.name == "random":
             return self.rng.random((users.size, n_items))
+        if self.name in ("recency_popularity", "mf"):
+            return self.model.scores(users)
         if self.name.startswith("item_knn"):
             return np.asarray(rows @ self.item_sim_t)
         if self.name == "naive_cf":
@@ -145,9 +161,9 @@ def _top_k(scores: np.ndarray, held: sp.csr_array, k: int) -> np.ndarray:
 
 
 def _hits(train: sp.csr_array, test: sp.csr_array, users: np.ndarray, k: int, name: str,
-          rng) -> np.ndarray:
+          rng, times=None) -> np.ndarray:
     """Held-out items of each user found in its top ``k``: (n_users,) counts."""
-    scorer = _Scorer(name, train, rng)
+    scorer = _Scorer(name, train, rng, times)
     out = np.zeros(users.size)
     step = max(1, (1 << 21) // max(1, train.shape[1]))
     for lo in range(0, users.size, step):
@@ -187,7 +203,19 @@ class RankingCheck:
     protocol : str
         How the held-out interactions were chosen.
     faithful : bool
-        ``tau >= 2/3`` and ``tau_ci_low > 0``.
+        The world ranks the recommenders within what the real data's own noise allows:
+        ``tau >= halves_tau_ci_low`` (the 2.5th percentile of the tau between two random
+        halves of the real users) and ``tau_ci_low > 0``. :attr:`meets_median` is the
+        stronger target ``tau >= halves_tau``.
+    halves_tau, halves_tau_ci_low, halves_tau_ci_high : float
+        Median and 95% range of Kendall's tau between the real hit rates of two random
+        halves of the users (``n_halves`` splits): what the real data's own noise allows.
+    n_halves : int
+    gap_real, gap_real_ci_low, gap_real_ci_high : float
+        The kNN-over-popularity gap of the real log: the mean hit rate of the four kNN
+        recommenders minus popularity's, with its 95% paired-bootstrap interval.
+    gap_simulated, gap_simulated_ci_low, gap_simulated_ci_high : float
+        The same on the simulated log.
     """
 
     recommenders: tuple
@@ -201,10 +229,31 @@ class RankingCheck:
     n_bootstrap: int
     protocol: str
     faithful: bool
+    halves_tau: float = math.nan
+    halves_tau_ci_low: float = math.nan
+    halves_tau_ci_high: float = math.nan
+    n_halves: int = 0
+    gap_real: float = math.nan
+    gap_real_ci_low: float = math.nan
+    gap_real_ci_high: float = math.nan
+    gap_simulated: float = math.nan
+    gap_simulated_ci_low: float = math.nan
+    gap_simulated_ci_high: float = math.nan
 
-    rule = (f"the ranking is faithful when Kendall's tau >= {TAU_FAITHFUL:.3g} (with 7 "
-            "recommenders, at most 3 of their 21 pairs in a different order) and its 95% "
-            "bootstrap interval lies above 0")
+    rule = ("the ranking is faithful when Kendall's tau between the world's and the real hit "
+            "rates lies within the band of the tau between two random halves of the real users "
+            "(at least its 2.5th percentile: the real data's agreement with itself) and its "
+            "95% bootstrap interval lies above 0")
+
+    @property
+    def meets_median(self) -> bool:
+        """The stronger target: tau at least the real halves' median, interval above 0."""
+        return bool(self.tau >= self.halves_tau - 1e-12 and self.tau_ci_low > 0)
+
+    @property
+    def gap_reproduced(self) -> bool:
+        """The simulated kNN-over-popularity gap lies in the real gap's 95% interval."""
+        return bool(self.gap_real_ci_low <= self.gap_simulated <= self.gap_real_ci_high)
 
     def rows(self) -> list[tuple[str, str, str]]:
         def fmt(e):
@@ -218,7 +267,22 @@ class RankingCheck:
     def summary(self) -> str:
         return (f"Kendall tau {self.tau:.3f}, 95% paired bootstrap interval "
                 f"[{self.tau_ci_low:.3f}, {self.tau_ci_high:.3f}] ({self.n_bootstrap} "
-                f"resamples of {self.n_users} users; hit@{self.k}; {self.protocol})")
+                f"resamples of {self.n_users} users; hit@{self.k}; {self.protocol}); two "
+                f"random halves of the real users: tau {self.halves_tau:.3f}, 95% "
+                f"[{self.halves_tau_ci_low:.3f}, {self.halves_tau_ci_high:.3f}] "
+                f"({self.n_halves} splits); the world's tau is "
+                + ("at least" if self.meets_median else "below")
+                + " the halves' median" + ("" if self.tau_ci_low > 0 else
+                                           " and its interval reaches 0"))
+
+    def gap_summary(self) -> str:
+        """The kNN-over-popularity gap, real and simulated, with intervals."""
+        return (f"kNN over popularity (mean hit rate of the four kNN minus popularity's): "
+                f"real {self.gap_real:+.4f} [{self.gap_real_ci_low:+.4f}, "
+                f"{self.gap_real_ci_high:+.4f}], simulated {self.gap_simulated:+.4f} "
+                f"[{self.gap_simulated_ci_low:+.4f}, {self.gap_simulated_ci_high:+.4f}]: "
+                + ("reproduced (the simulated gap lies in the real one's interval)"
+                   if self.gap_reproduced else "not reproduced"))
 
 
 def _ranks(values) -> list[int]:
@@ -244,20 +308,41 @@ def _as_binary(x, name: str, shape=None) -> sp.csr_array:
     m.sum_duplicates()
     m.eliminate_zeros()
     m.data[:] = 1.0
-    if shape is not None:  # the users of `train` only (later ones have no training profile)
-        if m.shape[1] != shape[1]:
-            raise ArgumentValueError(name, f"{shape[1]} items like `train`", str(m.shape[1]))
+    if shape is not None:  # the users and items of `train` only (later ones have no
+        # training profile; items first seen later cannot be recommended: left out)
+        if m.shape[1] < shape[1]:
+            raise ArgumentValueError(name, f"at least the {shape[1]} items of `train`",
+                                     str(m.shape[1]))
         if m.shape[0] < shape[0]:
             raise ArgumentValueError(name, f"at least the {shape[0]} users of `train`",
                                      str(m.shape[0]))
-        m = sp.csr_array(m[:shape[0]])
+        m = sp.csr_array(m[:shape[0], :shape[1]])
     m.sort_indices()
     return m
 
 
-def _split(m: sp.csr_array, fraction: float, rng) -> tuple[sp.csr_array, sp.csr_array]:
-    """(train, test): ``max(1, round(fraction * size))`` random items of every profile of two
-    or more items held out."""
+def _times(x, m: sp.csr_array):
+    """The ticks (plus 1: a tick 0 stays stored) of ``m``'s entries from the log ``x``, with
+    ``m``'s sparsity; None when ``x`` has no ticks (a matrix)."""
+    import simulator
+
+    if not isinstance(x, simulator.InteractionLog):
+        return None
+    keep = (x.user < m.shape[0]) & (x.item < m.shape[1])
+    t = sp.csr_array((x.tick[keep] + 1.0, (x.user[keep], x.item[keep])), shape=m.shape)
+    t.sum_duplicates()
+    t.sort_indices()
+    rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+    keys, tk = rows * m.shape[1] + m.indices, np.repeat(np.arange(t.shape[0]),
+                                                         np.diff(t.indptr)) * m.shape[1] + t.indices
+    at = np.minimum(np.searchsorted(tk, keys), max(tk.size - 1, 0))
+    data = np.where(tk[at] == keys, t.data[at], 1.0) if tk.size else np.ones(keys.size)
+    return sp.csr_array((data, m.indices.copy(), m.indptr.copy()), shape=m.shape)
+
+
+def _split_mask(m: sp.csr_array, fraction: float, rng) -> np.ndarray:
+    """Which of ``m``'s entries are held out: ``max(1, round(fraction * size))`` random items
+    of every profile of two or more items."""
     sizes = np.diff(m.indptr)
     n_test = np.where(sizes >= 2, np.maximum(1, np.rint(fraction * sizes)), 0).astype(int)
     keys = rng.random(m.nnz)
@@ -265,10 +350,23 @@ def _split(m: sp.csr_array, fraction: float, rng) -> tuple[sp.csr_array, sp.csr_
     order = np.lexsort((keys, rows))  # a random order within each row
     rank = np.empty(m.nnz, np.int64)
     rank[order] = np.arange(m.nnz) - np.repeat(m.indptr[:-1], sizes)
-    test = rank < n_test[rows]
-    mk = lambda sel: sp.csr_array((np.ones(int(sel.sum())), (rows[sel], m.indices[sel])),  # noqa
-                                  shape=m.shape)
-    return mk(~test), mk(test)
+    return rank < n_test[rows]
+
+
+def _select(m: sp.csr_array, sel: np.ndarray, data=None) -> sp.csr_array:
+    """The entries ``sel`` of ``m`` (ones, or ``data[sel]``)."""
+    rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+    v = np.ones(int(sel.sum())) if data is None else data[sel]
+    out = sp.csr_array((v, (rows[sel], m.indices[sel])), shape=m.shape)
+    out.sort_indices()
+    return out
+
+
+def _split(m: sp.csr_array, fraction: float, rng) -> tuple[sp.csr_array, sp.csr_array]:
+    """(train, test): ``max(1, round(fraction * size))`` random items of every profile of two
+    or more items held out."""
+    test = _split_mask(m, fraction, rng)
+    return _select(m, ~test), _select(m, test)
 
 
 def _tau(x, y) -> float:
@@ -296,7 +394,7 @@ def _rate(hits: np.ndarray, counts: np.ndarray):
 
 
 def ranking_check(real, simulated, *, train=None, k: int = 10, max_users: int = 300,
-                  test_fraction: float = 0.2, n_bootstrap: int = 500,
+                  test_fraction: float = 0.2, n_bootstrap: int = 500, n_halves: int = 500,
                   rng=None) -> RankingCheck:
     """Rank the recommenders of :data:`RANKING_RECOMMENDERS` by hit rate on both logs.
 
@@ -318,6 +416,9 @@ def ranking_check(real, simulated, *, train=None, k: int = 10, max_users: int = 
         Without ``train``: share of each profile held out.
     n_bootstrap : int, default 500
         Paired bootstrap resamples of the users for the interval of tau.
+    n_halves : int, default 500
+        Random splits of the users into two halves whose real hit rates are ranked against
+        each other: the real data's own agreement (the reference of the verdict).
     rng : None, int, SeedSequence or Generator
 
     Returns
@@ -347,9 +448,11 @@ def ranking_check(real, simulated, *, train=None, k: int = 10, max_users: int = 
     test_fraction = check_float(test_fraction, "test_fraction", low=0.0, high=1.0,
                                 low_open=True, high_open=True)
     n_bootstrap = check_int(n_bootstrap, "n_bootstrap", low=1)
+    n_halves = check_int(n_halves, "n_halves", low=1)
     root = as_seed_sequence(rng)
-    pick, boot, split_ss, rand_ss = root.spawn(4)
+    pick, boot, split_ss, rand_ss, halves_ss = root.spawn(5)
     pick, boot = np.random.default_rng(pick), np.random.default_rng(boot)
+    halves_rng = np.random.default_rng(halves_ss)
     # the same streams for both logs: identical logs are split and scored identically
     split_r, split_s = np.random.default_rng(split_ss), np.random.default_rng(split_ss)
     rand_r, rand_s = np.random.default_rng(rand_ss), np.random.default_rng(rand_ss)
@@ -358,14 +461,20 @@ def ranking_check(real, simulated, *, train=None, k: int = 10, max_users: int = 
         if m_real.shape != m_sim.shape:
             raise ArgumentValueError("simulated", f"the real log's shape {m_real.shape} (same "
                                      "users and items)", str(m_sim.shape))
-        tr_real, te_real = _split(m_real, test_fraction, split_r)
-        tr_sim, te_sim = _split(m_sim, test_fraction, split_s)
+        mask_r = _split_mask(m_real, test_fraction, split_r)
+        mask_s = _split_mask(m_sim, test_fraction, split_s)
+        tr_real, te_real = _select(m_real, ~mask_r), _select(m_real, mask_r)
+        tr_sim, te_sim = _select(m_sim, ~mask_s), _select(m_sim, mask_s)
+        t_real, t_sim = _times(real, m_real), _times(simulated, m_sim)
+        t_real = None if t_real is None else _select(t_real, ~mask_r, t_real.data)
+        t_sim = None if t_sim is None else _select(t_sim, ~mask_s, t_sim.data)
         eligible = (np.diff(te_real.indptr) > 0) & (np.diff(te_sim.indptr) > 0)
         protocol = (f"a random {test_fraction:g} of every profile held out, the recommenders "
                     "fitted on the rest of the same log")
     else:
         tr = _as_binary(train, "train")
         tr_real = tr_sim = tr
+        t_real = t_sim = _times(train, tr)
         te_real = _as_binary(real, "real", shape=tr.shape)
         te_sim = _as_binary(simulated, "simulated", shape=tr.shape)
         eligible = (np.diff(tr.indptr) > 0) & ((np.diff(te_real.indptr) > 0)
@@ -381,28 +490,51 @@ def ranking_check(real, simulated, *, train=None, k: int = 10, max_users: int = 
     users = eligible if eligible.size <= max_users else \
         np.sort(pick.choice(eligible, max_users, replace=False))
     n_real, n_sim = np.diff(te_real.indptr)[users], np.diff(te_sim.indptr)[users]
-    hr = np.array([_hits(tr_real, te_real, users, k, name, rand_r)
+    hr = np.array([_hits(tr_real, te_real, users, k, name, rand_r, t_real)
                    for name in RANKING_RECOMMENDERS])
-    hs = np.array([_hits(tr_sim, te_sim, users, k, name, rand_s)
+    hs = np.array([_hits(tr_sim, te_sim, users, k, name, rand_s, t_sim)
                    for name in RANKING_RECOMMENDERS])
 
     def rates(idx):
         return (hr[:, idx].sum(axis=-1) / np.maximum(n_real[idx].sum(axis=-1), 1),
                 hs[:, idx].sum(axis=-1) / np.maximum(n_sim[idx].sum(axis=-1), 1))
 
+    knn = [RANKING_RECOMMENDERS.index(r) for r in KNN_RECOMMENDERS]
+    pop = RANKING_RECOMMENDERS.index("popularity")
+    gap = lambda v: float(v[knn].mean() - v[pop])  # noqa: E731
     n = users.size
-    tau = _tau(*rates(np.arange(n)))
+    full_r, full_s = rates(np.arange(n))
+    tau = _tau(full_r, full_s)
     idx = boot.integers(0, n, size=(n_bootstrap, n))
-    taus = np.array([_tau(*rates(b)) for b in idx])
+    taus, gaps = np.empty(n_bootstrap), np.empty((n_bootstrap, 2))
+    for j, b in enumerate(idx):
+        r_b, s_b = rates(b)
+        taus[j], gaps[j] = _tau(r_b, s_b), (gap(r_b), gap(s_b))
     taus = taus[np.isfinite(taus)]
     lo, hi = (np.percentile(taus, [2.5, 97.5]) if taus.size else (math.nan, math.nan))
-    faithful = bool(np.isfinite(tau) and tau >= TAU_FAITHFUL - 1e-12 and lo > 0)
+    # the real data's own noise: two random halves of the users, ranked against each other
+    halves = np.empty(n_halves)
+    for j in range(n_halves):
+        perm = halves_rng.permutation(n)
+        a, c = perm[: n // 2], perm[n // 2:]
+        halves[j] = _tau(rates(a)[0], rates(c)[0])
+    halves = halves[np.isfinite(halves)]
+    h_mid, h_lo, h_hi = (np.percentile(halves, [50, 2.5, 97.5]) if halves.size
+                         else (math.nan,) * 3)
+    faithful = bool(np.isfinite(tau) and np.isfinite(h_lo) and tau >= h_lo - 1e-12
+                    and lo > 0)
+    g_lo, g_hi = np.percentile(gaps, [2.5, 97.5], axis=0)
     return RankingCheck(recommenders=RANKING_RECOMMENDERS,
                         real=tuple(_rate(h, n_real) for h in hr),
                         simulated=tuple(_rate(h, n_sim) for h in hs),
                         tau=tau, tau_ci_low=float(lo), tau_ci_high=float(hi), k=k,
                         n_users=int(n), n_bootstrap=n_bootstrap, protocol=protocol,
-                        faithful=faithful)
+                        faithful=faithful, halves_tau=float(h_mid),
+                        halves_tau_ci_low=float(h_lo), halves_tau_ci_high=float(h_hi),
+                        n_halves=n_halves, gap_real=gap(full_r), gap_real_ci_low=float(g_lo[0]),
+                        gap_real_ci_high=float(g_hi[0]), gap_simulated=gap(full_s),
+                        gap_simulated_ci_low=float(g_lo[1]),
+                        gap_simulated_ci_high=float(g_hi[1]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,6 +561,10 @@ class CalibrationReport:
         Why not, one line each (empty when faithful).
     seed : int
         Seed of the simulated logs compared with the real one.
+    in_sample_bands, holdout_bands : simulator.NoiseBandReport or None
+        Every distribution's distance to the real data beside the real data's own noise
+        (:func:`simulator.noise_bands`), in sample and out of sample; the verdict on the
+        distributions rests on them.
     """
 
     world: object
@@ -440,6 +576,13 @@ class CalibrationReport:
     faithful: bool
     problems: tuple
     seed: int
+    in_sample_bands: object = None
+    holdout_bands: object = None
+
+    @property
+    def bands(self):
+        """The noise bands the verdict rests on (out of sample when measured)."""
+        return self.in_sample_bands if self.holdout is None else self.holdout_bands
 
     @property
     def distributions(self):
@@ -503,17 +646,18 @@ class CalibrationReport:
         return self._verdict()[0]
 
     def _verdict(self) -> list[str]:
-        rules = f"{self.distributions.rule}; {self.ranking.rule}"
+        rules = f"{self.bands.rule}; {self.ranking.rule}"
         if self.faithful:
             return [f"VERDICT ({self.basis}): faithful ({rules})."]
         return ([f"VERDICT ({self.basis}): NOT FAITHFUL. " + "; ".join(self.problems) + "."]
                 + [f"Rules: {rules}."])
 
     def _sections(self):
-        """(title, note lines, FidelityReport, RankingCheck) of each part."""
+        """(title, note lines, FidelityReport, RankingCheck, NoiseBandReport) of each part."""
         parts = [(f"In sample -- the world was fitted to these data, so the distances "
                   f"measure the fit, not a prediction (real log vs one simulated log, seed "
-                  f"{self.seed})", [], self.in_sample, self.in_sample_ranking)]
+                  f"{self.seed})", [], self.in_sample, self.in_sample_ranking,
+                  self.in_sample_bands)]
         h = self.holdout
         if h is not None:
             n_old = h.world.n_users
@@ -525,23 +669,31 @@ class CalibrationReport:
                      f"interactions: real {h.real.user.size}, simulated "
                      f"{h.simulated.user.size}"
                      + (f"; {h.dropped_new_items} real interactions with items first seen "
-                        "after the split left out" if h.dropped_new_items else "")]
+                        "after the split left out" if h.dropped_new_items else "")
+                     + f"; new items: real {h.new_items_real} "
+                       f"({h.new_item_interactions_real} interactions), forecast "
+                       f"{h.new_items_simulated}"]
             parts.append((f"Out of sample -- fitted on the first {1 - h.holdout:g} of the "
                           f"time span, run on over the rest (seed {self.seed})", notes,
-                          h.report, self.holdout_ranking))
+                          h.report, self.holdout_ranking, self.holdout_bands))
         return parts
 
     def to_text(self) -> str:
         lines = ["Calibrated world", *("  " + s for s in self._summary())]
-        for title, notes, dist, rank in self._sections():
+        for title, notes, dist, rank, bands in self._sections():
             lines += ["", f"{title}:"] + ["  " + s for s in notes]
             lines += ["  " + s for s in dist.to_text().splitlines()]
-            lines += ["  " + dist.worst_text(), "", "  Recommender ranking by hit rate:"]
+            lines += ["  " + dist.worst_text()]
+            if bands is not None:
+                lines += ["", f"  Against the data's own noise ({bands.bands[0].n_splits} "
+                              "random halves of the users):"]
+                lines += ["    " + s for s in bands.to_text().splitlines()]
+            lines += ["", "  Recommender ranking by hit rate:"]
             rows = [("recommender", "real", "simulated")] + rank.rows()
             width = [max(len(x[j]) for x in rows) for j in range(3)]
             lines += ["    " + "  ".join(c.ljust(w) for c, w in zip(x, width, strict=True))
                       .rstrip() for x in rows]
-            lines += ["    " + rank.summary()]
+            lines += ["    " + rank.summary(), "    " + rank.gap_summary()]
         if self.holdout_note:
             lines += ["", f"No out-of-sample check: {self.holdout_note}."]
         lines += ["", *self._verdict()]
@@ -549,13 +701,16 @@ class CalibrationReport:
 
     def to_markdown(self) -> str:
         lines = ["## Calibrated world", "", *(f"- {s}" for s in self._summary())]
-        for title, notes, dist, rank in self._sections():
+        for title, notes, dist, rank, bands in self._sections():
             lines += ["", f"### {title}", ""] + [f"{s}\n" for s in notes]
-            lines += [dist.to_markdown(), "", dist.worst_text() + ".", "",
-                      "Recommender ranking by hit rate:", "",
+            lines += [dist.to_markdown(), "", dist.worst_text() + "."]
+            if bands is not None:
+                lines += ["", f"Against the data's own noise ({bands.bands[0].n_splits} random "
+                              "halves of the users):", "", bands.to_markdown()]
+            lines += ["", "Recommender ranking by hit rate:", "",
                       "| recommender | real | simulated |", "|---|---|---|"]
             lines += [f"| {a} | {b} | {c} |" for a, b, c in rank.rows()]
-            lines += ["", rank.summary() + "."]
+            lines += ["", rank.summary() + ".", "", rank.gap_summary() + "."]
         if self.holdout_note:
             lines += ["", f"No out-of-sample check: {self.holdout_note}."]
         lines += ["", "**" + self._verdict()[0] + "**"]
@@ -563,12 +718,15 @@ class CalibrationReport:
         return "\n".join(lines) + "\n"
 
 
-def _problems(dist, ranking, ks_poor) -> list[str]:
-    out = [f"{d.name} differs (KS {d.ks:.3f} > {ks_poor:g}: real mean {d.real_mean:.4g}, "
-           f"simulated {d.simulated_mean:.4g})" for d in dist.distances if d.verdict == "poor"]
+def _problems(bands, ranking) -> list[str]:
+    out = [f"{b.name} differs more than the real data's halves do (world KS {b.world:.3f} > "
+           f"{b.real_high:.3f}, the real halves' 97.5th percentile)" for b in bands.bands
+           if b.verdict == "outside"]
     if not ranking.faithful:
         out.append(f"the recommenders rank differently (Kendall tau {ranking.tau:.3f}, "
-                   f"interval [{ranking.tau_ci_low:.3f}, {ranking.tau_ci_high:.3f}])")
+                   f"interval [{ranking.tau_ci_low:.3f}, {ranking.tau_ci_high:.3f}]; real "
+                   f"halves {ranking.halves_tau:.3f} [{ranking.halves_tau_ci_low:.3f}, "
+                   f"{ranking.halves_tau_ci_high:.3f}])")
     return out
 
 
@@ -599,7 +757,8 @@ def fidelity_of_fit(calibrated, seed: int, *, holdout="auto") -> CalibrationRepo
 
 def fidelity_report(calibrated, *, holdout="auto", seed: int = 0, k: int = 10,
                     max_users: int = 300, n_bootstrap: int = 500, n_pairs: int = 20_000,
-                    ks_close: float = 0.1, ks_poor: float = 0.2, rng=None) -> CalibrationReport:
+                    ks_close: float = 0.1, ks_poor: float = 0.2, n_splits: int = 30,
+                    rng=None) -> CalibrationReport:
     """Simulate a calibrated world and compare it with the real log, in sample and on the
     future.
 
@@ -615,6 +774,8 @@ def fidelity_report(calibrated, *, holdout="auto", seed: int = 0, k: int = 10,
         Seed of the simulated worlds (no campaigns).
     k, max_users, n_bootstrap : see :func:`ranking_check` (``k`` capped at ``n_items - 1``).
     n_pairs, ks_close, ks_poor : see :func:`simulator.fidelity`.
+    n_splits : int, default 30
+        Random halves of the users of :func:`simulator.noise_bands`.
     rng : None, int, SeedSequence or Generator
         Draws of the checks (user pairs, splits, sampled users, bootstrap) and the start of
         the out-of-sample fit.
@@ -622,9 +783,11 @@ def fidelity_report(calibrated, *, holdout="auto", seed: int = 0, k: int = 10,
     Returns
     -------
     CalibrationReport
-        ``faithful`` is false when any distribution's KS statistic exceeds ``ks_poor`` or the
-        ranking check fails (tau < 2/3 or its interval reaches 0), out of sample when
-        measured; ``problems`` says which.
+        ``faithful`` is false when a distribution's distance to the real data exceeds the
+        real halves' band (:func:`simulator.noise_bands`) or the ranking check fails (tau
+        below the real halves' median tau, or its interval reaching 0), out of sample when
+        measured; ``problems`` says which. The KS thresholds ``ks_close``/``ks_poor`` only
+        label the table's rows.
 
     Raises
     ------
@@ -640,8 +803,9 @@ def fidelity_report(calibrated, *, holdout="auto", seed: int = 0, k: int = 10,
     seed = check_int(seed, "seed", low=0)
     has_time = calibrated.info.seconds_per_tick is not None
     fraction, note = _check_holdout(holdout, has_time)
+    n_splits = check_int(n_splits, "n_splits", low=1)
     root = as_seed_sequence(rng)
-    r_dist, r_rank, r_hold, r_hrank = root.spawn(4)
+    r_dist, r_rank, r_hold, r_hrank, r_band, r_hband = root.spawn(6)
     # a list as long as the catalogue would hit every held-out item
     k = min(check_int(k, "k", low=1), max(1, calibrated.n_items - 1))
     world = calibrated.world(seed)
@@ -653,7 +817,9 @@ def fidelity_report(calibrated, *, holdout="auto", seed: int = 0, k: int = 10,
                                     "fitted to")
     ranking = ranking_check(calibrated.observed, sim, k=k, max_users=max_users,
                             n_bootstrap=n_bootstrap, rng=r_rank)
-    held = held_rank = None
+    bands = simulator.noise_bands(calibrated.observed, sim, n_splits=n_splits, rng=r_band,
+                                  label="in sample")
+    held = held_rank = held_bands = None
     if fraction is not None:
         info, c = calibrated.info, calibrated.config
         held = simulator.holdout_fidelity(
@@ -662,14 +828,26 @@ def fidelity_report(calibrated, *, holdout="auto", seed: int = 0, k: int = 10,
             n_factors=info.n_factors, exposure=info.exposure, ctr=info.ctr, reg=info.reg,
             ratings=c.fitted.ratings is not None, sessions=c.sessions is not None,
             time_effects=c.item_birth is not None or c.ctr_halflife is not None)
+        n_old = held.world.n_users
+        back = np.unique(held.real.user[held.real.user < n_old])
+        back = back[np.isin(back, held.train.user)]
+        if back.size < 2:
+            raise ArgumentValueError(
+                "holdout", "a hold-out in which at least 2 users of the fitted part come back "
+                "(the recommenders are ranked on their future); 0 checks in sample only",
+                f"{fraction:g}: {back.size} user(s) of ticks before {held.split} active after "
+                "it")
         held_rank = ranking_check(held.real, held.simulated, train=held.train, k=k,
                                   max_users=max_users, n_bootstrap=n_bootstrap, rng=r_hrank)
-        problems = _problems(held.report, held_rank, ks_poor)
+        held_bands = simulator.noise_bands(held.real, held.simulated, n_splits=n_splits,
+                                           rng=r_hband, label="out of sample")
+        problems = _problems(held_bands, held_rank)
     else:
-        problems = _problems(dist, ranking, ks_poor)
+        problems = _problems(bands, ranking)
     return CalibrationReport(world=calibrated, in_sample=dist, in_sample_ranking=ranking,
                              holdout=held, holdout_ranking=held_rank, holdout_note=note,
-                             faithful=not problems, problems=tuple(problems), seed=seed)
+                             faithful=not problems, problems=tuple(problems), seed=seed,
+                             in_sample_bands=bands, holdout_bands=held_bands)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -962,7 +1140,14 @@ def calibrate_command(path, *, format: str, columns=None, out=None, n_factors: i
             import simulator
 
             t = np.asarray(data.timestamps, np.int64)
-            simulator.holdout_split((t - t.min()) // 86400, fraction)
+            days = (t - t.min()) // 86400
+            if np.unique(days).size < 4:
+                raise ArgumentValueError(
+                    "--holdout", "0 (in sample only) for a log whose timestamps fall on fewer "
+                    "than 4 distinct days (a hold-out is cut in time: each part needs two)",
+                    f"{fraction:g}, with {np.unique(days).size} distinct day(s) in the log "
+                    "(timestamps all equal, or within one day)")
+            simulator.holdout_split(days, fraction)
         cal, notes = fit_world(data, seed=seed, source=Path(path).name, source_sha256=sha,
                                n_factors=n_factors, ctr=ctr, exposure=exposure,
                                min_rating=min_rating, ratings=ratings)

@@ -5,15 +5,19 @@ from simulator._bandit import true_ctr as bandit_ctr
 from simulator._calibrate import CalibratedWorld, CalibrationWarning, FitInfo, calibrate
 from simulator._click_models import SLATE_CLICK_MODELS, SLATE_REWARDS
 from simulator._config import AppealShock, CampaignConfig, FittedArrays, WorldConfig
+from simulator._drift import DRIFT_MODELS, DriftFit, fit_drift
 from simulator._envs import RecommendationConfig, RecommendationEnv
 from simulator._fidelity import (
                                 DISTRIBUTIONS,
                                 Distance,
                                 FidelityReport,
                                 HoldoutFidelity,
+                                NoiseBand,
+                                NoiseBandReport,
                                 fidelity,
                                 holdout_fidelity,
                                 holdout_split,
+                                noise_bands,
 )
 from simulator._logging import LogTruth, collect_log
 from simulator._presets import PRESETS, preset, register_preset
@@ -48,6 +52,12 @@ __all__ = [
     "HoldoutFidelity",
     "holdout_fidelity",
     "holdout_split",
+    "NoiseBand",
+    "NoiseBandReport",
+    "noise_bands",
+    "DRIFT_MODELS",
+    "DriftFit",
+    "fit_drift",
     "RatingModel",
     "SessionLaw",
     "SessionSchedule",

@@ -14,7 +14,9 @@ holds ``i`` at the end of the horizon with probability
 
 exactly (a Poisson number of successful meetings is at least one) when tastes do not drift.
 :func:`calibrate` maximises this Bernoulli likelihood of the observed 0/1 matrix over
-``log E_u``, ``a_i``, ``x_u`` and ``f_i`` (ridge penalty on the factors).
+``log E_u``, ``a_i``, ``x_u`` and ``f_i`` (ridge penalty on the factors); then, with
+timestamps, fits the drift of the tastes and the items' life cycles around that static fit
+(:mod:`simulator._drift`).
 """
 
 from __future__ import annotations
@@ -99,6 +101,13 @@ class FitInfo:
         Ordered-logit log-likelihood per rating.
     rating_converged : bool or None
         Whether the rating fit converged.
+    drift_model, drift_sigma, drift_theta, drift_inner_split, drift_n_heldout,
+    drift_n_sessions, drift_ll_static, drift_ll_random_walk, drift_ll_ou, drift_v0,
+    drift_ll_exact, drift_shrinkage, drift_note
+        The taste drift (:class:`simulator.DriftFit`; None: not fitted, or not measured).
+    appeal_bins, appeal_persistence : int or float or None
+        The items' life cycles (:func:`simulator._drift.fit_life_cycles`): time bins of the
+        appeals, and the correlation of an item's offset from one bin to the next.
     """
 
     n_iter: int
@@ -117,6 +126,21 @@ class FitInfo:
     rating_levels: int | None = None
     rating_log_likelihood: float | None = None
     rating_converged: bool | None = None
+    drift_model: str | None = None
+    drift_sigma: float | None = None
+    drift_theta: float | None = None
+    drift_inner_split: int | None = None
+    drift_n_heldout: int | None = None
+    drift_n_sessions: int | None = None
+    drift_ll_static: float | None = None
+    drift_ll_random_walk: float | None = None
+    drift_ll_ou: float | None = None
+    drift_v0: float | None = None
+    drift_ll_exact: float | None = None
+    drift_shrinkage: float | None = None
+    drift_note: str | None = None
+    appeal_bins: int | None = None
+    appeal_persistence: float | None = None
 
 
 def _ro(a, dtype=None) -> np.ndarray:
@@ -253,6 +277,11 @@ class CalibratedWorld:
             arrays["observed_rating"] = self.observed.rating
         if fa.arrival is not None:
             arrays["arrival"] = fa.arrival
+        if fa.taste_origin is not None:
+            arrays["taste_origin"] = fa.taste_origin
+        if fa.appeal_offset is not None:
+            arrays["appeal_offset"] = fa.appeal_offset
+            arrays["appeal_edges"] = fa.appeal_edges
         if fa.ratings is not None:
             for name in _RATING_ARRAYS:
                 arrays[f"rating_{name}"] = getattr(fa.ratings, name)
@@ -312,7 +341,10 @@ class CalibratedWorld:
                                      **{n: arrays[f"rating_{n}"] for n in _RATING_ARRAYS})
             fitted = FittedArrays(appeal=arrays["appeal"], features=arrays["features"],
                                   taste=arrays["taste"], activity=arrays["activity"],
-                                  arrival=arrays.get("arrival"), ratings=rating)
+                                  arrival=arrays.get("arrival"), ratings=rating,
+                                  taste_origin=arrays.get("taste_origin"),
+                                  appeal_offset=arrays.get("appeal_offset"),
+                                  appeal_edges=arrays.get("appeal_edges"))
             if header.get("sessions") is not None:
                 cfg["sessions"] = SessionLaw(**header["sessions"])
             if "item_birth" in arrays:
@@ -516,6 +548,9 @@ def _prepare(interactions, *, min_rating, rating_scale) -> _Log:
         raise ArgumentValueError("interactions", "one interaction per (user, item) pair",
                                  f"user {uid[users[b]]} and item {iid[items[b]]} at indices "
                                  f"{a} and {b}")
+    # in (user, item) order: the order of a file's lines (time going backwards, say) must not
+    # change the world (floating-point sums follow the order of their terms)
+    keep = order[keep[order]]
     users, items = users[keep], items[keep]
     times = None if times is None else times[keep]
     kept_ratings = None if ratings is None else r[keep]
@@ -656,14 +691,27 @@ class _Model:
         self.rows = max(1, _BLOCK_CELLS // self.n_i)
         self.r_obs = np.repeat(np.arange(self.n_u), np.diff(X.indptr))
         self.c_obs = X.indices.astype(np.int64)
+        self.flat_obs = self.r_obs * self.n_i + self.c_obs
 
     # -- pieces ------------------------------------------------------------------------------
     def offsets(self, a) -> np.ndarray:
         """``o_i = log c_i = exposure a_i + log kappa_i``: (n_items,), or (n_users, n_items)
         when the users have their own time profiles (sessions)."""
         kappa = _exposure_integral(a, self.e, self.phi, self.birth, None, self.ctr_halflife)
+        ea = np.exp(self.e * a)
         with np.errstate(divide="ignore"):
-            return np.log(kappa, out=kappa) + self.e * a
+            o = np.log(kappa) + self.e * a
+        self._eo_cache = (o, np.multiply(kappa, ea, out=kappa))  # exp(o), without an exp pass
+        return o
+
+    def _shifted_offsets(self, a) -> np.ndarray:
+        """The offsets after the appeals move from ``self.a`` to ``a`` with the exposure
+        shares' normalisers held fixed: ``o + exposure (a - self.a)``, and their ``exp``
+        from the current one's by a product."""
+        shift = self.e * (a - self.a)
+        o = self.o + shift
+        self._eo_cache = (o, self._exp_offsets(self.o) * np.exp(shift))
+        return o
 
     @staticmethod
     def _o_rows(o, lo, hi):
@@ -672,8 +720,8 @@ class _Model:
 
     @staticmethod
     def _o_cells(o, r, c):
-        """The offsets of cells ``(r, c)``."""
-        return o[c] if o.ndim == 1 else o[r, c]
+        """The offsets of cells ``(r, c)`` (a flat gather: 2-d fancy indexing is slower)."""
+        return o[c] if o.ndim == 1 else np.take(o.reshape(-1), r * o.shape[1] + c)
 
     def blocks(self):
         for lo in range(0, self.n_u, self.rows):
@@ -701,21 +749,49 @@ class _Model:
             self._whh = np.empty((self.n_u, self.n_i))
         return self._wh, self._whh
 
-    def _dense(self, s, o, with_h=False):
+    def _dense(self, s, eo, with_h=False):
         """``D = exp(o) expit(s)`` (and ``h = 1 - expit(s)``) of a block of scores ``s``
-        (``o``: the block's offsets, see :meth:`_o_rows`)."""
-        ls = _log_sigmoid(s)
-        d = ls + o
-        np.exp(d, out=d)
-        if not with_h:
-            return d, None
-        ls -= s  # log(1 - expit(s)) = log expit(s) - s
-        return d, np.exp(ls, out=ls)
+        (``eo``: ``exp`` of the block's offsets, see :meth:`_eo_rows`).
 
-    def _observed(self, alpha, x, a, f, o, sel=None):
-        """Lambda, h and the NLL correction at the observed cells (or a selection of them)."""
+        With ``t = exp(-s)`` (``-s`` capped at 700: no overflow): ``expit(s) = 1 / (1 + t)``
+        and ``h = t / (1 + t)``, both to a few ulps and without cancellation. One
+        transcendental pass per cell where the log-sigmoid form took three (25 s of a 91 s
+        fit at the 1M shape); numpy's exp is vectorised, scipy's ``expit`` is not (slower
+        here than the passes it saves)."""
+        t = np.negative(s)
+        np.minimum(t, 700.0, out=t)
+        np.exp(t, out=t)
+        u = t + 1.0
+        np.reciprocal(u, out=u)
+        if not with_h:
+            u *= eo
+            return u, None
+        t *= u
+        u *= eo
+        return u, t
+
+    def _exp_offsets(self, o) -> np.ndarray:
+        """``exp(o)``, computed once per offsets array (they change once per sweep)."""
+        cache = getattr(self, "_eo_cache", None)
+        if cache is None or cache[0] is not o:
+            with np.errstate(under="ignore"):
+                cache = (o, np.exp(o))
+            self._eo_cache = cache
+        return cache[1]
+
+    def _eo_rows(self, o, lo, hi):
+        """``exp`` of the offsets of users ``lo:hi`` (see :meth:`_o_rows`)."""
+        return self._o_rows(self._exp_offsets(o), lo, hi)
+
+    def _observed(self, alpha, x, a, f, o, sel=None, sm=None):
+        """Lambda, h and the NLL correction at the observed cells (or a selection of them);
+        ``sm``: the score matrix of ``(x, a, f)`` when at hand (its cells are gathered
+        instead of recomputed)."""
         r, c = (self.r_obs, self.c_obs) if sel is None else (self.r_obs[sel], self.c_obs[sel])
-        s = a[c] + (np.einsum("nd,nd->n", x[r], f[c]) if self.k else 0.0)
+        if sm is not None and sel is None:
+            s = np.take(sm.reshape(-1), self.flat_obs)
+        else:
+            s = a[c] + (np.einsum("nd,nd->n", x[r], f[c]) if self.k else 0.0)
         ls = _log_sigmoid(s)
         lam = np.exp(np.minimum(alpha[r] + self._o_cells(o, r, c) + ls, _ETA_MAX))
         corr = lam + np.log(-np.expm1(-lam))  # cell NLL -log(1 - e^-L) = L - corr
@@ -728,18 +804,18 @@ class _Model:
         ea = np.exp(alpha)
         sm = self._score_matrix(x, a, f)
         for lo, hi in self.blocks():
-            d, _ = self._dense(sm[lo:hi], self._o_rows(o, lo, hi))
+            d, _ = self._dense(sm[lo:hi], self._eo_rows(o, lo, hi))
             rowd[lo:hi] = d.sum(axis=1)
             d *= ea[lo:hi, None]
             cols += d.sum(axis=0)
-        r, c, _, _, corr = self._observed(alpha, x, a, f, o)
+        r, c, _, _, corr = self._observed(alpha, x, a, f, o, sm=sm)
         rows = ea * rowd - np.bincount(r, corr, minlength=self.n_u)
         cols -= np.bincount(c, corr, minlength=self.n_i)
         return rows, cols, rowd
 
-    def _corrections(self, alpha, x, a, f, o):
+    def _corrections(self, alpha, x, a, f, o, sm=None):
         """Observed cells' gradient and weight minus the dense part's (both Lambda there)."""
-        r, c, lam, h, _ = self._observed(alpha, x, a, f, o)
+        r, c, lam, h, _ = self._observed(alpha, x, a, f, o, sm=sm)
         with np.errstate(over="ignore"):
             ratio = lam / np.expm1(lam)  # -> 1 as lam -> 0
         g = -ratio - lam  # d(-log(1 - e^-L))/d eta = -L/(e^L - 1)
@@ -762,7 +838,7 @@ class _Model:
         sm = self._score_matrix(self.x, self.a, self.f)
         wh, whh = self._buffers()
         for lo, hi in self.blocks():
-            d, h = self._dense(sm[lo:hi], self._o_rows(self.o, lo, hi), with_h=True)
+            d, h = self._dense(sm[lo:hi], self._eo_rows(self.o, lo, hi), with_h=True)
             d *= ea[lo:hi, None]
             tot = d.sum(axis=1)
             grad[lo:hi, 0] = tot
@@ -775,7 +851,7 @@ class _Model:
             grad[:, 1:] = dh
             hess[:, 0, 1:] = dh
             hess[:, 1:, 1:] = (whh @ ff).reshape(n, k, k)
-        r, c, g, w, h = self._corrections(self.alpha, self.x, self.a, self.f, self.o)
+        r, c, g, w, h = self._corrections(self.alpha, self.x, self.a, self.f, self.o, sm=sm)
         grad[:, 0] += np.bincount(r, g, minlength=n) + _ALPHA_PRIOR * (self.alpha - self.alpha0)
         hess[:, 0, 0] += np.bincount(r, w, minlength=n) + _ALPHA_PRIOR
         if k:
@@ -839,7 +915,7 @@ class _Model:
         sm = self._score_matrix(self.x, self.a, self.f)
         wh, whh = self._buffers()
         for lo, hi in self.blocks():
-            d, h = self._dense(sm[lo:hi], self._o_rows(self.o, lo, hi), with_h=True)
+            d, h = self._dense(sm[lo:hi], self._eo_rows(self.o, lo, hi), with_h=True)
             d *= ea[lo:hi, None]
             s0 += d.sum(axis=0)
             np.multiply(d, h, out=wh[lo:hi])
@@ -855,7 +931,7 @@ class _Model:
         hess[:, 0, 0] = e * e * s0 + 2 * e * s1 + s2
         if k:
             hess[:, 0, 1:] += e * grad[:, 1:]
-        r, c, g, w, h = self._corrections(self.alpha, self.x, self.a, self.f, self.o)
+        r, c, g, w, h = self._corrections(self.alpha, self.x, self.a, self.f, self.o, sm=sm)
         ja = e + h
         grad[:, 0] += np.bincount(c, g * ja, minlength=n)
         hess[:, 0, 0] += np.bincount(c, w * ja * ja, minlength=n)
@@ -870,7 +946,7 @@ class _Model:
     def _accept_cols(self, a, f):
         """As :meth:`_accept_rows` for items; the offsets move with ``exposure * a`` only
         (the exposure shares' normalisers are recomputed by :meth:`level_step`)."""
-        o = self.o + self.e * (a - self.a)
+        o = self._shifted_offsets(a)
         rows, cols, rowd = self.nll(self.alpha, self.x, a, f, o)
         obj = cols + self._pen(f)
         for j in range(6):
@@ -879,7 +955,7 @@ class _Model:
                 break
             a[worse] = self.a[worse] if j == 5 else 0.5 * (a[worse] + self.a[worse])
             f[worse] = self.f[worse] if j == 5 else 0.5 * (f[worse] + self.f[worse])
-            o = self.o + self.e * (a - self.a)
+            o = self._shifted_offsets(a)
             rows, cols, rowd = self.nll(self.alpha, self.x, a, f, o)
             obj = cols + self._pen(f)
         self.a, self.f, self.o = a, f, o
@@ -899,11 +975,7 @@ class _Model:
         each user's ``sum_i Lambda_ui``; recompute the offsets; return the objective."""
         c, r = self.c_obs, self.r_obs
         s_obs = self.a[c] + (np.einsum("nd,nd->n", self.x[r], self.f[c]) if self.k else 0.0)
-        lo, hi = -50.0, 50.0
-        while hi - lo > 1e-9:  # the mean of expit(s + shift) increases with the shift
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if expit(s_obs + mid).mean() < self.ctr else (lo, mid)
-        self.a = self.a + 0.5 * (lo + hi)
+        self.a = self.a + _level_shift(s_obs, self.ctr)
         self.o = self.offsets(self.a)
         before = self.rowd * np.exp(self.alpha)
         _, _, rowd = self.nll(np.zeros(self.n_u), self.x, self.a, self.f, self.o)
@@ -975,6 +1047,28 @@ class _Model:
         return it, converged, -float(rows.sum()) / (self.n_u * self.n_i)
 
 
+def _level_shift(s: np.ndarray, ctr: float) -> float:
+    """The shift ``c`` with ``mean(expit(s + c)) = ctr``: Newton's method on the increasing,
+    convex-then-concave mean, kept inside a bracket that shrinks at every step (bisection
+    where a Newton step would leave it); about 6 passes where bisection to 1e-9 took 37."""
+    lo, hi = -50.0, 50.0
+    c = 0.0
+    for _ in range(100):
+        p = expit(s + c)
+        f = float(p.mean()) - ctr
+        if f < 0:
+            lo = c
+        else:
+            hi = c
+        slope = float((p * (1.0 - p)).mean())
+        step = c - f / slope if slope > 0 else 0.5 * (lo + hi)
+        nxt = step if lo < step < hi else 0.5 * (lo + hi)
+        if abs(nxt - c) <= 1e-12 * max(1.0, abs(c)) or hi - lo <= 1e-12:
+            return nxt
+        c = nxt
+    return c
+
+
 def _nll_reference(X, alpha, x, a, f, o) -> np.ndarray:
     """The negative log-likelihood of every cell, written out on the dense matrix: the
     reference :meth:`_Model.nll` (blocks plus sparse corrections) is tested against."""
@@ -1015,6 +1109,74 @@ def _expected_sizes(config: WorldConfig, psi=None) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
+# drift
+# ---------------------------------------------------------------------------------------------
+#: Ticks per term of the random walk's Karhunen-Loeve expansion in a drifting world (its
+#: time resolution: a week of days).
+_DRIFT_TICKS_PER_TERM = 7
+_DRIFT_MAX_TERMS = 64
+#: Convergence tolerance of the inner split's fit: it estimates one or two numbers.
+_INNER_TOL = 1e-3
+#: Terms of the OU process's Fourier expansion (64 frequencies: its correlation within 0.06
+#: of exp(-theta |tau|) up to three mean-reversion times, within 0.08 beyond).
+_OU_TERMS = 128
+
+
+def _drift_terms(horizon: int) -> int:
+    """Terms of the walk's expansion: one per week of the horizon, 8 to 64."""
+    return int(min(_DRIFT_MAX_TERMS, max(8, math.ceil(horizon / _DRIFT_TICKS_PER_TERM))))
+
+
+def _mean_rate_ratio(config, users, ticks, law) -> np.ndarray:
+    """Each user's :func:`~simulator._drift.adoption_rate_ratio` at the mean distance of its
+    observed sessions from its origin (weighted as its events are: a first session 1, later
+    ones ``later_weight``; its interactions' ticks without sessions): one row of the items
+    per user, where one per session would cost several times more for the same first-order
+    correction."""
+    from simulator._drift import adoption_rate_ratio
+    from simulator._sessions import observed_sessions
+
+    n = config.n_users
+    origin = config.fitted.taste_origin
+    if law is not None:
+        su, st, _ = observed_sessions(users, ticks, n)
+        w = np.where(np.r_[True, su[1:] != su[:-1]], 1.0, law.later_weight)
+    else:
+        su, st, w = users, ticks, np.ones(users.size)
+    dist = np.bincount(su, w * np.abs(st - origin[su]), minlength=n) / np.maximum(
+        np.bincount(su, w, minlength=n), 1e-300)
+    tick = np.minimum(origin + np.rint(dist).astype(np.int64), config.n_ticks - 1)
+    return adoption_rate_ratio(config, np.arange(n), tick, origin)
+
+
+def _inner_rank(cols) -> int:
+    """The largest rank an inner fit of ``cols`` (users, items, ...) allows."""
+    return max(0, min(np.unique(cols[0]).size, np.unique(cols[1]).size) - 1)
+
+
+def _drift_info(d) -> dict:
+    fin = lambda v: None if not math.isfinite(v) else float(v)  # noqa: E731
+    return {"drift_model": d.model, "drift_sigma": fin(d.sigma), "drift_theta": fin(d.theta),
+            "drift_inner_split": d.inner_split, "drift_n_heldout": d.n_heldout,
+            "drift_n_sessions": d.n_sessions, "drift_ll_static": fin(d.ll_static),
+            "drift_ll_random_walk": fin(d.ll_random_walk), "drift_ll_ou": fin(d.ll_ou),
+            "drift_v0": fin(d.v0), "drift_ll_exact": fin(d.ll_exact),
+            "drift_shrinkage": fin(d.shrinkage), "drift_note": d.note}
+
+
+def _drift_fields(d, taste, horizon: int) -> dict:
+    """The WorldConfig fields of a fitted drift (none when static)."""
+    from simulator._drift import population_variance
+
+    if d is None or d.model == "static":
+        return {}
+    if d.model == "random_walk":
+        return {"drift_rate": d.sigma, "drift_terms": _drift_terms(horizon)}
+    return {"drift_rate": math.sqrt(population_variance(taste)), "drift_theta": d.theta,
+            "drift_terms": _OU_TERMS}
+
+
+# ---------------------------------------------------------------------------------------------
 # public entry point
 # ---------------------------------------------------------------------------------------------
 def _check_scale(rating_scale):
@@ -1033,8 +1195,8 @@ def _check_scale(rating_scale):
 def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: float = 0.3,
               reg: float = 1.0, min_rating=None, rating_scale=None, ratings: bool = True,
               sessions: bool = True, seconds_per_tick: float = 86400.0,
-              n_ticks: int | None = None, time_effects: bool = True, max_iter: int = 30,
-              tol: float = 1e-4, rng=None) -> CalibratedWorld:
+              n_ticks: int | None = None, time_effects: bool = True, drift: bool = True,
+              max_iter: int = 30, tol: float = 1e-4, rng=None) -> CalibratedWorld:
     """Fit a world to a real interaction log.
 
     Parameters
@@ -1080,6 +1242,11 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
     time_effects : bool, default True
         With timestamps, estimate item births, the CTR half-life and (without sessions) the
         activity half-life (see Notes); False: every item alive throughout, no decay.
+    drift : bool, default True
+        With timestamps, fit the users' taste drift (:func:`simulator._drift.fit_drift`: a
+        random walk chosen against static tastes by held-out likelihood on an inner split
+        in time of the log); the world's ``drift_rate`` and ``fitted.taste_origin`` carry
+        it. False: static tastes.
     max_iter : int, default 30
         Alternating sweeps at most.
     tol : float, default 1e-4
@@ -1139,9 +1306,14 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
     without sessions the activity half-life is the maximum-likelihood truncated exponential
     of the interaction ticks; each half-life is dropped (None) when the decline is not
     significant. Ratings: an ordered logit on ``x_u . f_i`` with user and item offsets
-    (:func:`~simulator._ratings.fit_ratings`). Assumed: ``exposure``, ``ctr``, no taste drift
-    (``drift_rate`` 0: a static factorisation cannot tell drift from noise), items never
-    die.
+    (:func:`~simulator._ratings.fit_ratings`). With timestamps and ``drift``: the taste
+    drift is chosen on an inner split in time (:func:`simulator.fit_drift`: static tastes
+    known up to their uncertainty, a random walk, or a stationary OU process, by held-out
+    choice likelihood; the static factorisation alone cannot tell drift from noise), each
+    user's walk pinned at the mean tick of its interactions, and the activities scaled so
+    that the drift does not change how much a user adopts; the items' appeals move in
+    monthly bins (:func:`simulator._drift.fit_life_cycles`). Assumed: ``exposure``,
+    ``ctr``, items never die.
 
     Examples
     --------
@@ -1163,7 +1335,7 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
         min_rating = check_float(min_rating, "min_rating")
     rating_scale = _check_scale(rating_scale)
     for name, flag in (("ratings", ratings), ("sessions", sessions),
-                       ("time_effects", time_effects)):
+                       ("time_effects", time_effects), ("drift", drift)):
         if not isinstance(flag, (bool, np.bool_)):
             raise ArgumentTypeError(name, "a bool", type(flag).__name__)
     seconds_per_tick = check_float(seconds_per_tick, "seconds_per_tick", low=0.0, low_open=True)
@@ -1236,14 +1408,41 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
     if law is not None:
         arrival = np.full(n_u, horizon - 1, dtype=np.int64)
         np.minimum.at(arrival, log.users, ticks)
+    drift_fit = origin = None
+    if drift and log.ticks is not None and k:
+        from simulator._drift import _user_origin, fit_drift
+
+        def inner(cols):  # the static world of the inner split, with this fit's options
+            return calibrate(cols, n_factors=min(k, _inner_rank(cols)), exposure=exposure,
+                             ctr=ctr, reg=reg, ratings=False, sessions=sessions,
+                             seconds_per_tick=1.0, time_effects=time_effects, drift=False,
+                             max_iter=max_iter, tol=max(tol, _INNER_TOL), rng=gen)
+
+        drift_fit = fit_drift(log.users, log.items, ticks, horizon, inner, gen)
+        if drift_fit.model != "static":
+            origin = _user_origin(log.users, ticks, n_u)
     fitted = FittedArrays(appeal=model.a, features=features, taste=taste,
-                          activity=np.exp(model.alpha), arrival=arrival, ratings=rating_model)
+                          activity=np.exp(model.alpha), arrival=arrival, ratings=rating_model,
+                          taste_origin=origin)
     config = WorldConfig(
         n_users=n_u, n_items=n_i, n_ticks=horizon, dim=dim,
         mean_profile_size=float(log.users.size / n_u), activity_halflife=act_half,
         n_universal=0, exposure=exposure,
         item_birth=None if birth is None else tuple(int(b) for b in birth),
-        ctr_halflife=ctr_half, drift_rate=0.0, fitted=fitted, sessions=law)
+        ctr_halflife=ctr_half, fitted=fitted, sessions=law,
+        **_drift_fields(drift_fit, taste, horizon))
+    if origin is not None:  # the drift must not change how much a user adopts
+        config = dataclasses.replace(config, fitted=dataclasses.replace(
+            fitted, activity=fitted.activity * _mean_rate_ratio(config, log.users, ticks,
+                                                                law)))
+    cycles = None
+    if drift and log.ticks is not None:
+        from simulator._drift import fit_life_cycles
+
+        cycles = fit_life_cycles(config, log.users, log.items, ticks, phi)
+        if cycles is not None:
+            config = dataclasses.replace(config, fitted=dataclasses.replace(
+                config.fitted, appeal_offset=cycles.offset, appeal_edges=cycles.edges))
     order = np.lexsort((log.items, log.users, ticks))
     observed = InteractionLog(user=log.users[order], item=log.items[order], tick=ticks[order],
                               source=np.zeros(order.size, np.int8), n_users=n_u, n_items=n_i,
@@ -1259,7 +1458,11 @@ def calibrate(interactions, *, n_factors: int = 8, exposure: float = 1.0, ctr: f
                    else session_fit.log_likelihood / session_fit.n_users,
                    rating_levels=None if rating_model is None else rating_model.n_levels,
                    rating_log_likelihood=rating_info.get("log_likelihood"),
-                   rating_converged=rating_info.get("converged"))
+                   rating_converged=rating_info.get("converged"),
+                   **({} if drift_fit is None else _drift_info(drift_fit)),
+                   **({} if cycles is None else {
+                       "appeal_bins": int(cycles.edges.size),
+                       "appeal_persistence": cycles.persistence}))
     return CalibratedWorld(config=config, observed=observed, user_ids=log.user_ids,
                            item_ids=log.item_ids, dropped_users=log.dropped_users,
                            dropped_items=log.dropped_items, info=info, source=log.source)

@@ -159,6 +159,18 @@ class FittedArrays:
     ratings : simulator.RatingModel, optional
         The world rates its adoptions with this model (``World.edges.rating``); ``None``:
         no ratings.
+    appeal_offset : array_like, shape (n_bins, n_items), optional
+        Item appeals that change over time (a calibrated world's item life cycles): during
+        ticks ``[appeal_edges[b], appeal_edges[b + 1])`` item ``i``'s appeal is
+        ``appeal_i + appeal_offset[b, i]`` (the last bin runs to the horizon). ``None``:
+        constant appeals.
+    appeal_edges : array_like of int, shape (n_bins,), optional
+        First tick of every bin: increasing, starting at 0 (with ``appeal_offset``).
+    taste_origin : array_like of int, shape (n_users,), optional
+        The tick at which each user's taste is ``taste`` (a calibrated world's drift: with
+        ``WorldConfig.drift_rate > 0`` the user's random walk is pinned there,
+        ``x_u(t) = taste_u + drift_rate (W_u(t) - W_u(origin_u))``); ``None``: pinned at
+        tick 0 (``x_u(0) = taste_u``), as for a drawn world.
 
     Notes
     -----
@@ -172,6 +184,9 @@ class FittedArrays:
     activity: np.ndarray
     arrival: np.ndarray | None = None
     ratings: Any = None
+    taste_origin: np.ndarray | None = None
+    appeal_offset: np.ndarray | None = None
+    appeal_edges: np.ndarray | None = None
 
     def __post_init__(self):
         set_ = lambda n, v: object.__setattr__(self, n, v)  # noqa: E731
@@ -194,18 +209,28 @@ class FittedArrays:
                              f"at index {neg[0]}.")
         if not self.activity.sum() > 0:
             raise ValueError("`fitted.activity` must have a positive sum; got 0.")
-        if self.arrival is not None:
-            arr = np.array(self.arrival, copy=True)
-            if arr.shape != self.activity.shape or (arr.size and not
-                                                    np.issubdtype(arr.dtype, np.integer)):
-                raise ValueError(f"`fitted.arrival` must hold one int per user "
-                                 f"({self.activity.size}); got {arr.dtype} of shape "
-                                 f"{arr.shape}.")
-            if arr.size and arr.min() < 0:
-                raise ValueError(f"`fitted.arrival` must be >= 0; got {arr.min()}.")
-            arr = arr.astype(np.int64)
-            arr.setflags(write=False)
-            set_("arrival", arr)
+        for name in ("arrival", "taste_origin"):
+            if getattr(self, name) is not None:
+                set_(name, self._user_ticks(getattr(self, name), name))
+        if (self.appeal_offset is None) != (self.appeal_edges is None):
+            raise ValueError("`fitted.appeal_offset` and `fitted.appeal_edges` must be given "
+                             "together; got one of them.")
+        if self.appeal_offset is not None:
+            off = _float_array(self.appeal_offset, "fitted.appeal_offset", 2)
+            edges = np.array(self.appeal_edges, copy=True)
+            if edges.ndim != 1 or (edges.size and not np.issubdtype(edges.dtype, np.integer)):
+                raise ValueError(f"`fitted.appeal_edges` must be a 1-d array of ints; got "
+                                 f"{edges.dtype} of shape {edges.shape}.")
+            if off.shape != (edges.size, self.n_items):
+                raise ValueError(f"`fitted.appeal_offset` must have shape (len(appeal_edges), "
+                                 f"n_items) = ({edges.size}, {self.n_items}); got {off.shape}.")
+            if edges.size == 0 or edges[0] != 0 or np.any(np.diff(edges) <= 0):
+                raise ValueError(f"`fitted.appeal_edges` must increase strictly from 0; got "
+                                 f"{edges.tolist()[:5]}.")
+            edges = edges.astype(np.int64)
+            edges.setflags(write=False)
+            set_("appeal_offset", off)
+            set_("appeal_edges", edges)
         if self.ratings is not None:
             from simulator._ratings import RatingModel
 
@@ -218,6 +243,18 @@ class FittedArrays:
                                  f"users and {self.n_items} items; got "
                                  f"{self.ratings.user_offset.size} and "
                                  f"{self.ratings.item_offset.size}.")
+
+    def _user_ticks(self, value, name: str) -> np.ndarray:
+        arr = np.array(value, copy=True)
+        if arr.shape != self.activity.shape or (arr.size and not
+                                                np.issubdtype(arr.dtype, np.integer)):
+            raise ValueError(f"`fitted.{name}` must hold one int per user "
+                             f"({self.activity.size}); got {arr.dtype} of shape {arr.shape}.")
+        if arr.size and arr.min() < 0:
+            raise ValueError(f"`fitted.{name}` must be >= 0; got {arr.min()}.")
+        arr = arr.astype(np.int64)
+        arr.setflags(write=False)
+        return arr
 
     @property
     def n_users(self) -> int:
@@ -275,7 +312,19 @@ class WorldConfig:
     drift_rate: float = spec(0.0, doc="Taste random walk: per-coordinate standard deviation "
                              "per sqrt(tick).", low=0.0, high=SCORE_BOUND)
     drift_terms: int = spec(8, doc="Terms of the Karhunen-Loeve expansion used for the random "
-                            "walk.", low=1)
+                            "walk (of the Fourier expansion of the Ornstein-Uhlenbeck process "
+                            "with ``drift_theta``).", low=1)
+    drift_theta: float | None = spec(None, doc="Taste drift as a stationary Ornstein-Uhlenbeck "
+                                     "process instead of a random walk: mean-reversion rate "
+                                     "per tick; ``drift_rate`` is then its stationary standard "
+                                     "deviation per coordinate, and a user's taste at its "
+                                     "origin tick (``fitted.taste_origin``, else 0) is its "
+                                     "fitted (or drawn) one: ``x_u(t) = rho x_u + drift_rate "
+                                     "(Y_u(t) - rho Y_u(o_u))``, ``rho = exp(-drift_theta "
+                                     "|t - o_u|)``, ``Y`` a unit stationary process of "
+                                     "correlation ``exp(-drift_theta |tau|)``. ``None``: the "
+                                     "random walk.", low=0.0, low_open=True, high=SCORE_BOUND,
+                                     settable=False)
     shocks: tuple = spec((), doc="Scheduled appeal changes (promotions): ``AppealShock``s.",
                          settable=False)
     campaigns: tuple = spec((), doc="Scheduled recommendation campaigns (inside the horizon): "
@@ -336,6 +385,10 @@ class WorldConfig:
             if have != getattr(self, name):
                 raise ArgumentValueError("fitted", f"arrays that match `{name}` = "
                                          f"{getattr(self, name)}", f"{name} = {have}")
+        origin = f.taste_origin
+        if origin is not None and origin.size and origin.max() >= self.n_ticks:
+            raise ArgumentValueError("fitted.taste_origin", f"ticks in [0, {self.n_ticks - 1}]",
+                                     str(int(origin.max())))
 
     def _check_sessions(self):
         from simulator._sessions import SessionLaw, SessionSchedule

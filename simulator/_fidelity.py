@@ -27,8 +27,8 @@ from recloop_base.validation import (
 )
 from simulator.logs import InteractionLog
 
-__all__ = ["DISTRIBUTIONS", "Distance", "FidelityReport", "HoldoutFidelity", "fidelity",
-           "holdout_fidelity", "holdout_split"]
+__all__ = ["DISTRIBUTIONS", "Distance", "FidelityReport", "HoldoutFidelity", "NoiseBand",
+           "NoiseBandReport", "fidelity", "holdout_fidelity", "holdout_split", "noise_bands"]
 
 #: The compared distributions, in report order.
 DISTRIBUTIONS = ("user_activity", "session_gaps", "profile_size", "item_popularity",
@@ -381,6 +381,196 @@ def fidelity(real, simulated, *, n_pairs: int = 20_000, ks_close: float = 0.1,
 
 
 # ---------------------------------------------------------------------------------------------
+# the data's own noise
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NoiseBand:
+    """A statistic's distance from the world to the real data beside the real data's own
+    spread (see :func:`noise_bands`).
+
+    Attributes
+    ----------
+    name : str
+        One of :data:`DISTRIBUTIONS`.
+    world, world_low, world_high : float
+        Median and 95% range over the splits of the KS statistic between a random half of
+        the real users and as many simulated users.
+    real, real_low, real_high : float
+        The same between the two halves of the real users: the real data's own noise.
+    sim, sim_low, sim_high : float
+        The same between two disjoint samples of simulated users of the halves' sizes
+        (``nan`` when the simulation has too few users).
+    n_splits : int
+    verdict : str
+        ``"within"`` (``world <= real_high``: the world is as close to the real data as the
+        real data's halves are to each other, 19 times in 20), ``"outside"`` or
+        ``"not measured"``.
+    """
+
+    name: str
+    world: float
+    world_low: float
+    world_high: float
+    real: float
+    real_low: float
+    real_high: float
+    sim: float
+    sim_low: float
+    sim_high: float
+    n_splits: int
+    verdict: str
+
+
+@dataclass(frozen=True)
+class NoiseBandReport:
+    """:class:`NoiseBand` of every statistic and the verdict.
+
+    Attributes
+    ----------
+    bands : tuple of NoiseBand
+        In :data:`DISTRIBUTIONS` order.
+    faithful : bool
+        Every measured statistic is ``"within"`` its real-halves band.
+    label : str
+    """
+
+    bands: tuple
+    faithful: bool
+    label: str = ""
+
+    def __getitem__(self, name: str) -> NoiseBand:
+        for b in self.bands:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    rule = ("a statistic is faithful when the world's distance to the real data (median KS "
+            "between a random half of the real users and as many simulated ones) is within "
+            "the 95% band of the KS between the two halves of the real users")
+
+    HEADER = ("statistic", "world KS [95%]", "real halves KS [95%]",
+              "two simulations KS [95%]", "verdict")
+
+    def rows(self) -> list[tuple[str, ...]]:
+        def f(m, lo, hi):
+            return "-" if math.isnan(m) else f"{m:.3f} [{lo:.3f}, {hi:.3f}]"
+        return [(b.name, f(b.world, b.world_low, b.world_high),
+                 f(b.real, b.real_low, b.real_high), f(b.sim, b.sim_low, b.sim_high),
+                 b.verdict) for b in self.bands]
+
+    def to_markdown(self) -> str:
+        lines = ["| " + " | ".join(self.HEADER) + " |",
+                 "|" + "|".join("---" for _ in self.HEADER) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in self.rows()]
+        return "\n".join(lines)
+
+    def to_text(self) -> str:
+        rows = [self.HEADER] + self.rows()
+        width = [max(len(r[j]) for r in rows) for j in range(len(self.HEADER))]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, width, strict=True)).rstrip()
+                         for r in rows)
+
+
+def _user_samples(lg: _Log, users: np.ndarray, n_pairs: int, rng) -> dict:
+    """The statistics of :data:`DISTRIBUTIONS` on the sub-log of ``users`` (all items)."""
+    m = lg.matrix
+    sub = sp.csr_array(m[users])
+    out = {"profile_size": _profile_sizes(sub), "item_popularity": _popularity(sub),
+           "profile_overlap": _active_overlap(sub, n_pairs, rng)}
+    if lg.user is not None:
+        sel = np.isin(lg.user, users)
+        out["user_activity"] = _active_days(lg.user[sel], lg.tick[sel])
+        out["session_gaps"] = _session_gaps(lg.user[sel], lg.tick[sel])
+        out["rating"] = None if lg.rating is None else lg.rating[sel]
+    else:
+        out.update(user_activity=None, session_gaps=None, rating=None)
+    return out
+
+
+def _ks(x, y) -> float:
+    import warnings
+
+    from scipy.stats import ks_2samp
+
+    if x is None or y is None or x.size == 0 or y.size == 0:
+        return math.nan
+    with warnings.catch_warnings():  # only the statistic is read, not its p-value
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(ks_2samp(x, y).statistic)
+
+
+def noise_bands(real, simulated, *, n_splits: int = 50, n_pairs: int = 2000, label: str = "",
+                rng=None) -> NoiseBandReport:
+    """Distances of the world to the real data measured against the real data's own noise.
+
+    Parameters
+    ----------
+    real, simulated : InteractionLog or users x items matrix
+        As for :func:`fidelity`.
+    n_splits : int, default 50
+        Random splits of the real users into two halves.
+    n_pairs : int, default 2000
+        Pairs of users drawn for the profile overlap of each sample.
+    label : str
+    rng : None, int, SeedSequence or Generator
+
+    Returns
+    -------
+    NoiseBandReport
+
+    Notes
+    -----
+    Split the real active users at random into halves ``A`` and ``B``, draw ``|B|`` of the
+    simulated active users ``S`` (and, apart, ``|A|`` others ``S'``). For every statistic
+    compute the KS statistic of ``A`` against ``B`` (the real data's noise: two samples of
+    one population), of ``A`` against ``S`` (the world's distance, at the same sample
+    sizes) and of ``S'`` against ``S`` (the simulation's own noise); repeat ``n_splits``
+    times. A world is faithful on a statistic when the median of its distance lies within
+    the 95% band of the real halves': a real half is then no closer to the other half than
+    to the world. Comparing at equal sample sizes matters: the KS statistic shrinks as
+    ``1/sqrt(n)``, and a world compared with the whole real log would be judged against a
+    noise level its halves cannot reach.
+    """
+    n_splits = check_int(n_splits, "n_splits", low=1)
+    n_pairs = check_int(n_pairs, "n_pairs", low=1)
+    if not isinstance(label, str):
+        raise ArgumentTypeError("label", "a str", type(label).__name__)
+    gen = as_generator(rng)
+    r, s = _as_log(real, "real"), _as_log(simulated, "simulated")
+    ru = np.flatnonzero(np.diff(r.matrix.indptr) > 0)
+    su = np.flatnonzero(np.diff(s.matrix.indptr) > 0)
+    if ru.size < 2 or su.size < 1:
+        raise ArgumentValueError("real", "logs with at least 2 real and 1 simulated active "
+                                 "users", f"{ru.size} and {su.size}")
+    ks = {name: np.full((n_splits, 3), math.nan) for name in DISTRIBUTIONS}
+    for b in range(n_splits):
+        perm = gen.permutation(ru)
+        a, c = perm[: ru.size // 2], perm[ru.size // 2:]
+        sp_ = gen.permutation(su)
+        s1 = np.sort(sp_[: c.size])
+        s2 = np.sort(sp_[c.size: c.size + a.size]) if su.size >= a.size + c.size else None
+        xa = _user_samples(r, np.sort(a), n_pairs, gen)
+        xc = _user_samples(r, np.sort(c), n_pairs, gen)
+        xs = _user_samples(s, s1, n_pairs, gen)
+        xs2 = None if s2 is None else _user_samples(s, s2, n_pairs, gen)
+        for name in DISTRIBUTIONS:
+            ks[name][b] = (_ks(xa[name], xs[name]), _ks(xa[name], xc[name]),
+                           math.nan if xs2 is None else _ks(xs2[name], xs[name]))
+    bands = []
+    for name in DISTRIBUTIONS:
+        v = ks[name]
+        q = [np.nanpercentile(v[:, j], [50, 2.5, 97.5]) if np.isfinite(v[:, j]).any()
+             else np.full(3, math.nan) for j in range(3)]
+        measured = not (math.isnan(q[0][0]) or math.isnan(q[1][0]))
+        verdict = ("not measured" if not measured else
+                   "within" if q[0][0] <= q[1][2] + 1e-12 else "outside")
+        bands.append(NoiseBand(name, *map(float, q[0]), *map(float, q[1]), *map(float, q[2]),
+                               n_splits=n_splits, verdict=verdict))
+    faithful = all(b.verdict != "outside" for b in bands)
+    return NoiseBandReport(bands=tuple(bands), faithful=faithful, label=label)
+
+
+# ---------------------------------------------------------------------------------------------
 # fidelity on the future
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
@@ -407,8 +597,13 @@ class HoldoutFidelity:
     new_users_real, new_users_simulated : int
         Users first seen after the split (real) and forecast by the world.
     dropped_new_items : int
-        Real held-out interactions with items first seen after the split (the fitted world
-        has no such items; they are left out of ``real``).
+        Real held-out interactions with items first seen after the split left out of
+        ``real`` (with ``new_items=False``; 0 otherwise).
+    new_items_real, new_items_simulated : int
+        Items first seen after the split (real; items ``world.n_items ..`` of ``real``) and
+        forecast by the world (items ``world.n_items ..`` of ``simulated``).
+    new_item_interactions_real : int
+        Real held-out interactions with items first seen after the split.
     """
 
     world: object
@@ -422,6 +617,9 @@ class HoldoutFidelity:
     new_users_real: int
     new_users_simulated: int
     dropped_new_items: int
+    new_items_real: int = 0
+    new_items_simulated: int = 0
+    new_item_interactions_real: int = 0
 
 
 def _split_columns(interactions, seconds_per_tick):
@@ -475,8 +673,8 @@ def holdout_split(ticks, holdout: float) -> int:
 
 def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
                      seconds_per_tick: float = 86400.0, n_pairs: int = 20_000,
-                     ks_close: float = 0.1, ks_poor: float = 0.2, rng=None,
-                     **calibrate_options) -> HoldoutFidelity:
+                     ks_close: float = 0.1, ks_poor: float = 0.2, new_items: bool = True,
+                     rng=None, **calibrate_options) -> HoldoutFidelity:
     """Fit a world on the first ``1 - holdout`` of a log's time span and compare its
     continuation over the rest with the real one.
 
@@ -493,6 +691,10 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
         Seed of the simulated continuation.
     seconds_per_tick : float, default 86400
     n_pairs, ks_close, ks_poor : see :func:`fidelity`.
+    new_items : bool, default True
+        Forecast items that arrive after the split, and keep the real ones (as items
+        ``world.n_items ..`` of ``real``); False: no forecast, and the real interactions
+        with items first seen after the split are left out (``dropped_new_items``).
     rng : None, int, SeedSequence or Generator
         The calibration's start vector and the draws of the comparison.
     **calibrate_options
@@ -518,9 +720,17 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
     (:func:`~simulator._sessions.continue_schedule`), and new users arrive at the fitted rate
     (``Poisson(arrival_rate * (n_ticks - split))`` of them, uniformly over the held-out
     ticks), each a copy of a fitted user drawn at random (taste, activity per session,
-    rating offset) with sessions drawn from the law. A user's events per session are its
-    fitted ``E_u`` over the weights of its observed sessions. Items first seen after the
-    split are not forecast; their real interactions are counted in ``dropped_new_items``.
+    rating offset; a drifting world's copy starts its walk at its arrival) with sessions
+    drawn from the law. A user's events per session are its fitted ``E_u`` over the weights
+    of its observed sessions. A drifting world's fitted users go on wandering from their
+    fitted tastes, pinned at their origins (``fitted.taste_origin``), and its items' appeal
+    offsets (``fitted.appeal_offset``) go on from the last bin's, times the fitted
+    persistence per bin to the middle of the held-out window. New items (with
+    ``new_items`` and fitted item births): the items first seen in the last ``L = n_ticks -
+    split`` ticks of the fitted part are the recent cohort; ``Poisson(c)`` items arrive, ``c``
+    its size, at ticks drawn uniformly in ``[split, n_ticks)``, each a copy of a cohort item
+    drawn at random (appeal, features, rating offset), so the world's new items come at the
+    fitted arrival rate with the fitted appeal distribution of new items.
     """
     import dataclasses
     import warnings
@@ -537,8 +747,10 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
     if "n_ticks" in calibrate_options:
         raise ArgumentValueError("n_ticks", "not given (the horizon is the log's span)",
                                  repr(calibrate_options["n_ticks"]))
+    if not isinstance(new_items, (bool, np.bool_)):
+        raise ArgumentTypeError("new_items", "a bool", type(new_items).__name__)
     root = as_seed_sequence(rng)
-    r_fit, r_new, r_cmp = (np.random.default_rng(s) for s in root.spawn(3))
+    r_fit, r_new, r_cmp, r_items = (np.random.default_rng(s) for s in root.spawn(4))
     uids, iids, ratings, times, ticks, user_ids, item_ids, source = _split_columns(
         interactions, seconds_per_tick)
     n_ticks = int(ticks.max()) + 1
@@ -568,13 +780,18 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
     after = ~before
     if cal.info.min_rating is not None and ratings is not None:
         after &= ratings >= cal.info.min_rating
-    dropped_items = int((after & ~known_i).sum())
-    after &= known_i
+    new_item_rows = int((after & ~known_i).sum())
+    dropped_items = 0 if new_items else new_item_rows
+    if not new_items:
+        after &= known_i
+    new_item_ids = np.unique(iids[after & ~known_i])
     new_ids = np.unique(uids[after & ~known_u])
     ru = np.where(known_u, u_idx, cal.n_users + np.searchsorted(new_ids, uids))[after]
-    real = InteractionLog(user=ru, item=i_idx[after], tick=ticks[after],
+    ri = np.where(known_i, i_idx, cal.n_items + np.searchsorted(new_item_ids, iids))[after]
+    real = InteractionLog(user=ru, item=ri, tick=ticks[after],
                           source=np.zeros(ru.size, np.int8),
-                          n_users=cal.n_users + new_ids.size, n_items=cal.n_items,
+                          n_users=cal.n_users + new_ids.size,
+                          n_items=cal.n_items + new_item_ids.size,
                           rating=None if ratings is None or c.fitted.ratings is None
                           else ratings[after])
     # the continued world
@@ -602,26 +819,66 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
                                 weight=np.concatenate([sched_old.weight, sched_new.weight]),
                                 n_users=n_all, n_ticks=n_ticks)
         nu_all = np.concatenate([nu, nu[src]])
+        if fa.taste_origin is not None and c.drift_rate > 0:
+            # a drifting session adopts as a static one would (the activities were fitted
+            # for it): its events scaled by the adoption-rate ratio at its tick
+            from simulator._drift import adoption_rate_ratio
+
+            probe = dataclasses.replace(c, n_users=n_all, n_ticks=n_ticks, fitted=FittedArrays(
+                appeal=fa.appeal, features=fa.features, taste=taste,
+                activity=np.ones(n_all), taste_origin=np.concatenate([fa.taste_origin,
+                                                                      arrival])),
+                sessions=None, item_birth=c.item_birth)
+            ratio = adoption_rate_ratio(probe, sched.user, sched.tick, probe.fitted.taste_origin)
+            sched = SessionSchedule(user=sched.user, tick=sched.tick,
+                                    weight=sched.weight * ratio, n_users=n_all,
+                                    n_ticks=n_ticks)
         activity = nu_all * np.bincount(sched.user, sched.weight, minlength=n_all)
     else:
         sched = None
         activity = nu * n_ticks
     users_src = np.concatenate([np.arange(n_old), src])
-    ratings_model = None if fa.ratings is None else fa.ratings.subset(users=users_src)
-    fitted = FittedArrays(appeal=fa.appeal, features=fa.features, taste=taste,
-                          activity=activity, ratings=ratings_model)
-    cont = dataclasses.replace(c, n_users=n_all, n_ticks=n_ticks, fitted=fitted,
-                               sessions=sched, activity_halflife=None if sched is not None
+    # new items: copies of the recent cohort's items, arriving in the held-out window
+    items_src = np.arange(cal.n_items)
+    birth = None if c.item_birth is None else c.birth_array()
+    if new_items and birth is not None:
+        cohort = np.flatnonzero(birth >= split - (n_ticks - split))
+        n_new_items = int(r_items.poisson(cohort.size)) if cohort.size else 0
+        items_src = np.concatenate([items_src, r_items.choice(cohort, n_new_items)
+                                    if n_new_items else np.zeros(0, np.int64)])
+        birth = np.concatenate([birth, r_items.integers(split, n_ticks, n_new_items)])
+    n_items_all = items_src.size
+    origin = None
+    if fa.taste_origin is not None:
+        origin = np.concatenate([fa.taste_origin, np.zeros(n_new, np.int64) if sched_old is
+                                 None else arrival])
+    ratings_model = None if fa.ratings is None else \
+        fa.ratings.subset(users=users_src, items=items_src)
+    offset = edges = None
+    if fa.appeal_offset is not None:  # the life cycles go on: the last bin's offsets fade
+        width = split / fa.appeal_edges.size
+        ahead = ((split - fa.appeal_edges[-1]) + (n_ticks - split)) / 2.0 / width
+        rho = (cal.info.appeal_persistence or 0.0) ** ahead
+        future = rho * fa.appeal_offset[-1]
+        offset = np.vstack([fa.appeal_offset, future[None, :]])[:, items_src]
+        edges = np.append(fa.appeal_edges, split)
+    fitted = FittedArrays(appeal=fa.appeal[items_src], features=fa.features[items_src],
+                          taste=taste, activity=activity, ratings=ratings_model,
+                          taste_origin=origin, appeal_offset=offset, appeal_edges=edges)
+    cont = dataclasses.replace(c, n_users=n_all, n_items=n_items_all, n_ticks=n_ticks,
+                               fitted=fitted, sessions=sched,
+                               item_birth=None if birth is None else tuple(birth.tolist()),
+                               activity_halflife=None if sched is not None
                                else c.activity_halflife)
     history = InteractionLog(user=train.user, item=train.item, tick=train.tick,
-                             source=train.source, n_users=n_all, n_items=cal.n_items,
+                             source=train.source, n_users=n_all, n_items=n_items_all,
                              rating=train.rating if fa.ratings is not None else None)
     world = World(cont, seed, history=history, start=split)
     world.simulate(n_ticks - 1)
     e = world.edges
     tail = e.tick >= split
     simulated = InteractionLog(user=e.user[tail], item=e.item[tail], tick=e.tick[tail],
-                               source=e.source[tail], n_users=n_all, n_items=cal.n_items,
+                               source=e.source[tail], n_users=n_all, n_items=n_items_all,
                                rating=None if e.rating is None else e.rating[tail])
     if simulated.user.size == 0:
         raise ArgumentValueError("holdout", "a held-out window in which the fitted world "
@@ -640,4 +897,7 @@ def holdout_fidelity(interactions, *, holdout: float = 0.2, seed: int = 0,
     return HoldoutFidelity(world=cal, train=train, real=real, simulated=simulated,
                            report=report, split=split, n_ticks=n_ticks, holdout=holdout,
                            new_users_real=int(new_ids.size), new_users_simulated=n_new,
-                           dropped_new_items=dropped_items)
+                           dropped_new_items=dropped_items,
+                           new_items_real=int(new_item_ids.size),
+                           new_items_simulated=n_items_all - cal.n_items,
+                           new_item_interactions_real=new_item_rows)

@@ -21,8 +21,8 @@ __all__ = ["organic_span", "organic_span_py", "compact_py", "campaign_offers",
 
 
 def organic_span_py(users, r, coins, starts, prob, alias, has, taste0, drift_z, basis,
-                    drift_rate, features, appeal, decay, logistic, block, u_lo, u_hi, flag,
-                    out_u, out_i):
+                    drift_rate, origin, theta, span_ticks, features, appeal, decay, logistic,
+                    block, u_lo, u_hi, flag, out_u, out_i):
     """Process the exposure events of several ticks, user block by user block.
 
     Parameters
@@ -41,6 +41,10 @@ def organic_span_py(users, r, coins, starts, prob, alias, has, taste0, drift_z, 
     taste0 : (n_users, dim); drift_z : (n_users, dim, K) (or (0, 0, 0) without drift);
     drift_rate : float
         Taste ``x_u = taste0[u] + drift_rate * drift_z[u] @ basis[j]``.
+    origin : (n_users,) int64; theta : float; span_ticks : (s,) int64
+        With ``theta > 0`` (an Ornstein-Uhlenbeck drift) ``taste0[u]`` is first scaled by
+        ``exp(-theta |span_ticks[j] - origin[u]|)``; ``origin`` is unused (may be empty)
+        when ``theta`` is 0.
     features : (n_items, dim); logistic : bool
         ``p = g(appeal[j, i] + x_u . f_i) * decay[j, i]``, ``g`` logistic if ``logistic``
         else clipping to [0, 1]; the dot product is summed in index order.
@@ -93,6 +97,10 @@ def organic_span_py(users, r, coins, starts, prob, alias, has, taste0, drift_z, 
                     for d in range(dim):
                         x[d] = taste0[u, d]
                     if drift:
+                        if theta > 0.0:
+                            m = math.exp(-theta * abs(span_ticks[j] - origin[u]))
+                            for d in range(dim):
+                                x[d] *= m
                         for d in range(dim):
                             s = 0.0
                             for k in range(n_terms):
@@ -139,7 +147,8 @@ _S11, _S27, _S30, _S31 = np.uint64(11), np.uint64(27), np.uint64(30), np.uint64(
 
 
 def campaign_offers_py(users, slate, k, t, boost, key, has, alive, taste0, drift_z, basis,
-                       drift_rate, features, appeal, decay, logistic, offered, accepted):
+                       drift_rate, origin, theta, features, appeal, decay, logistic, offered,
+                       accepted):
     """One campaign's offers at one tick: which are made, which are accepted.
 
     Parameters
@@ -155,8 +164,8 @@ def campaign_offers_py(users, slate, k, t, boost, key, has, alive, taste0, drift
     has : (n_users, n_items) bool
         Profiles; accepted offers are marked.
     alive : (n_items,) bool; appeal, decay : (n_items,) at tick ``t``; basis : (K,) at ``t``
-    taste0, drift_z, drift_rate, features, logistic
-        As in :func:`organic_span_py`.
+    taste0, drift_z, drift_rate, origin, theta, features, logistic
+        As in :func:`organic_span_py` (the tick is ``t``).
     offered, accepted : (n, L) uint8, zeros
         Set to 1 where an offer is made / accepted (``accepted`` implies ``offered``).
 
@@ -185,6 +194,10 @@ def campaign_offers_py(users, slate, k, t, boost, key, has, alive, taste0, drift
             for d in range(dim):
                 x[d] = taste0[u, d]
             if drift:
+                if theta > 0.0:
+                    m = math.exp(-theta * abs(t - origin[u]))
+                    for d in range(dim):
+                        x[d] *= m
                 for d in range(dim):
                     s = 0.0
                     for q in range(n_terms):
@@ -256,7 +269,7 @@ def _pool(name: str = "kernel"):
 
 def organic_span(users, r, coins, starts, prob, alias, has, taste0, drift_z, basis,
                  drift_rate, features, appeal, decay, logistic, ticks, *, block=None,
-                 threads=None, min_split=None):
+                 threads=None, min_split=None, origin=None, theta=0.0):
     """:func:`organic_span_py` compiled with numba (on the first call) over all users;
     returns the adoptions ``(users, items, ticks)`` in event order (``ticks[j]``: the tick
     of span tick ``j``).
@@ -275,8 +288,11 @@ def organic_span(users, r, coins, starts, prob, alias, has, taste0, drift_z, bas
     flag = np.zeros(n, np.uint8)
     out_u = np.empty(n, np.int64)
     out_i = np.empty(n, np.int64)
+    ticks = np.asarray(ticks, np.int64)
+    origin = np.zeros(0, np.int64) if origin is None else origin
     args = (users, r, coins, starts, prob, alias, has, taste0, drift_z, basis,
-            float(drift_rate), features, appeal, decay, bool(logistic), int(block))
+            float(drift_rate), origin, float(theta), ticks, features, appeal, decay,
+            bool(logistic), int(block))
     if threads > 1 and n >= min_split and n_users >= 2:
         mid = n_users // 2
         later = _pool().submit(fn, *args, mid, n_users, flag, out_u, out_i)
@@ -286,14 +302,13 @@ def organic_span(users, r, coins, starts, prob, alias, has, taste0, drift_z, bas
         fn(*args, 0, n_users, flag, out_u, out_i)
     m = int(np.count_nonzero(flag))
     users, items, when = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
-    _compiled("compact", compact_py)(flag, out_u, out_i, starts, np.asarray(ticks, np.int64),
-                                     users, items, when)
+    _compiled("compact", compact_py)(flag, out_u, out_i, starts, ticks, users, items, when)
     return users, items, when
 
 
 def campaign_offers(users, slate, k, t, boost, key, has, alive, taste0, drift_z, basis,
                     drift_rate, features, appeal, decay, logistic, *, threads=None,
-                    min_split=None):
+                    min_split=None, origin=None, theta=0.0):
     """:func:`campaign_offers_py` compiled with numba (on the first call); returns
     ``(offered, accepted)`` boolean (n, L) masks. With ``threads >= 2`` (default as in
     :func:`organic_span`) and enough users the rows are cut in two halves run concurrently
@@ -305,8 +320,9 @@ def campaign_offers(users, slate, k, t, boost, key, has, alive, taste0, drift_z,
     n = users.shape[0]
     offered = np.zeros(slate.shape, np.uint8)
     accepted = np.zeros(slate.shape, np.uint8)
+    origin = np.zeros(0, np.int64) if origin is None else origin
     rest = (int(k), int(t), float(boost), np.uint64(key), has, alive, taste0, drift_z, basis,
-            float(drift_rate), features, appeal, decay, bool(logistic))
+            float(drift_rate), origin, float(theta), features, appeal, decay, bool(logistic))
     if threads > 1 and n >= min_split:
         h = n // 2
         later = _pool().submit(fn, users[h:], slate[h:], *rest, offered[h:], accepted[h:])

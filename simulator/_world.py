@@ -4,7 +4,10 @@ Model (one tick = one day)
 --------------------------
 * User ``u`` has a latent taste ``x_u(t) = x_u(0) + drift_rate * W_u(t)`` (``W`` a random
   walk, Karhunen-Loeve expansion) and an activity weight ``lambda_u`` (Pareto, so profile
-  sizes are roughly power-law).
+  sizes are roughly power-law). A calibrated world pins the walk at each user's origin
+  (``fitted.taste_origin``), or drifts by a stationary Ornstein-Uhlenbeck process
+  (``drift_theta``; :mod:`simulator._drift`), and may move its items' appeals in time bins
+  (``fitted.appeal_offset``).
 * Item ``i`` has latent features ``f_i``, an appeal ``a_i`` (a few universal items with high
   appeal), a lifetime ``[birth_i, death_i)`` and an optional CTR half-life ``h``.
 * Click / adoption probability ``p(u, i, t) = g(a_i(t) + x_u(t) . f_i) * 2**(-(t - birth_i)/h)``
@@ -110,6 +113,21 @@ def _guided_search(cdf: np.ndarray, guide: np.ndarray, keys: np.ndarray) -> np.n
         ans += step
         step = np.take(cdf, ans) <= keys
     return ans
+
+
+def _ou_basis(t, theta: float, n_terms: int) -> np.ndarray:
+    """Fourier basis of a unit stationary Ornstein-Uhlenbeck process (correlation
+    ``exp(-theta |tau|)``), shape t.shape + (n_terms,): ``m = ceil(n_terms / 2)`` frequencies
+    ``w_j = theta tan(pi (j + 1/2) / (2 m))`` (the midpoint quantiles of the half-Cauchy law,
+    the process's spectral density), a cosine (even k) and a sine (odd k) of each, scaled by
+    ``1 / sqrt(m)``: with standard normal coefficients ``Y(t)`` has variance 1 and
+    covariance ``mean_j cos(w_j tau)``, the quadrature of ``E cos(w tau) = exp(-theta |tau|)``.
+    """
+    m = n_terms // 2 + n_terms % 2
+    k = np.arange(n_terms)
+    w = theta * np.tan(math.pi * (k // 2 + 0.5) / (2 * m))
+    arg = w * np.asarray(t, dtype=np.float64)[..., None]
+    return np.where(k % 2 == 0, np.cos(arg), np.sin(arg)) / math.sqrt(m)
 
 
 def _child(ss: np.random.SeedSequence, j: int) -> np.random.Generator:
@@ -220,6 +238,17 @@ class World:
         self._alias_cache = None
         self._drift_ss_index = 2
         self._drift_z = None  # (n_users, dim, K), drawn on first use
+        origin = None if c.fitted is None else c.fitted.taste_origin
+        if c.drift_theta is not None and origin is None:
+            origin = np.zeros(c.n_users, np.int64)
+        self._origin = origin
+        if origin is not None and c.drift_rate > 0:
+            # a fitted taste is the user's at its origin tick: pin the process there, so that
+            # x_u(t) = taste_u + drift_rate (W_u(t) - W_u(origin_u)) for the random walk, and
+            # rho taste_u + drift_rate (Y_u(t) - rho Y_u(origin_u)) for the OU process (a
+            # shift of the constant part, scaled by rho in _taste)
+            self._taste0 = self._taste0 - c.drift_rate * np.einsum(
+                "udk,uk->ud", self._drift(), self._basis(origin))
         self._birth = c.birth_array()
         self._death = c.death_array()
         self._user_w = (np.ones(c.n_users) if c.user_weights is None
@@ -381,11 +410,22 @@ class World:
 
     # ------------------------------------------------------------------------ model pieces
     def _basis(self, t) -> np.ndarray:
-        """Karhunen-Loeve basis of Brownian motion on [0, n_ticks]: shape t.shape + (K,)."""
+        """Karhunen-Loeve basis of Brownian motion on [0, n_ticks], shape t.shape + (K,); with
+        ``drift_theta``, the Fourier basis of the unit stationary OU process
+        (:func:`_ou_basis`)."""
+        if self.config.drift_theta is not None:
+            return _ou_basis(t, self.config.drift_theta, self.config.drift_terms)
         T = float(self.config.n_ticks)
         k = np.arange(1, self.config.drift_terms + 1) - 0.5
         t = np.asarray(t, dtype=np.float64)[..., None]
         return math.sqrt(2 * T) * np.sin(k * math.pi * t / T) / (k * math.pi)
+
+    def _ou_scale(self, u, t):
+        """``rho = exp(-theta |t - origin_u|)`` of an OU drift (broadcast), or None."""
+        c = self.config
+        if c.drift_theta is None or c.drift_rate <= 0:
+            return None
+        return np.exp(-c.drift_theta * np.abs(np.asarray(t) - np.take(self._origin, u)))
 
     def _drift(self) -> np.ndarray:
         if self._drift_z is None:
@@ -398,6 +438,9 @@ class World:
         """Tastes of users ``u`` at ticks ``t`` (broadcast): shape u.shape + (dim,)."""
         x = np.take(self._taste0, u, axis=0)  # take: 3x faster than fancy indexing here
         if self.config.drift_rate > 0:
+            rho = self._ou_scale(u, t)
+            if rho is not None:
+                x = x * np.asarray(rho)[..., None]
             z = np.take(self._drift(), u, axis=0)  # (..., dim, K)
             b = self._basis(t)  # (..., K) or (K,)
             x = x + self.config.drift_rate * np.einsum("...dk,...k->...d", z, b)
@@ -405,6 +448,10 @@ class World:
 
     def _appeal_at(self, i, t) -> np.ndarray:
         a = self._appeal[i]
+        fa = self.config.fitted
+        if fa is not None and fa.appeal_offset is not None:  # the items' life cycles
+            b = np.searchsorted(fa.appeal_edges, t, side="right") - 1
+            a = a + fa.appeal_offset[b, i]
         for s in self.config.shocks:
             on = (i == s.item) & (t >= s.start) & (t < s.start + s.duration)
             a = a + np.where(on, s.delta, 0.0)
@@ -581,7 +628,7 @@ class World:
         users, items, when = _kernels.organic_span(
             np.concatenate(users), np.concatenate(rs), np.concatenate(coins), starts, prob,
             alias, self._has, self._taste0, drift_z, basis, c.drift_rate, self._features,
-            appeal, decay, c.click_model == "logistic", span)
+            appeal, decay, c.click_model == "logistic", span, **self._ou_args())
         if users.size:
             self._chunks.append((users, items, when,
                                  np.full(users.size, _ORGANIC, dtype=np.int8)))
@@ -675,10 +722,21 @@ class World:
         c = self.config
         if not (self._birth[i] <= t < self._death[i]):
             return 0.0
-        a = self._appeal[i] + sum(s.delta for s in c.shocks
-                                  if s.item == i and s.start <= t < s.start + s.duration)
+        a = self._appeal[i]
+        if c.fitted is not None and c.fitted.appeal_offset is not None:
+            edges = c.fitted.appeal_edges.tolist()
+            a += float(c.fitted.appeal_offset[max(b for b in range(len(edges))
+                                                  if edges[b] <= t), i])
+        a += sum(s.delta for s in c.shocks if s.item == i and s.start <= t < s.start + s.duration)
         x = self._taste0[u].copy()
-        if c.drift_rate > 0:
+        if c.drift_rate > 0 and c.drift_theta is not None:
+            x *= math.exp(-c.drift_theta * abs(t - int(self._origin[u])))
+            z, m = self._drift()[u], c.drift_terms // 2 + c.drift_terms % 2
+            for k in range(c.drift_terms):
+                w = c.drift_theta * math.tan(math.pi * (k // 2 + 0.5) / (2 * m))
+                trig = math.cos(w * t) if k % 2 == 0 else math.sin(w * t)
+                x += c.drift_rate * z[:, k] * math.sqrt(1.0 / m) * trig
+        elif c.drift_rate > 0:
             T, z = c.n_ticks, self._drift()[u]
             for k in range(1, c.drift_terms + 1):
                 kk = (k - 0.5) * math.pi
@@ -761,11 +819,18 @@ class World:
             users, slate, camp.k, t, camp.boost, self._keys["campaign_accept"], self._has,
             (self._birth <= t) & (t < self._death), self._taste0, drift_z, basis,
             c.drift_rate, self._features, self._appeal_at(items, t), self._decay(items, t),
-            c.click_model == "logistic")
+            c.click_model == "logistic", **self._ou_args())
         uu = np.broadcast_to(users[:, None], slate.shape)
         ou, oi = uu[offered], slate[offered]
         self._offers.append((ou, oi, np.full(ou.size, t, dtype=np.int64)))
         self._append(uu[accepted], slate[accepted], t, _CAMPAIGN, mark=False)
+
+    def _ou_args(self) -> dict:
+        """The kernels' OU arguments (none for the random walk or no drift)."""
+        c = self.config
+        if c.drift_theta is None or c.drift_rate <= 0:
+            return {}
+        return {"origin": self._origin, "theta": c.drift_theta}
 
     def _campaign_naive(self, camp, users, slate, t: int) -> None:
         key = self._keys["campaign_accept"]

@@ -1,5 +1,6 @@
 """recloop.calibration: the ranking check, the full report and `recloop calibrate`'s logic."""
 
+import dataclasses
 import hashlib
 import io
 import os
@@ -70,8 +71,14 @@ def _naive_scores(name, b, u):
         return inter / len(x | y) if x | y else 0.0
 
     n_items = b.shape[1]
-    if name == "popularity":
+    if name in ("popularity", "recency_popularity"):  # no times: every holding is new
         return np.array([len(h) for h in holders], float)
+    if name == "mf":  # the dense-confidence reference of the ALS, from the same start
+        from agents import ImplicitMF
+        from recloop.calibration import MF_FACTORS
+
+        m = ImplicitMF(MF_FACTORS, method="naive", rng=np.random.default_rng(0)).fit(b)
+        return m.user_factors[u] @ m.item_factors.T
     if name.startswith("user_knn"):
         kind = name.rsplit("_", 1)[1]
         sims = sorted(((-sim(prof[u], prof[v], kind), v) for v in range(len(prof)) if v != u))
@@ -102,9 +109,10 @@ def test_ranking_recommenders_equal_their_definition_written_as_loops(name):
     b[5] = 0.0  # an empty profile
     train = sp.csr_array(b)
     users = np.arange(30)
-    fast = _Scorer(name, train, None).scores(users)
+    fast = _Scorer(name, train, np.random.default_rng(0)).scores(users)
     ref = np.array([_naive_scores(name, b, u) for u in users])
-    np.testing.assert_allclose(fast, ref, rtol=1e-12, atol=1e-12)
+    tol = 1e-9 if name == "mf" else 1e-12  # ALS: ten sweeps of solves, summed differently
+    np.testing.assert_allclose(fast, ref, rtol=tol, atol=tol)
     top = _top_k(fast, train, 4)
     for u in users:  # the 4 best unheld items, ties to the lower id
         cand = sorted((-ref[u, i], i) for i in range(26) if b[u, i] == 0)
@@ -278,8 +286,14 @@ def test_values_that_must_be_refused(ml_file, tmp_path):
     short = tmp_path / "short.data"
     short.write_text("1\t1\t5\t880000000\n1\t2\t3\t880000000\n2\t1\t4\t880086400\n"
                      "2\t2\t2\t880086400\n")
+    assert "`--holdout` must be 0 (in sample only) for a log whose timestamps fall on " \
+        "fewer than 4 distinct days" in _bad(tmp_path, short, format="movielens", n_factors=1)
+    # four days, but three of them before the split: the split itself is refused
+    lopsided = tmp_path / "lopsided.data"
+    lopsided.write_text("".join(f"{u}\t{i}\t3\t{880000000 + 86400 * d}\n"
+                                for u, i, d in ((1, 1, 0), (1, 2, 1), (2, 1, 2), (2, 2, 9))))
     assert "`holdout` must be a split leaving at least two distinct active ticks" in _bad(
-        tmp_path, short, format="movielens", n_factors=1)
+        tmp_path, lopsided, format="movielens", n_factors=1)
     # a log of one user (or one item)
     one = tmp_path / "one.data"
     one.write_text("1\t1\t5\t880000000\n1\t2\t3\t880086400\n")
@@ -312,3 +326,85 @@ def test_load_interactions_formats(ml_file, tmp_path):
     assert load_interactions(one_m, format="movielens").n_ratings == 3
     with pytest.raises(ValueError, match="`columns` must be None for format 'movielens'"):
         load_interactions(ml_file, format="movielens", columns="a,b,c")
+
+
+# --------------------------------------------------------------------------- time-shaped input
+def _timed_file(path, days_of, n_users=40, n_items=30, seed=0, reverse=False):
+    """A MovieLens-format file: every user rates 8 items, user ``u``'s ratings on the days
+    ``days_of(u, rng)`` (seconds added within the day), lines in time order or reversed."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for u in range(1, n_users + 1):
+        for i in rng.choice(np.arange(1, n_items + 1), 8, replace=False):
+            rows.append((u, int(i), int(rng.integers(1, 6)),
+                         880_000_000 + 86400 * int(days_of(u, rng)) + int(rng.integers(0, 3600))))
+    rows.sort(key=lambda r: r[3], reverse=reverse)
+    path.write_text("".join("\t".join(map(str, r)) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("days_of", [
+    pytest.param(lambda u, rng: 0, id="all-equal-days"),
+    pytest.param(lambda u, rng: 0 if u % 2 else 0, id="within-one-day"),
+])
+def test_a_log_of_one_day_needs_holdout_0_and_then_fits_a_one_tick_world(tmp_path, days_of):
+    path = _timed_file(tmp_path / "u.data", days_of)
+    msg = _bad(tmp_path, path, format="movielens", n_factors=2)
+    assert "`--holdout` must be 0 (in sample only)" in msg and "1 distinct day(s)" in msg
+    target = tmp_path / "w.npz"
+    rc = calibrate_command(path, format="movielens", n_factors=2, holdout=0, out=target,
+                           stdout=io.StringIO(), stderr=io.StringIO())
+    assert rc == 0
+    world = simulator.CalibratedWorld.load(target)
+    assert world.config.n_ticks == 1 and world.config.sessions is None
+    assert world.config.drift_rate == 0 and world.config.fitted.appeal_offset is None
+
+
+def test_a_hold_out_without_returning_users_is_refused(tmp_path):
+    # users 1-20 rate on days 0-46 only, users 21-40 on days 49-59 only: nobody comes back
+    path = _timed_file(tmp_path / "u.data",
+                       lambda u, rng: rng.integers(0, 47) if u <= 20 else rng.integers(49, 60))
+    msg = _bad(tmp_path, path, format="movielens", n_factors=2)
+    assert "`holdout` must be a hold-out in which at least 2 users of the fitted part come " \
+           "back" in msg and "0 user(s) of ticks before 48 active after it" in msg
+
+
+def test_timestamps_going_backwards_fit_the_same_world(tmp_path):
+    days = lambda u, rng: rng.integers(0, 30)  # noqa: E731
+    (tmp_path / "f").mkdir()
+    (tmp_path / "b").mkdir()
+    forward = _timed_file(tmp_path / "f" / "u.data", days)
+    backward = _timed_file(tmp_path / "b" / "u.data", days, reverse=True)
+    assert forward.read_text() != backward.read_text()
+    worlds = []
+    for p in (forward, backward):
+        target = p.parent / "w.npz"
+        assert calibrate_command(p, format="movielens", n_factors=2, holdout=0, out=target,
+                                 stdout=io.StringIO(), stderr=io.StringIO()) == 0
+        w = simulator.CalibratedWorld.load(target)
+        worlds.append(dataclasses.replace(w, source_sha256=""))  # the files' bytes differ
+    assert worlds[0].sha256 == worlds[1].sha256
+
+
+def test_the_ranking_is_judged_against_the_real_halves_and_reports_the_knn_gap():
+    world = _known_log()
+    m = world.profiles(29)
+    check = ranking_check(m, m, k=5, n_bootstrap=50, n_halves=60, rng=0)
+    # identical logs: the same gap on both sides, reproduced; the halves' tau is a tau
+    assert check.gap_real == check.gap_simulated and check.gap_reproduced
+    assert check.gap_real_ci_low <= check.gap_real <= check.gap_real_ci_high
+    assert -1 <= check.halves_tau_ci_low <= check.halves_tau <= check.halves_tau_ci_high <= 1
+    assert check.n_halves == 60 and check.faithful and check.meets_median
+    # the gap by its definition: the four kNN's mean hit rate minus popularity's
+    rate = {n: e.value for n, e in zip(check.recommenders, check.real, strict=True)}
+    knn = np.mean([rate[n] for n in ("user_knn_cosine", "user_knn_jaccard",
+                                     "item_knn_cosine", "item_knn_jaccard")])
+    assert check.gap_real == pytest.approx(knn - rate["popularity"], abs=1e-12)
+    # the halves: two random halves of the real users' hit rates, ranked against each other;
+    # a simulated log without structure is below their band
+    noise = sp.csr_array((np.random.default_rng(1).random(m.shape) < m.mean()).astype(float))
+    worse = ranking_check(m, noise, k=5, n_bootstrap=50, n_halves=60, rng=0)
+    assert worse.halves_tau == pytest.approx(check.halves_tau)  # the real side alone
+    assert not worse.faithful and worse.tau < worse.halves_tau_ci_low
+    assert "two random halves of the real users" in worse.summary()
+    assert "kNN over popularity" in worse.gap_summary()

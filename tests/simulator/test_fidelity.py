@@ -180,11 +180,15 @@ def test_holdout_splits_in_time_and_continues_the_fitted_users():
     assert h.world.n_users == np.unique(users[before]).size
     assert np.array_equal(h.world.user_ids, np.unique(users[before]))
     assert h.train.user.size == before.sum() and h.train.tick.max() < split
-    # the real continuation: every later interaction on a known item, in the world's indices
+    # the real continuation: every later interaction, in the world's indices; items first
+    # seen after the split come after the fitted ones (issue 35: kept, not dropped)
     known_item = np.isin(items, items[before])
-    assert h.real.user.size == (after & known_item).sum()
-    assert h.dropped_new_items == (after & ~known_item).sum()
-    new = np.setdiff1d(users[after & known_item], users[before])
+    assert h.real.user.size == after.sum() and h.dropped_new_items == 0
+    assert h.new_item_interactions_real == (after & ~known_item).sum()
+    assert h.new_items_real == np.unique(items[after & ~known_item]).size
+    assert h.real.n_items == h.world.n_items + h.new_items_real
+    assert (h.real.item >= h.world.n_items).sum() == h.new_item_interactions_real
+    new = np.setdiff1d(users[after], users[before])
     assert h.new_users_real == new.size
     assert h.real.n_users == h.world.n_users + new.size
     assert np.all(h.real.tick >= split) and np.all(h.simulated.tick >= split)
@@ -217,3 +221,36 @@ def test_holdout_refuses_a_log_too_short_or_without_timestamps():
         holdout_fidelity((u, i, None, t), holdout=0.5, n_factors=1)
     with pytest.raises(ValueError, match="`interactions` must be a log with timestamps"):
         holdout_fidelity((u, i), holdout=0.2)
+
+
+def test_the_hold_out_keeps_real_new_items_and_forecasts_its_own():
+    """Issue 35: the real items first seen after the split come after the fitted ones (not
+    dropped); the world forecasts Poisson(cohort) new items, copies of the items first seen
+    in the last (n_ticks - split) ticks before the split, born in the held-out window."""
+    users, items, ratings, times = _timed_log()
+    tick = (times - times.min()) // 86400
+    n_ticks = int(tick.max()) + 1
+    split = int(math.floor(0.75 * n_ticks))
+    # three items that appear only after the split, in the real log
+    late = np.flatnonzero(tick >= split)[:6]
+    items = items.copy()
+    items[late] = 10_000 + np.arange(6) % 3
+    # and three first seen in the last (n_ticks - split) ticks before it: the recent cohort
+    recent = np.flatnonzero((tick >= split - (n_ticks - split)) & (tick < split))[:6]
+    items[recent] = 20_000 + np.arange(6) % 3
+    h = holdout_fidelity((users, items, ratings, times), holdout=0.25, n_factors=2, rng=0)
+    assert h.new_items_real == 3 and h.new_item_interactions_real == 6
+    assert h.real.n_items == h.world.n_items + 3 and h.dropped_new_items == 0
+    assert (h.real.item >= h.world.n_items).sum() == 6
+    c = h.world.config
+    birth = c.birth_array()
+    cohort = np.flatnonzero(birth >= split - (n_ticks - split))
+    assert set(h.world.item_ids[cohort].tolist()) >= {20_000, 20_001, 20_002}
+    assert h.new_items_simulated > 0
+    assert h.simulated.n_items == h.world.n_items + h.new_items_simulated
+    new_rows = h.simulated.item >= h.world.n_items
+    assert np.all(h.simulated.tick[new_rows] >= split)
+    off = holdout_fidelity((users, items, ratings, times), holdout=0.25, n_factors=2, rng=0,
+                           new_items=False)
+    assert off.new_items_simulated == 0 and off.dropped_new_items == 6
+    assert off.real.n_items == off.world.n_items

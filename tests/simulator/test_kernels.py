@@ -49,21 +49,32 @@ span_cases = st.tuples(st.integers(0, 2**32 - 1), st.integers(1, 60), st.integer
                        st.integers(0, 80), st.booleans())
 
 
+def _py_args(args, span_ticks, origin=None, theta=0.0):
+    """The arguments of ``organic_span_py`` (up to ``logistic``) from ``_span_inputs``'s,
+    with the OU drift's ``origin``, ``theta`` and the span's ticks inserted."""
+    origin = np.zeros(0, np.int64) if origin is None else origin
+    return (*args[:11], origin, theta, np.asarray(span_ticks, np.int64), *args[11:])
+
+
 @settings(max_examples=30, deadline=None)
-@given(span_cases, st.integers(1, 70), st.sampled_from([1, 2]))
-def test_span_kernel_matches_python_and_ignores_blocks_and_threads(case, block, threads):
+@given(span_cases, st.integers(1, 70), st.sampled_from([1, 2]), st.sampled_from([0.0, 0.05]))
+def test_span_kernel_matches_python_and_ignores_blocks_and_threads(case, block, threads,
+                                                                    theta):
     args = _span_inputs(*case)
     # the reference: the Python function, interpreted, one block holding every user
     has0 = args[6]
     has_ref = has0.copy()
     n, n_users = args[0].size, has0.shape[0]
     flag_ref, u_ref, i_ref = np.zeros(n, np.uint8), np.full(n, -1), np.full(n, -1)
-    _kernels.organic_span_py(*args[:6], has_ref, *args[7:], n_users, 0, n_users, flag_ref,
+    span_ticks = 100 + np.arange(args[3].size - 1)  # the span's ticks in the world
+    origin = np.random.default_rng(case[0]).integers(90, 130, n_users)
+    py = _py_args(args, span_ticks, origin, theta)
+    _kernels.organic_span_py(*py[:6], has_ref, *py[7:], n_users, 0, n_users, flag_ref,
                              u_ref, i_ref)
     has = has0.copy()
-    span_ticks = 100 + np.arange(args[3].size - 1)  # the span's ticks in the world
     users, items, when = _kernels.organic_span(*args[:6], has, *args[7:], span_ticks,
-                                               block=block, threads=threads, min_split=1)
+                                               block=block, threads=threads, min_split=1,
+                                               origin=origin, theta=theta)
     hit = flag_ref.astype(bool)
     item_ref, tick_ref = _items(args)
     assert np.array_equal(users, u_ref[hit])
@@ -85,7 +96,8 @@ def test_span_kernel_adopts_only_when_the_coin_is_below_p():
     n = args[0].size
     flag, out_u, out_i = np.zeros(n, np.uint8), np.zeros(n, np.int64), np.zeros(n, np.int64)
     n_users = args[6].shape[0]
-    _kernels.organic_span_py(*args, 5, 0, n_users, flag, out_u, out_i)
+    _kernels.organic_span_py(*_py_args(args, np.arange(args[3].size - 1)), 5, 0, n_users,
+                             flag, out_u, out_i)
     items, tick = _items(args)
     coins, decay = args[2], args[13]
     below = coins < decay[tick, items]
@@ -116,9 +128,11 @@ def test_two_threads_work_in_a_forked_child():
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 30), st.integers(2, 8), st.integers(1, 4),
-       st.sampled_from([0, 2]), st.booleans(), st.sampled_from([1, 2]))
+       st.sampled_from([0, 2]), st.booleans(), st.sampled_from([1, 2]),
+       st.sampled_from([0.0, 0.05]))
 def test_campaign_kernel_matches_python_and_the_vectorised_hash(seed, n, n_items, k,
-                                                                n_terms, logistic, threads):
+                                                                n_terms, logistic, threads,
+                                                                theta):
     from simulator._crn import hash_uniforms, seed_key
 
     rng = np.random.default_rng(seed)
@@ -133,13 +147,15 @@ def test_campaign_kernel_matches_python_and_the_vectorised_hash(seed, n, n_items
     rest = (taste0, drift_z, rng.normal(0, 1, n_terms), 0.1, rng.normal(0, 1, (n_items, dim)),
             rng.normal(0, 1, n_items), rng.random(n_items), logistic)
     has = has0.copy()
+    origin = rng.integers(0, 40, n_users)
     offered, accepted = _kernels.campaign_offers(users, slate, k, t, 3.0, key, has, alive,
-                                                 *rest, threads=threads, min_split=2)
+                                                 *rest, threads=threads, min_split=2,
+                                                 origin=origin, theta=theta)
     has_ref = has0.copy()
     off_ref, acc_ref = np.zeros(slate.shape, np.uint8), np.zeros(slate.shape, np.uint8)
     with np.errstate(over="ignore"):  # uint64 scalars wrap, as the hash wants
         _kernels.campaign_offers_py(users, slate, k, t, 3.0, np.uint64(key), has_ref, alive,
-                                    *rest, off_ref, acc_ref)
+                                    *rest[:4], origin, theta, *rest[4:], off_ref, acc_ref)
     assert np.array_equal(offered, off_ref.astype(bool))
     assert np.array_equal(accepted, acc_ref.astype(bool))
     assert np.array_equal(has, has_ref)
@@ -150,7 +166,9 @@ def test_campaign_kernel_matches_python_and_the_vectorised_hash(seed, n, n_items
     assert not np.any(accepted & ~offered)
     # acceptance: the world's counter-based coin below 1 - (1 - p)**boost, p in numpy
     x = taste0[uu]
-    if n_terms:
+    if n_terms:  # the OU drift scales the constant part by exp(-theta |t - origin|)
+        if theta:
+            x = x * np.exp(-theta * np.abs(t - origin[uu]))[..., None]
         x = x + 0.1 * np.einsum("nldk,k->nld", drift_z[uu], rest[2])
     score = rest[5][slate] + (x * rest[4][slate]).sum(axis=-1)
     p = 1 / (1 + np.exp(-score)) if logistic else np.clip(score, 0, 1)
