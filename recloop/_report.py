@@ -38,12 +38,15 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import re
+import stat
 import tomllib
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from recloop import _document as D
 from recloop import _rundir
 from recloop._summary import SummaryRow, summarize
 
@@ -230,7 +233,7 @@ def summary_lines(run_dir, *, limit: int = SCREEN_ROWS) -> list[str]:
     view = _view(summary, scenario)
     rows, truths, note = _screen(view, limit)
     header, cells = _summary_grid(view, rows[:limit])
-    table = [header] + cells
+    table = [header] + [[D.clean(c, 60) for c in r] for r in cells]
     widths = [max(len(r[j]) for r in table) for j in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in table]
@@ -243,50 +246,56 @@ def summary_lines(run_dir, *, limit: int = SCREEN_ROWS) -> list[str]:
         lines.append(truth)
     if scenario is None:
         return lines
-    notes = [line[2:] for line in _kind_sections(run_dir, scenario, _read_results(run_dir),
-                                                 summary, [])
-             if line.startswith("> ")]
+    notes = [D.plain(b.parts) for b in _kind_sections(run_dir, scenario,
+                                                      _read_results(run_dir), summary, [])
+             if isinstance(b, D.Note)]
     return lines + ([""] + notes if notes else [])
 
 
-def _md_row(cells) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-
-def _summary_section(view: _View, seed_units: list[str]) -> list[str]:
-    out = ["", "## Summary", ""]
+def _summary_section(view: _View, seed_units: list[str]) -> list:
+    out = [D.Heading("Summary")]
     if not view.rows and not view.truths:
-        return out + ["No per-log estimate has a ground truth in this run (see the "
-                      "measurements below)."]
-    out += ["Each row summarises one estimator's estimates over independent logs (the logs "
-            "of every seed pooled"
-            + (f"; for {', '.join(f'`{e}`' for e in seed_units)} each seed is one log"
-               if seed_units else "")
-            + "): *estimate* is their mean (± its standard error where there is no truth), "
-            "*bias* the mean of estimate - truth, *RMSE* the root mean square of estimate - "
-            "truth, *coverage* the share of the 95% intervals that contain the truth -- "
-            "blank where the estimator gives no interval, or where the intervals have zero "
-            "width (an exact computation has nothing to cover). Never averaged across ticks "
-            "or swept values; every log is in [estimates.csv.gz](estimates.csv.gz).", ""]
+        return out + [D.Paragraph("No per-log estimate has a ground truth in this run (see "
+                                  "the measurements below).")]
+    units = []
+    if seed_units:
+        units = ["; for "] + _joined([D.Code(e) for e in seed_units]) + [" each seed is one log"]
+    out.append(D.Paragraph(
+        "Each row summarises one estimator's estimates over independent logs (the logs of "
+        "every seed pooled", *units, "): ", D.Em("estimate"), " is their mean (± its standard "
+        "error where there is no truth), ", D.Em("bias"), " the mean of estimate - truth, ",
+        D.Em("RMSE"), " the root mean square of estimate - truth, ", D.Em("coverage"),
+        " the share of the 95% intervals that contain the truth -- blank where the estimator "
+        "gives no interval, or where the intervals have zero width (an exact computation has "
+        "nothing to cover). Never averaged across ticks or swept values; every log is in ",
+        D.Link("estimates.csv.gz", "estimates.csv.gz"), "."))
     if view.rows:
         header, cells = _summary_grid(view, view.rows[:MAX_TABLE_ROWS])
-        out += [_md_row(header), "|" + "---|" * len(header)]
-        out += [_md_row(r) for r in cells]
+        out.append(D.Table(header, cells))
         if len(view.rows) > MAX_TABLE_ROWS:
-            out += ["", f"({len(view.rows) - MAX_TABLE_ROWS} more rows: "
-                    "`recloop.load_results(RUN_DIR).summary()`)"]
+            out.append(D.Paragraph(f"({len(view.rows) - MAX_TABLE_ROWS} more rows: ",
+                                   D.Code("recloop.load_results(RUN_DIR).summary()"), ")"))
     if any(s.agent == "world" for s in view.rows):
-        out += ["", "Rows `[world - twin]` compare the simulated world with its "
-                "counterfactual twin: their error is the campaigns' effect on that quantity, "
-                "not the bias of an estimator."]
+        out.append(D.Paragraph(
+            "Rows ", D.Code("[world - twin]"), " compare the simulated world with its "
+            "counterfactual twin: their error is the campaigns' effect on that quantity, not "
+            "the bias of an estimator."))
     if view.truths:
-        out += ["", "The truth itself (estimates that are the ground truth, e.g. the twin's "
-                "score or an exact computation; error 0 by construction):", "",
-                "| evaluation | agent | variant | metric | tick | logs | truth |",
-                "|---|---|---|---|---|---|---|"]
-        out += [_md_row([s.evaluation, s.agent, s.variant, s.metric,
-                         "" if s.tick is None else str(s.tick), str(s.n), _num(s.truth)])
-                for s in view.truths[:MAX_TABLE_ROWS]]
+        out.append(D.Paragraph("The truth itself (estimates that are the ground truth, e.g. "
+                               "the twin's score or an exact computation; error 0 by "
+                               "construction):"))
+        out.append(D.Table(
+            ("evaluation", "agent", "variant", "metric", "tick", "logs", "truth"),
+            [[s.evaluation, s.agent, s.variant, s.metric, "" if s.tick is None else
+              str(s.tick), str(s.n), _num(s.truth)] for s in view.truths[:MAX_TABLE_ROWS]]))
+    return out
+
+
+def _joined(parts: list, sep: str = ", ") -> list:
+    """``parts`` with ``sep`` between them (inline marks)."""
+    out: list = []
+    for j, p in enumerate(parts):
+        out += ([sep] if j else []) + [p]
     return out
 
 
@@ -303,29 +312,30 @@ def _varying(groups: list) -> dict[str, list[str]]:
     return out
 
 
-def _measurements_section(rows: list[dict]) -> list[str]:
+def _measurements_section(rows: list[dict]) -> list:
     """Every row of ``results.csv``, mean over seeds."""
     groups = summarize(rows)
     varying = _varying(groups)
-    out = ["", "## Measurements", "",
-           "Every row of [results.csv](results.csv), mean over seeds (± the standard error "
-           "over seeds, or the row's own standard error for one seed); *setting*: the "
-           "parameters that differ between an evaluation's rows (the others are under *What "
-           "was run*). Rows such as `bias`, `rmse` and `coverage` are the cells' own "
-           "statistics over their logs; the summary above computes them from the per-log "
-           "estimates, the logs of every seed pooled (with one seed they are the same "
-           "numbers).", "",
-           "| evaluation | agent | variant | metric | setting | tick | seeds | estimate | "
-           "truth |", "|---|---|---|---|---|---|---|---|---|"]
-    for j, g in enumerate(groups):
-        if j == MAX_TABLE_ROWS:
-            out += ["", f"({len(groups) - MAX_TABLE_ROWS} more rows in results.csv)"]
-            break
+    out = [D.Heading("Measurements"), D.Paragraph(
+        "Every row of ", D.Link("results.csv", "results.csv"), ", mean over seeds (± the "
+        "standard error over seeds, or the row's own standard error for one seed); ",
+        D.Em("setting"), ": the parameters that differ between an evaluation's rows (the "
+        "others are under ", D.Em("What was run"), "). Rows such as ", D.Code("bias"), ", ",
+        D.Code("rmse"), " and ", D.Code("coverage"), " are the cells' own statistics over "
+        "their logs; the summary above computes them from the per-log estimates, the logs "
+        "of every seed pooled (with one seed they are the same numbers).")]
+    cells = []
+    for g in groups[:MAX_TABLE_ROWS]:
         est = _num(g.estimate) + (f" ± {_num(g.se, 2)}" if not math.isnan(g.se) else "")
         seeds = str(g.n) + (f" ({g.n_nan} nan)" if g.n_nan else "")
-        out.append(_md_row([g.evaluation, g.agent, g.variant, _metric_label(g.agent, g.metric),
-                            _setting(g, varying), "" if g.tick is None else str(g.tick),
-                            seeds, est, _num(g.truth)]))
+        cells.append([g.evaluation, g.agent, g.variant, _metric_label(g.agent, g.metric),
+                      _setting(g, varying), "" if g.tick is None else str(g.tick), seeds, est,
+                      _num(g.truth)])
+    out.append(D.Table(("evaluation", "agent", "variant", "metric", "setting", "tick",
+                        "seeds", "estimate", "truth"), cells))
+    if len(groups) > MAX_TABLE_ROWS:
+        out.append(D.Paragraph(f"({len(groups) - MAX_TABLE_ROWS} more rows in ",
+                               D.Link("results.csv", "results.csv"), ")"))
     return out
 
 
@@ -353,10 +363,17 @@ def _write_errors(run_dir: Path, errors: list) -> None:
     path = run_dir / "errors.log"
     text, problem = _rundir.read_small_text(path)
     if problem is not None and problem != "missing":
-        # not ours to rewrite (too large, not text): this report's errors go at its end
+        # not ours to rewrite (too large, not text): this report's errors go at its end --
+        # of a regular file only, never through a link or into a FIFO (a received run
+        # directory's errors.log may point at the reader's files)
         if errors:
-            with open(path, "a", encoding="utf-8") as f:
-                f.write("\n" + REPORT_ERRORS + "\n" + "\n".join(errors))
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                return
+            with os.fdopen(fd, "a", encoding="utf-8") as f:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    f.write("\n" + REPORT_ERRORS + "\n" + "\n".join(errors))
         return
     text = text or ""
     kept = text.split(REPORT_ERRORS, 1)[0]
@@ -388,8 +405,9 @@ def _world_table(run_dir: Path, world: dict | None) -> dict | None:
     run's ``world.npz`` (what the cells ran on), not fitted again."""
     from recloop._calibrated_world import is_calibrated
 
-    if world and is_calibrated(world) and (run_dir / "world.npz").is_file():
-        return {"file": str(run_dir / "world.npz"), "campaigns": world.get("campaigns", [])}
+    path = run_dir / "world.npz"
+    if world and is_calibrated(world) and path.is_file() and not path.is_symlink():
+        return {"file": str(path), "campaigns": world.get("campaigns", [])}
     return world
 
 
@@ -740,8 +758,10 @@ def _estimates_figures(run_dir: Path, folder: Path, evaluation: str, rows: list)
 # --- the kinds' own sections -----------------------------------------------------------------
 
 def _kind_sections(run_dir: Path, scenario: dict, rows: list[dict], summary: list,
-                   errors: list) -> list[str]:
-    """The evaluation kinds' own sections (e.g. the ``ope`` leaderboard), all seeds."""
+                   errors: list) -> list:
+    """The evaluation kinds' own sections (e.g. the ``ope`` leaderboard), all seeds: blocks
+    of :mod:`recloop._document` (a kind's strings are lines of simple Markdown, read as
+    text: :func:`recloop._document.from_lines`)."""
     from recloop._registry import registry
 
     out = []
@@ -751,13 +771,14 @@ def _kind_sections(run_dir: Path, scenario: dict, rows: list[dict], summary: lis
             continue
         try:
             mine = [r for r in rows if r["evaluation"] == ev["name"]]
-            lines = kind.report(mine, scenario, [s for s in summary
-                                                 if s.evaluation == ev["name"]]) if mine else []
+            blocks = D.from_lines(kind.report(mine, scenario, [
+                s for s in summary if s.evaluation == ev["name"]]) if mine else [])
         except Exception as exc:
             _error(errors, f"section of {ev['name']}", exc)
-            lines = [f"(this section failed: {type(exc).__name__}, see errors.log)"]
-        if lines:
-            out += ["", f"## {ev['name']}", ""] + list(lines)
+            blocks = [D.Paragraph(f"(this section failed: {type(exc).__name__}, see ",
+                                  D.Link("errors.log", "errors.log"), ")")]
+        if blocks:
+            out += [D.Heading(str(ev["name"]))] + blocks
     return out
 
 
@@ -897,14 +918,70 @@ def rebuild_report(run_dir, *, on_damage=None) -> Path | None:
         lock.release()
 
 
+def _what_was_run(run_dir: Path, scenario: dict | None, env: dict) -> list:
+    """What was run: seeds, agents, cells, command, times, the evaluations' parameters."""
+    if scenario is None:
+        return [D.Paragraph("scenario.toml is missing or damaged: what was run is unknown.")]
+    run = scenario["run"]
+    command = env.get("command")
+    resumed = env.get("resumed")
+    items = [
+        ["seeds: " + ", ".join(map(str, run["seeds"]))],
+        ["agents: "] + ([p for j, a in enumerate(scenario["agents"]) for p in (
+            ", " if j else "", D.Code(str(a["name"])), f" ({a['kind']})")]
+            or ["none"]),
+        [f"cells: {env.get('cells', '?')}, rows: {env.get('rows', '?')}, per-log estimates: "
+         f"{env.get('estimates', '?')}"],
+        ["command: ", D.Code(" ".join(map(str, command)) if isinstance(command, list)
+                             else "?")],
+        [f"started {env.get('start', '?')}, finished {env.get('end', '?')}"
+         + (f" (resumed {len(resumed)} time(s))" if isinstance(resumed, list) and resumed
+            else "")],
+        ["full scenario with defaults: ", D.Link("scenario.toml", "scenario.toml"),
+         "; every row: ", D.Link("results.csv", "results.csv"), "; every log's estimates: ",
+         D.Link("estimates.csv.gz", "estimates.csv.gz")],
+    ]
+    for ev in scenario["evaluations"]:
+        params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in ev.items()
+                           if k not in ("kind", "name", "agents", "sweep"))
+        sweep = ev.get("sweep")
+        agents = ", ".join(map(str, ev.get("agents", [])))
+        items.append(["evaluation ", D.Code(str(ev["name"])), f" ({ev['kind']})"
+                      + (f" on {agents}" if agents else "") + f": {params}"
+                      + (f"; swept {json.dumps(sweep)}" if sweep else "")])
+    # the run's items, then the evaluations' (a list each)
+    return [D.Bullets(items[:6]), D.Bullets(items[6:])] if len(items) > 6 \
+        else [D.Bullets(items)]
+
+
+def _fitted_world(run_dir: Path, scenario: dict | None, env: dict) -> list:
+    """A world fitted to a real log: how faithful it is (``fidelity.md``, read as text)."""
+    text, problem = _rundir.read_small_text(run_dir / "fidelity.md", limit=2**20)
+    if problem is not None:
+        return []
+    env_hash = env.get("world_sha256")
+    fitted_to = ((scenario or {}).get("world") or {}).get("calibrate_from", "?")
+    return [D.Heading("The fitted world"), D.Paragraph(
+        "The world was fitted to ", D.Code(str(fitted_to)),
+        (f" (the world's sha256 {env_hash})" if env_hash else "") + "; saved as ",
+        D.Link("world.npz", "world.npz"), ". How faithful it is to the log:")] \
+        + D.from_lines(text.strip().splitlines())
+
+
+def _figure_blocks(figures: list) -> list:
+    return [D.Figure(str(title), Path(path).name if path else None)
+            for title, path in figures]
+
+
 def write_report(run_dir) -> Path:
     """(Re)write ``report.md``, ``report.html`` and ``figures/`` of ``run_dir`` from its
     tables (``results.jsonl`` and ``estimates.csv.gz``, which the caller has just written
     from the verified cells: the end of a run, :func:`rebuild_report`).
 
-    A damaged ``environment.json`` leaves out what it holds (command, times, timing).
+    A damaged ``environment.json`` leaves out what it holds (command, times, timing). Every
+    string of the run directory is rendered as text (:mod:`recloop._document`); figures
+    are embedded only from the PNGs this report drew under ``figures/``.
     """
-    from recloop import _html
     from recloop._registry import registry
 
     run_dir = Path(run_dir)
@@ -915,62 +992,23 @@ def write_report(run_dir) -> Path:
     errors: list[str] = []
     figures = _figures(run_dir, rows, scenario, summary, errors)
     run = scenario["run"] if scenario else {"name": run_dir.name}
-    out = [f"# {run['name']}", ""]
+    out: list = [D.Heading(str(run["name"]), level=1)]
     if run.get("description"):
-        out += [str(run["description"]), ""]
-    out += ["## What was run", ""]
-    if scenario is None:
-        out += ["scenario.toml is missing or damaged: what was run is unknown.", ""]
-    else:
-        command = env.get("command")
-        out += [f"- seeds: {', '.join(map(str, run['seeds']))}",
-                "- agents: " + (", ".join(f"`{a['name']}` ({a['kind']})"
-                                          for a in scenario["agents"]) or "none"),
-                f"- cells: {env.get('cells', '?')}, rows: {env.get('rows', '?')}, per-log "
-                f"estimates: {env.get('estimates', '?')}",
-                f"- command: `{' '.join(map(str, command)) if isinstance(command, list) else '?'}`",
-                f"- started {env.get('start', '?')}, finished {env.get('end', '?')}"
-                + (f" (resumed {len(env['resumed'])} time(s))"
-                   if isinstance(env.get("resumed"), list) and env["resumed"] else ""),
-                "- full scenario with defaults: [scenario.toml](scenario.toml); every row: "
-                "[results.csv](results.csv); every log's estimates: "
-                "[estimates.csv.gz](estimates.csv.gz)", ""]
-        for ev in scenario["evaluations"]:
-            params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in ev.items()
-                               if k not in ("kind", "name", "agents", "sweep"))
-            sweep = ev.get("sweep")
-            agents = ", ".join(map(str, ev.get("agents", [])))
-            out.append(f"- evaluation `{ev['name']}` ({ev['kind']})"
-                       + (f" on {agents}" if agents else "") + f": {params}"
-                       + (f"; swept {json.dumps(sweep)}" if sweep else ""))
+        out.append(D.Paragraph(str(run["description"])))
+    out += [D.Heading("What was run")] + _what_was_run(run_dir, scenario, env)
     seed_units = [ev["name"] for ev in (scenario or {}).get("evaluations", ())
                   if getattr(registry().evaluations.get(ev["kind"]), "unit", "") == "seed"]
     out += _summary_section(_view(summary, scenario), seed_units)
     if scenario is not None:
         out += _kind_sections(run_dir, scenario, rows, summary, errors)
-    fidelity = run_dir / "fidelity.md"
-    if fidelity.is_file():  # a world fitted to a real log: how faithful it is
-        env_hash = env.get("world_sha256") if isinstance(env, dict) else None
-        fitted_to = ((scenario or {}).get("world") or {}).get("calibrate_from", "?")
-        out += ["", "## The fitted world", "",
-                f"The world was fitted to `{fitted_to}`"
-                + (f" (the world's sha256 {env_hash})" if env_hash else "") + "; saved as "
-                "[world.npz](world.npz). How faithful it is to the log:", ""]
-        # its own headings one level down, inside this section
-        out += [("#" + line if line.startswith("#") else line)
-                for line in fidelity.read_text(encoding="utf-8").strip().splitlines()]
+    out += _fitted_world(run_dir, scenario, env)
     out += _measurements_section(rows)
-    out += ["", "## Figures", ""]
-    for title, path in figures:
-        out += [f"### {title}", ""] + ([f"![{title}]({path})"] if path else []) + [""]
+    out += [D.Heading("Figures")] + _figure_blocks(figures)
     timing = env.get("cell_seconds")
-    out += ["## Timing", "", "| evaluation | seconds (sum over its cells) |", "|---|---|"]
-    for name, seconds in (timing.items() if isinstance(timing, dict) else ()):
-        out.append(f"| {name} | {seconds:.2f} |" if isinstance(seconds, (int, float))
-                   else f"| {name} | ? |")
-    out.append("")
-    _rundir.atomic_write(run_dir / "report.md", "\n".join(out))
-    _rundir.atomic_write(run_dir / "report.html", _html.render(out, run_dir,
-                                                                title=str(run["name"])))
+    out += [D.Heading("Timing"), D.Table(
+        ("evaluation", "seconds (sum over its cells)"),
+        [[str(name), f"{seconds:.2f}" if isinstance(seconds, (int, float)) else "?"]
+         for name, seconds in (timing.items() if isinstance(timing, dict) else ())])]
+    D.write_document(run_dir, out, title=str(run["name"]))
     _write_errors(run_dir, errors)
     return run_dir / "report.md"

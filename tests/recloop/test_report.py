@@ -97,7 +97,7 @@ def test_errors_are_not_compared_with_a_truth_of_zero(tmp_path):
 def test_world_rows_are_the_campaigns_effect(tmp_path):
     rows = [row("ev", "world", "item_marginal", 0.09, truth=0.07, variant="item0", tick=1)]
     report = write_report(make_run(tmp_path, rows, (("ev", "campaign_bias"),))).read_text()
-    assert "item_marginal [world - twin]" in report and "campaigns' effect" in report
+    assert "item_marginal \\[world - twin\\]" in report and "campaigns' effect" in report
     assert any("item_marginal [world - twin]" in ln for ln in summary_lines(tmp_path))
 
 
@@ -142,14 +142,14 @@ def test_kind_figures_name_the_seed_they_show(tmp_path, monkeypatch):
 
     def figures(rows, out_dir, world):
         path = out_dir / "mine.png"
-        path.write_bytes(b"\x89PNG")
+        path.write_bytes(b"\x89PNG\r\n\x1a\n")
         return [path]
 
     kind = dataclasses.replace(registry().evaluations["selfcheck"], figures=figures)
     monkeypatch.setitem(registry().evaluations, "selfcheck", kind)
     rows = [row("ev", "a", "mean_reward", 0.5, truth=0.5, seed=s) for s in (3, 4)]
     report = write_report(make_run(tmp_path, rows, seeds=(3, 4))).read_text()
-    assert "### ev: mine (seed 3)" in report
+    assert "**ev: mine (seed 3)**\n\n![ev: mine (seed 3)](figures/mine.png)" in report
 
 
 def test_a_failing_figure_costs_a_line_not_the_report(tmp_path, monkeypatch):
