@@ -102,6 +102,10 @@ HOSTILE = {
     "very-long": "A" * 100_000 + "<script>window.__pwned=1</script>",
 }
 IDS = list(HOSTILE)
+#: What must never reach a report: control characters but tab and newline, the Unicode
+#: bidirectional controls, line and paragraph separators.
+INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                       "\u2066-\u2069\u2028\u2029]")
 
 
 class Hung(BaseException):
@@ -270,6 +274,7 @@ def test_report_md_renders_the_string_as_text(case, world, rendered):
                                   f"run.description={_hostile(world, case)}"]))
                in _inline_text(t) for t in tokens if t.type == "inline")
     assert SECRET not in md
+    assert not INVISIBLE.search(md)
 
 
 # --- report.html ----------------------------------------------------------------------------
@@ -347,6 +352,7 @@ def test_report_html_renders_the_string_as_text(case, world, rendered):
     assert page.data["h1"] == [s]
     assert s in page.data["p"] and s in page.data["td"]
     assert SECRET not in text
+    assert not INVISIBLE.search(text)
 
 
 # --- in a browser ----------------------------------------------------------------------------
