@@ -3,7 +3,8 @@
 Every report recloop writes (``report.md`` and ``report.html`` of a run directory, and any
 other command that reports) is built as a list of *blocks* -- :class:`Heading`,
 :class:`Paragraph`, :class:`Note`, :class:`Bullets`, :class:`Table`, :class:`Figure`,
-:class:`Side` (a figure beside the table it draws), :class:`Contents` -- whose text is data:
+:class:`Side` (a figure beside the table it draws), :class:`Gallery` (figures side by
+side), :class:`Contents` -- whose text is data:
 plain strings, or the few inline marks recloop itself chooses (:class:`Code`,
 :class:`Strong`, :class:`Em`, :class:`Term`, :class:`Link`). :func:`to_markdown` and
 :func:`to_html` render the same blocks, escaping every string for their format, so that
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, Union
 
-__all__ = ["Bullets", "Code", "Contents", "Em", "Figure", "Heading", "Link", "Note",
+__all__ = ["Bullets", "Code", "Contents", "Em", "Figure", "Gallery", "Heading", "Link", "Note",
            "Paragraph", "Side", "Strong", "Table", "Term", "clean", "from_lines",
            "read_figure", "to_html", "to_markdown", "write_document"]
 
@@ -201,11 +202,20 @@ class Side:
 
 
 @dataclass(frozen=True)
+class Gallery:
+    """Figures side by side on a wide page (the figures of record)."""
+    figures: tuple
+
+    def __init__(self, figures):
+        object.__setattr__(self, "figures", tuple(figures))
+
+
+@dataclass(frozen=True)
 class Contents:
     """The table of contents: the level-2 headings that follow it, as links."""
 
 
-Block = Union[Heading, Paragraph, Note, Bullets, Table, Figure, Side, Contents]
+Block = Union[Heading, Paragraph, Note, Bullets, Table, Figure, Side, Gallery, Contents]
 
 
 # --- figures: only recloop's own PNGs --------------------------------------------------------
@@ -382,6 +392,8 @@ def to_markdown(blocks: Sequence, run_dir=None) -> str:
             lines = _md_figure(b, run_dir)
         elif isinstance(b, Side):
             lines = _md_figure(b.figure, run_dir) + [""] + _md_table(b.table)
+        elif isinstance(b, Gallery):
+            lines = [x for f in b.figures for x in _md_figure(f, run_dir) + [""]][:-1]
         elif isinstance(b, Contents):
             lines = ["Contents: " + " · ".join(
                 f"[{_md_text(text)}](#{a})" for text, a in _contents(blocks, anchors, j + 1))]
@@ -418,6 +430,8 @@ img { max-width: 100%; height: auto; border: 1px solid #eee; }
 .side { display: flex; flex-wrap: wrap; gap: 1.2em; align-items: flex-start; }
 .side > figure { flex: 1 1 520px; max-width: 760px; }
 .side > div { flex: 1 1 420px; overflow-x: auto; }
+.gallery { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+.gallery > figure { flex: 0 1 620px; }
 .term { text-decoration: underline dotted #888; cursor: help; }
 .missing { color: #8a3b12; font-style: italic; }
 nav.contents { font-size: 14px; margin: .8em 0; } nav.contents a { margin-right: 1em; }
@@ -595,6 +609,9 @@ def to_html(blocks: Sequence, run_dir=None, *, title: str) -> str:
             tables += 1
             body.append('<div class="side">' + _html_figure(b.figure, run_dir) + "<div>"
                         + _html_table(b.table, f"table-{tables}") + "</div></div>")
+        elif isinstance(b, Gallery):
+            body.append('<div class="gallery">' + "".join(_html_figure(f, run_dir)
+                                                          for f in b.figures) + "</div>")
         elif isinstance(b, Contents):
             body.append('<nav class="contents"><strong>Contents:</strong> ' + " ".join(
                 f'<a href="#{a}">{_esc(text)}</a>'

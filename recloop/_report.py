@@ -99,9 +99,9 @@ def _is_error_row(s: SummaryRow) -> bool:
 
 
 def _metric_label(agent: str, metric: str) -> str:
-    """``world`` rows compare the world with its twin: their error is the campaigns'
-    effect, not an estimator's bias."""
-    return f"{metric} [world - twin]" if agent == "world" else metric
+    """``world`` rows compare the world (the estimate column) with its twin (the truth
+    column): their error is the campaigns' effect, not an estimator's bias."""
+    return f"{metric} (world vs twin)" if agent == "world" else metric
 
 
 @dataclass
@@ -155,6 +155,16 @@ _SUMMARY_COLUMNS = ("evaluation", "agent", "variant", "metric", "setting", "tick
                     "estimate", "truth", "bias", "RMSE", "coverage")
 
 
+def _coverage(s: SummaryRow) -> str:
+    """The coverage, with its counts where they are few (``0 (0/1)``: one interval, which
+    missed the truth)."""
+    if math.isnan(s.coverage):
+        return ""
+    if s.n_ci <= 10:
+        return f"{_num(s.coverage, 3)} ({round(s.coverage * s.n_ci)}/{s.n_ci})"
+    return _num(s.coverage, 3)
+
+
 def _summary_cells(s: SummaryRow, varying: dict) -> list[str]:
     est = _num(s.estimate)
     if not s.has_truth and not math.isnan(s.se):
@@ -162,7 +172,16 @@ def _summary_cells(s: SummaryRow, varying: dict) -> list[str]:
     logs = str(s.n) + (f" ({s.n_nan} nan)" if s.n_nan else "")
     return [s.evaluation, s.agent, s.variant, _metric_label(s.agent, s.metric),
             _setting(s, varying), "" if s.tick is None else str(s.tick), logs, est,
-            _num(s.truth), _num(s.bias, 3), _num(s.rmse, 3), _num(s.coverage, 3)]
+            _num(s.truth), _num(s.bias, 3), _num(s.rmse, 3), _coverage(s)]
+
+
+def _term(name: str):
+    """A name with its glossary definition (shown on hover), or the name."""
+    from recloop._glossary import define
+
+    base = name.split(" (world vs twin)")[0]
+    definition = define(base)
+    return D.Term(name, definition) if definition else name
 
 
 def _summary_grid(view: _View, rows: list) -> tuple[list[str], list[list[str]]]:
@@ -173,39 +192,66 @@ def _summary_grid(view: _View, rows: list) -> tuple[list[str], list[list[str]]]:
     return [_SUMMARY_COLUMNS[j] for j in keep], [[r[j] for j in keep] for r in cells]
 
 
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _key_rows(rows: list, varying: dict) -> tuple[list, list[str]]:
+    """The key rows of a summary: per evaluation and value of each categorical swept
+    parameter (a data set, a logger, a click model), the largest value of each numeric
+    swept parameter and the last tick. Returns the rows kept and what was chosen
+    (``["n_rounds = 898 (source = digits)", ...]``), empty when nothing is swept."""
+    def group(s):
+        cats = [k for k in varying.get(s.evaluation, ())
+                if not all(_is_number(r.params.get(k)) for r in rows
+                           if r.evaluation == s.evaluation and k in r.params)]
+        return (s.evaluation,) + tuple(json.dumps(s.params.get(k), sort_keys=True)
+                                       for k in cats)
+
+    largest: dict = {}
+    for s in rows:
+        g = group(s)
+        for k in varying.get(s.evaluation, ()):
+            v = s.params.get(k)
+            if _is_number(v) and all(_is_number(r.params.get(k)) for r in rows
+                                     if r.evaluation == s.evaluation and k in r.params):
+                largest[g, k] = max(largest.get((g, k), v), v)
+        if s.tick is not None and len({r.tick for r in rows
+                                       if r.evaluation == s.evaluation}) > 1:
+            largest[g, "tick"] = max(largest.get((g, "tick"), s.tick), s.tick)
+    if not largest:
+        return rows, []
+
+    def shown(s):
+        g = group(s)
+        return all((s.tick if k == "tick" else s.params.get(k)) == v
+                   for (gg, k), v in largest.items() if gg == g)
+
+    what = {}
+    for (g, k), v in largest.items():
+        what.setdefault((k, v), []).append(g)
+    chosen = []
+    for (k, v), groups in what.items():
+        where = [", ".join(x for x in g[1:]) for g in groups if len(g) > 1]
+        chosen.append(f"{k} = {_value_text(v)}"
+                      + (f" ({'; '.join(w.replace(chr(34), '') for w in where)})"
+                         if where and len(what) > 1 else ""))
+    return [s for s in rows if shown(s)], chosen
+
+
 def _screen(view: _View, limit: int) -> tuple[list, list, str | None]:
-    """At most ``limit`` rows for a terminal: when there are more, only the largest value of
-    each numeric swept parameter and the last tick (of the rows and of the truth itself),
-    with a line saying so."""
+    """At most ``limit`` rows for a terminal: when there are more, the key rows
+    (:func:`_key_rows`: the largest value of each numeric swept parameter and the last
+    tick, within each value of a categorical one), with a line saying so."""
     rows = view.rows
     if len(rows) <= limit:
         return rows, view.truths, None
-    largest: dict = {}
-    for evaluation, keys in view.varying.items():
-        mine = [s for s in rows if s.evaluation == evaluation]
-        for k in keys:
-            vals = [s.params[k] for s in mine if k in s.params]
-            if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                            for v in vals):
-                largest[evaluation, k] = max(vals)
-        ticks = [s.tick for s in mine if s.tick is not None]
-        if len(set(ticks)) > 1:
-            largest[evaluation, "tick"] = max(ticks)
-    if not largest:
+    kept, chosen = _key_rows(rows, view.varying)
+    if not chosen:
         return rows, view.truths, None
-
-    def shown(s):
-        return all((s.tick if k == "tick" else s.params.get(k)) == v
-                   for (ev, k), v in largest.items() if ev == s.evaluation)
-
-    what = ", ".join(f"{k} = {_value_text(v)}" for (_, k), v in largest.items())
-    which = " and ".join(x for x, there in (
-        ("the largest swept value", any(k != "tick" for _, k in largest)),
-        ("the last tick", any(k == "tick" for _, k in largest))) if there)
-    kept = [s for s in rows if shown(s)]
-    return (kept, [s for s in view.truths if shown(s)],
-            f"(showing {what} only, {which}: {len(kept)} of {len(rows)} rows; report.md "
-            "has them all)")
+    truths = _key_rows(view.truths, view.varying)[0] if view.truths else []
+    return (kept, truths, f"(showing {', '.join(chosen)} only, the key rows: {len(kept)} "
+            f"of {len(rows)}; report.md has them all)")
 
 
 def _truth_line(truths: list) -> str | None:
@@ -270,16 +316,25 @@ def _summary_section(view: _View, seed_units: list[str]) -> list:
         "nothing to cover). Never averaged across ticks or swept values; every log is in ",
         D.Link("estimates.csv.gz", "estimates.csv.gz"), "."))
     if view.rows:
-        header, cells = _summary_grid(view, view.rows[:MAX_TABLE_ROWS])
-        out.append(D.Table(header, cells))
+        from recloop._glossary import COLUMNS
+
+        shown = view.rows[:MAX_TABLE_ROWS]
+        header, cells = _summary_grid(view, shown)
+        key = {id(s) for s in _key_rows(shown, view.varying)[0]}
+        for j in (header.index("metric"), header.index("variant")):
+            for r in cells:
+                r[j] = _term(r[j]) if r[j] else r[j]
+        out.append(D.Table(header, cells, key_rows=[j for j, s in enumerate(shown)
+                                                    if id(s) in key],
+                           tips=[COLUMNS.get(h, "") for h in header]))
         if len(view.rows) > MAX_TABLE_ROWS:
             out.append(D.Paragraph(f"({len(view.rows) - MAX_TABLE_ROWS} more rows: ",
                                    D.Code("recloop.load_results(RUN_DIR).summary()"), ")"))
     if any(s.agent == "world" for s in view.rows):
         out.append(D.Paragraph(
-            "Rows ", D.Code("[world - twin]"), " compare the simulated world with its "
-            "counterfactual twin: their error is the campaigns' effect on that quantity, not "
-            "the bias of an estimator."))
+            "Rows ", D.Code("(world vs twin)"), " compare the simulated world (the estimate "
+            "column) with its counterfactual twin (the truth column): their error is the "
+            "campaigns' effect on that quantity, not the bias of an estimator."))
     if view.truths:
         out.append(D.Paragraph("The truth itself (estimates that are the ground truth, e.g. "
                                "the twin's score or an exact computation; error 0 by "
@@ -435,53 +490,75 @@ def _kind_figures(rows: list[dict], scenario: dict, folder: Path,
             if _disk_error(exc):
                 raise
             _error(errors, f"figures of {ev['name']}", exc)
-            made.append((f"{ev['name']}: figures failed ({type(exc).__name__}, see "
-                         "errors.log)", None))
+            made.append((ev["name"], f"{ev['name']}: figures failed "
+                         f"({type(exc).__name__}, see errors.log)", None))
             failed = True
             continue
         for path in paths:
-            made.append((f"{ev['name']}: {Path(path).stem}{which}", f"figures/{Path(path).name}"))
+            made.append((ev["name"], f"{ev['name']}: {Path(path).stem}{which}",
+                         f"figures/{Path(path).name}"))
         if kind.figures_only:
             covered.add(ev["name"])
     return made, covered, failed
 
 
+def _constant(items: list) -> float | None:
+    """The one value of a metric that is the same in every row (no truth beside it):
+    a line of text, not a panel of a flat line (``nan_rate`` 0 everywhere)."""
+    values = {g.estimate for g in items}
+    if len(values) == 1 and all(not g.has_truth for g in items):
+        (v,) = values
+        return v if math.isfinite(v) else None
+    return None
+
+
 def _figures(run_dir: Path, rows: list[dict], scenario: dict | None, summary: list,
-             errors: list) -> list[tuple[str, str | None]]:
+             errors: list) -> list[tuple[str, str, str | None]]:
     """Draw the kinds' own figures, the estimates-with-intervals charts of the evaluations
     that estimate per log, then one figure per (evaluation, metric) for the others, from the
-    measurements' mean over seeds. Figures of an earlier report are removed once every
-    figure of this one is drawn (never when one failed: what cannot be redrawn stays)."""
+    measurements' mean over seeds: ``(evaluation, title, path or None)``, the kind's own
+    first (its figure of record). A metric with one value everywhere is a line of text.
+    Figures of an earlier report are removed once every figure of this one is drawn (never
+    when one failed: what cannot be redrawn stays)."""
     folder = run_dir / "figures"
     folder.mkdir(exist_ok=True)
     before = {p.name for p in folder.glob("*.png")}
     made, covered, failed = (_kind_figures(rows, scenario, folder, errors) if scenario
                              else ([], set(), False))
-    drawings = [(f"{evaluation}: estimates", functools.partial(
+    drawings = [(evaluation, f"{evaluation}: estimates", functools.partial(
                     _estimates_figures, run_dir, folder, evaluation, chosen))
                 for evaluation, chosen in _estimate_rows(summary, scenario).items()]
     by_plot: dict[tuple, list] = {}
     for g in summarize(rows):
         if g.evaluation not in covered:
             by_plot.setdefault((g.evaluation, g.metric), []).append(g)
-    drawings += [(f"{evaluation}: {metric}", functools.partial(
+    plots = list(by_plot.items())
+    for (evaluation, metric), items in plots:
+        value = _constant(items)
+        if value is not None:
+            made.append((evaluation, f"{evaluation}: {metric} is {_num(value)} in every row "
+                         f"({len(items)}): not drawn", None))
+    drawings += [(evaluation, f"{evaluation}: {metric}", functools.partial(
                      _generic_figure, folder, evaluation, metric, items))
-                 for (evaluation, metric), items in list(by_plot.items())[:MAX_FIGURES]]
-    for what, draw in drawings:
+                 for (evaluation, metric), items in
+                 [p for p in plots if _constant(p[1]) is None][:MAX_FIGURES]]
+    for evaluation, what, draw in drawings:
         try:
-            made += draw()
+            made += [(evaluation, t, p) for t, p in draw()]
         except Exception as exc:  # one odd figure must not cost the report
             if _disk_error(exc):
                 raise
             _error(errors, f"figure {what}", exc)
-            made.append((f"{what}: figure failed ({type(exc).__name__}, see errors.log)",
-                         None))
+            made.append((evaluation, f"{what}: figure failed ({type(exc).__name__}, see "
+                         "errors.log)", None))
             failed = True
     if not failed:
-        drawn = {Path(p).name for _, p in made if p}
+        drawn = {Path(p).name for _, _, p in made if p}
         for name in before - drawn:
             (folder / name).unlink(missing_ok=True)
-    return made
+    order = [ev["name"] for ev in (scenario or {}).get("evaluations", ())]
+    order += [e for e, _, _ in made if e not in order]
+    return sorted(made, key=lambda m: order.index(m[0]))
 
 
 # --- the generic figure: one (evaluation, metric) ---------------------------------------------
@@ -968,9 +1045,129 @@ def _fitted_world(run_dir: Path, scenario: dict | None, env: dict) -> list:
         + D.from_lines(text.strip().splitlines())
 
 
-def _figure_blocks(figures: list) -> list:
-    return [D.Figure(str(title), Path(path).name if path else None)
-            for title, path in figures]
+# --- the first screen: findings, the figure of record -----------------------------------------
+
+#: Findings per evaluation at most.
+MAX_FINDINGS = 4
+
+
+def _pct(x: float) -> str:
+    return f"{x:+.1%}" if abs(x) < 0.995 else f"{x:+.0%}"
+
+
+def _findings(view: _View, heads: dict) -> list[list]:
+    """Sentences computed from the run's own numbers, at the key rows (the last tick, the
+    largest swept value): per evaluation and agent (or target), the estimate furthest from
+    the truth and the closest one, relative to the truth (of the headline metric where
+    there is one); the world against its twin (the largest difference)."""
+    rows = [s for s in _key_rows(view.rows, view.varying)[0]
+            if s.has_truth and math.isfinite(s.estimate) and math.isfinite(s.truth)
+            and not _is_error_row(s)]
+    headline = [s for s in rows if s.agent == "world"
+                or _is_headline(s.metric, heads.get(s.evaluation, ()))]
+    rows = [s for s in rows if s in headline or not any(
+        h.evaluation == s.evaluation and h.agent != "world" for h in headline)]
+    out = []
+    for evaluation in dict.fromkeys(s.evaluation for s in rows):
+        mine = [s for s in rows if s.evaluation == evaluation]
+        groups: dict = {}
+        for s in mine:
+            groups.setdefault((s.agent, s.metric, s.tick, _setting(s, view.varying)),
+                              []).append(s)
+        said = []
+        for (agent, metric, tick, setting), items in groups.items():
+            where = ", ".join(x for x in (setting, f"tick {tick}" if tick is not None
+                                           else "") if x)
+            where = f" ({where})" if where else ""
+
+            def rel(s):
+                return (s.estimate - s.truth) / abs(s.truth) if s.truth else math.nan
+
+            if agent == "world":
+                worst = max(items, key=lambda s: abs(s.estimate - s.truth))
+                if worst.truth:
+                    said.append((-1.0, [
+                        D.Code(evaluation), ": the campaigns move ", D.Code(metric), " of ",
+                        D.Code(worst.variant), f" most{where}: {_num(worst.estimate)} in the "
+                        f"world, {_num(worst.truth)} in its twin without campaigns "
+                        f"({_pct(rel(worst))})."]))
+                continue
+            ranked = sorted(items, key=lambda s: abs(s.estimate - s.truth))
+            worst, best = ranked[-1], ranked[0]
+            if not worst.truth:
+                continue
+            sentence = [D.Code(evaluation), ": ", D.Code(agent), " ", D.Code(metric), where,
+                        " -- "]
+            sentence += ([D.Code(worst.variant), " "] if worst.variant else []) + [
+                f"is off by {_pct(rel(worst))} ({_num(worst.estimate)} against the truth "
+                f"{_num(worst.truth)})"]
+            if len(ranked) > 1 and best is not worst:
+                sentence += ["; the closest, ", D.Code(best.variant or best.agent),
+                             f", by {_pct(rel(best))}"]
+            said.append((abs(rel(worst)), sentence + ["."]))
+        said.sort(key=lambda x: -x[0] if math.isfinite(x[0]) else 0)  # the world's last
+        out += [s for _, s in said[:MAX_FINDINGS]]
+        if len(said) > MAX_FINDINGS:
+            out.append([f"... {len(said) - MAX_FINDINGS} more of ", D.Code(evaluation),
+                        " in the summary below."])
+    return out
+
+
+def _one_line(scenario: dict | None, env: dict) -> list:
+    """What was run, in one line."""
+    if scenario is None:
+        return ["scenario.toml is missing or damaged: what was run is unknown."]
+    seeds = scenario["run"]["seeds"]
+    parts: list = ["Ran "]
+    for j, ev in enumerate(scenario["evaluations"]):
+        parts += ([", "] if j else []) + [D.Code(str(ev["name"])), f" ({ev['kind']})"]
+    agents = [str(a["name"]) for a in scenario["agents"]]
+    if agents:
+        parts += [" on "] + _joined([D.Code(a) for a in agents])
+    parts.append(f", seed{'s' if len(seeds) > 1 else ''} "
+                 f"{', '.join(map(str, seeds[:6]))}{', ...' if len(seeds) > 6 else ''}")
+    if isinstance(env.get("cells"), int):
+        parts.append(f", {env['cells']} cell{'s' if env['cells'] != 1 else ''}")
+    if env.get("end"):
+        parts.append(f", finished {env['end']}")
+    return parts + ["."]
+
+
+def _figure_blocks(figures: list, done: set, view: _View) -> list:
+    """The figures of each evaluation, under its name (those at the top left out), the
+    first beside the key rows of the evaluation's summary, which it draws."""
+    out: list = []
+    for evaluation in dict.fromkeys(e for e, _, _ in figures):
+        mine = [(t, p) for e, t, p in figures if e == evaluation and (t, p) not in done]
+        if not mine:
+            continue
+        out.append(D.Heading(str(evaluation), level=3))
+        blocks = [D.Figure(str(t), Path(p).name) if p else D.Paragraph(f"({t})")
+                  for t, p in mine]
+        key = [s for s in _key_rows(view.rows, view.varying)[0] if s.evaluation == evaluation]
+        first = next((j for j, b in enumerate(blocks) if isinstance(b, D.Figure)), None)
+        if key and first is not None:
+            header, cells = _summary_grid(view, key[:12])
+            drop = [j for j, h in enumerate(header) if h in ("evaluation", "logs", "RMSE",
+                                                             "coverage")]
+            table = D.Table([h for j, h in enumerate(header) if j not in drop],
+                            [[c for j, c in enumerate(r) if j not in drop] for r in cells],
+                            caption="Key rows of the summary" + (
+                                f" (the first 12 of {len(key)})" if len(key) > 12 else ""))
+            blocks[first] = D.Side(blocks[first], table)
+        out += blocks
+    return out
+
+
+def _record(figures: list, scenario: dict | None) -> list:
+    """The figure of record of each evaluation: its kind's first figure, else its first
+    drawn one."""
+    out = []
+    for ev in (scenario or {}).get("evaluations", ()):
+        drawn = [(t, p) for e, t, p in figures if e == ev["name"] and p]
+        if drawn:
+            out.append(drawn[0])
+    return out
 
 
 def write_report(run_dir) -> Path:
@@ -978,9 +1175,12 @@ def write_report(run_dir) -> Path:
     tables (``results.jsonl`` and ``estimates.csv.gz``, which the caller has just written
     from the verified cells: the end of a run, :func:`rebuild_report`).
 
-    A damaged ``environment.json`` leaves out what it holds (command, times, timing). Every
-    string of the run directory is rendered as text (:mod:`recloop._document`); figures
-    are embedded only from the PNGs this report drew under ``figures/``.
+    The report opens with the answer: what was run in one line, the findings (sentences
+    computed from the run's numbers, :func:`_findings`), the figure of record of each
+    evaluation, then the contents. A damaged ``environment.json`` leaves out what it holds
+    (command, times, timing). Every string of the run directory is rendered as text
+    (:mod:`recloop._document`); figures are embedded only from the PNGs this report drew
+    under ``figures/``.
     """
     from recloop._registry import registry
 
@@ -989,21 +1189,34 @@ def write_report(run_dir) -> Path:
     env = _rundir.check_json_object(run_dir / "environment.json")[0] or {}
     rows = _read_results(run_dir)
     summary = _read_summary(run_dir)
+    view = _view(summary, scenario)
     errors: list[str] = []
     figures = _figures(run_dir, rows, scenario, summary, errors)
     run = scenario["run"] if scenario else {"name": run_dir.name}
     out: list = [D.Heading(str(run["name"]), level=1)]
     if run.get("description"):
         out.append(D.Paragraph(str(run["description"])))
-    out += [D.Heading("What was run")] + _what_was_run(run_dir, scenario, env)
+    out.append(D.Paragraph(*_one_line(scenario, env)))
+    findings = _findings(view, _headlines(scenario))
+    if findings:
+        out += [D.Paragraph(D.Strong("Findings"), " (at the last tick and the largest swept "
+                            "value; every row is in the summary):"), D.Bullets(findings)]
+    record = _record(figures, scenario)
+    if record:
+        out.append(D.Gallery([D.Figure(str(t), Path(p).name) for t, p in record]))
+    out.append(D.Contents())
     seed_units = [ev["name"] for ev in (scenario or {}).get("evaluations", ())
                   if getattr(registry().evaluations.get(ev["kind"]), "unit", "") == "seed"]
-    out += _summary_section(_view(summary, scenario), seed_units)
+    out += _summary_section(view, seed_units)
     if scenario is not None:
         out += _kind_sections(run_dir, scenario, rows, summary, errors)
     out += _fitted_world(run_dir, scenario, env)
+    rest = _figure_blocks(figures, set(record), view)
+    if rest:
+        out += [D.Heading("Figures")] + rest
+    out += [D.Heading("What was run")] + _what_was_run(run_dir, scenario, env)
     out += _measurements_section(rows)
-    out += [D.Heading("Figures")] + _figure_blocks(figures)
+    out += _glossary_section(view, rows)
     timing = env.get("cell_seconds")
     out += [D.Heading("Timing"), D.Table(
         ("evaluation", "seconds (sum over its cells)"),
@@ -1012,3 +1225,26 @@ def write_report(run_dir) -> Path:
     D.write_document(run_dir, out, title=str(run["name"]))
     _write_errors(run_dir, errors)
     return run_dir / "report.md"
+
+
+def _glossary_section(view: _View, rows: list[dict]) -> list:
+    """The definitions of the metrics and variants of this report (``recloop._glossary``;
+    docs/results.md has them all)."""
+    from recloop._glossary import COLUMNS, define, entry
+
+    names = dict.fromkeys([s.metric for s in view.rows + view.truths]
+                          + [s.variant for s in view.rows + view.truths if s.variant]
+                          + [r["metric"] for r in rows] + [r["variant"] for r in rows
+                                                            if r["variant"]])
+    seen: dict = {}
+    for n in names:
+        pattern = entry(str(n))
+        if pattern is not None:
+            seen.setdefault(pattern, define(str(n)))
+    if not seen:
+        return []
+    return [D.Heading("Glossary"), D.Paragraph(
+        "The names of this report (hover over one in the summary to read it there); ",
+        D.Code("<K>"), " stands for a number. Columns: ") ,
+        D.Table(("column", "definition"), [[D.Code(k), v] for k, v in COLUMNS.items()]),
+        D.Table(("name", "definition"), [[D.Code(p), d] for p, d in seen.items()])]

@@ -65,7 +65,7 @@ def test_coverage_is_blank_for_exact_estimates(tmp_path):
                                    seeds=range(5))).read_text()
     lines = {r["metric"]: r for r in summary_table(report)}
     assert lines["loo_hit@5"]["coverage"] == ""  # exact: no coverage
-    assert lines["loo_hit@5_sampled"]["coverage"] == "0.8"  # 4 of 5 intervals cover
+    assert lines["loo_hit@5_sampled"]["coverage"] == "0.8 (4/5)"  # 4 of 5 intervals cover
     assert lines["loo_hit@5_sampled"]["logs"] == "5"  # the seeds are the logs
     assert "zero width" in report
 
@@ -97,8 +97,8 @@ def test_errors_are_not_compared_with_a_truth_of_zero(tmp_path):
 def test_world_rows_are_the_campaigns_effect(tmp_path):
     rows = [row("ev", "world", "item_marginal", 0.09, truth=0.07, variant="item0", tick=1)]
     report = write_report(make_run(tmp_path, rows, (("ev", "campaign_bias"),))).read_text()
-    assert "item_marginal \\[world - twin\\]" in report and "campaigns' effect" in report
-    assert any("item_marginal [world - twin]" in ln for ln in summary_lines(tmp_path))
+    assert "item_marginal (world vs twin)" in report and "campaigns' effect" in report
+    assert any("item_marginal (world vs twin)" in ln for ln in summary_lines(tmp_path))
 
 
 def test_the_headline_metric_leads_even_without_a_truth(tmp_path):
