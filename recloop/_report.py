@@ -50,7 +50,7 @@ from recloop import _document as D
 from recloop import _rundir
 from recloop._summary import SummaryRow, summarize
 
-__all__ = ["rebuild_report", "summary_lines", "write_report"]
+__all__ = ["rebuild_report", "screen_rows", "summary_lines", "write_report"]
 
 #: Metrics that are already errors against the truth (suffixes such as ``_at_matches``
 #: allowed): never compared with a truth of 0 or none.
@@ -266,6 +266,12 @@ def _truth_line(truths: list) -> str | None:
 
 def _read_summary(run_dir: Path) -> list[SummaryRow]:
     return summarize(_rundir.read_estimates(run_dir))
+
+
+def screen_rows(estimates, scenario: dict | None, *, limit: int = SCREEN_ROWS) -> list:
+    """The summary rows of the first screen (:func:`summary_lines`'s table), in order."""
+    rows, _, _ = _screen(_view(summarize(estimates), scenario), limit)
+    return rows[:limit]
 
 
 def summary_lines(run_dir, *, limit: int = SCREEN_ROWS) -> list[str]:

@@ -240,3 +240,25 @@ def test_linear_bandit_episode_lengths():
     for step in range(1, 31):
         obs, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
         assert not terminated and truncated == (step == 30)
+
+
+def test_a_categorical_sweep_shows_the_last_numeric_value_of_each_category(tmp_path):
+    """`recloop run ope_real` showed "n_rounds = 898 only": the digits rows, none of the
+    other data sets (each data set has its own sizes)."""
+    sizes = {"digits": (300, 898), "wine": (60, 178), "iris": (50, 150)}
+    est = []
+    for source, ns in sizes.items():
+        for n in ns:
+            for v in range(6):
+                for j, e in enumerate((0.4, 0.6)):
+                    r = row("ev", "t", "value", e + v / 100, truth=0.5, variant=f"e{v}", log=j)
+                    r["params"] = {"source": source, "n_rounds": n}
+                    est.append(r)
+    make_run(tmp_path, [dict(r, log=None) for r in est[:1]], (("ev", "ope"),), estimates=est)
+    import re
+
+    lines = summary_lines(tmp_path)
+    shown = [re.search(r"n_rounds=([0-9]+), source=([a-z]+)", ln).groups() for ln in lines
+             if ln.startswith("ev ")]
+    assert set(shown) == {(str(ns[-1]), s) for s, ns in sizes.items()}
+    assert len(shown) == 18 and "18 of 36" in "\n".join(lines)
