@@ -847,15 +847,24 @@ def _kind_sections(run_dir: Path, scenario: dict, rows: list[dict], summary: lis
     text: :func:`recloop._document.from_lines`)."""
     from recloop._registry import registry
 
+    import inspect
+
     out = []
+    estimates = None
     for ev in scenario["evaluations"]:
         kind = registry().evaluations.get(ev["kind"])
         if kind is None or kind.report is None:
             continue
         try:
             mine = [r for r in rows if r["evaluation"] == ev["name"]]
+            more = {}
+            if "estimates" in inspect.signature(kind.report).parameters:
+                # a leaderboard's paired comparisons over the same logs
+                if estimates is None:
+                    estimates = list(_rundir.read_estimates(run_dir))
+                more["estimates"] = [e for e in estimates if e["evaluation"] == ev["name"]]
             blocks = D.from_lines(kind.report(mine, scenario, [
-                s for s in summary if s.evaluation == ev["name"]]) if mine else [])
+                s for s in summary if s.evaluation == ev["name"]], **more) if mine else [])
         except Exception as exc:
             _error(errors, f"section of {ev['name']}", exc)
             blocks = [D.Paragraph(f"(this section failed: {type(exc).__name__}, see ",
