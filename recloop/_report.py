@@ -845,9 +845,9 @@ def _kind_sections(run_dir: Path, scenario: dict, rows: list[dict], summary: lis
     """The evaluation kinds' own sections (e.g. the ``ope`` leaderboard), all seeds: blocks
     of :mod:`recloop._document` (a kind's strings are lines of simple Markdown, read as
     text: :func:`recloop._document.from_lines`)."""
-    from recloop._registry import registry
-
     import inspect
+
+    from recloop._registry import registry
 
     out = []
     estimates = None
