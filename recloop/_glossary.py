@@ -84,7 +84,10 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
              "streams, no campaigns): the truth."),
     ("item<K>", "Item number K (a row of item_marginal or item_weights)."),
     # --- fast LOO for kNN
-    ("exact", "Exact LOO: similarities recomputed without the held-out rating (Zhang et al.)."),
+    ("exact_loo", "Exact LOO: similarities recomputed without the held-out rating (Zhang et "
+                  "al. 2016); the truth of the fit-once protocols."),
+    ("fit_once_self", "fit_once with the user counted as its own neighbour (what a library "
+                      "returns when asked for a user's neighbours)."),
     ("fit_once", "The libraries' protocol: similarities computed once on all ratings, the "
                  "held-out rating included (leaks it)."),
     # --- bandit evaluators
@@ -110,8 +113,25 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("switch_dr", "Switch-DR: IPS where the weight is small, the direct method elsewhere."),
     ("dr_os", "DR with optimistic shrinkage of the weights."),
     ("dros", "DR with optimistic shrinkage of the weights."),
+    ("dm_mean", "The direct method with the mean-reward model (the scenario's table "
+                "{name, factory = \"direct_method\", params = {model = \"mean\"}})."),
+    ("dr_mean", "Doubly robust with the mean-reward model (the scenario's table "
+                "{name, factory = \"doubly_robust\", params = {model = \"mean\"}})."),
     ("clipped_ips", "IPS with the importance weights clipped at a threshold."),
     ("mips", "Marginalised IPS over action embeddings (Saito & Joachims 2022)."),
+    ("slate_ips", "Slate IPS: the whole slate's importance weight (unbiased, high "
+                  "variance)."),
+    ("independent_ips", "Independent IPS (IIPS): one weight per position, assuming each "
+                        "position's reward depends on its own item only."),
+    ("reward_interaction_ips", "Reward-interaction IPS (RIPS): a position's weight covers the "
+                               "items above it (cascade-like behaviour)."),
+    ("pseudoinverse", "The pseudoinverse estimator (Swaminathan et al. 2017): unbiased when "
+                      "the slate's reward is additive over positions."),
+    ("cascade_dr", "Cascade doubly robust (Kiyohara et al. 2022): RIPS with a reward model "
+                   "as control variate."),
+    ("on_policy", "The mean slate reward of the logs against the logging policy's exact "
+                  "value (agent: the logging policy): a check of the simulation itself."),
+    ("sd", "Standard deviation of the estimates over the logs."),
     ("ab_test", "An online A/B test of the target against the logging policy (ab_users "
                 "users): the reference every offline estimator is compared with."),
     ("oracle", "The candidate with the least RMSE against the truth (known only in "

@@ -586,6 +586,15 @@ def _x_key(items: list, varying: list[str]) -> str | None:
     numeric = [k for k in varying if all(
         isinstance(g.params.get(k), (int, float)) and not isinstance(g.params.get(k), bool)
         for g in items if k in g.params)]
+    categorical = [k for k in varying if k not in numeric]
+    if categorical:  # a size fixed by a data set is a property of it, not a sweep
+        def fixed(k):
+            values: dict = {}
+            for g in items:
+                cat = tuple(json.dumps(g.params.get(c), sort_keys=True) for c in categorical)
+                values.setdefault(cat, set()).add(g.params.get(k))
+            return all(len(v) == 1 for v in values.values())
+        numeric = [k for k in numeric if not fixed(k)]
     if not numeric:
         return None
     return max(numeric, key=lambda k: (len({g.params.get(k) for g in items}), k))

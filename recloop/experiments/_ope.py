@@ -714,6 +714,10 @@ def _and(parts: list) -> list:
     return out
 
 
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 #: Parameters a figure may put on its x axis, in order of preference (log scale for all).
 _X_AXES = ("n_rounds", "n_actions", "ab_users", "reward_noise", "residual")
 
@@ -739,10 +743,19 @@ def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
                  next((k for k in _X_AXES if k in seen), None))
     if x_key is None:
         return []
+    # a value fixed by a categorical sweep (each data set has its own size) is no axis:
+    # each category is then its own figure, a dot plot at its one value
+    categories = [k for k, vs in seen.items()
+                  if len(vs) > 1 and not all(_is_number(v) for v in vs)]
+    by_category: dict = {}
+    for r in rmse:
+        by_category.setdefault(tuple(json.dumps(r.params.get(k)) for k in categories),
+                               set()).add(r.params.get(x_key))
+    fixed = bool(categories) and all(len(v) == 1 for v in by_category.values())
     series: dict = {}
     for r in rmse:
         params = dict(r.params)
-        x = params.pop(x_key, None)
+        x = params.get(x_key) if fixed else params.pop(x_key, None)
         if x is None:
             continue
         fig_key = json.dumps(params, sort_keys=True)

@@ -28,8 +28,8 @@ def smallest(name: str) -> dict:
     data["run"]["replicates"] = 1
     data["run"].pop("seeds", None)
     world = data.get("world", {})
-    if world.get("preset") in ("viadeo_like",) or "n_users" in world:
-        world["n_users"] = min(world.get("n_users", 500), 500)
+    if world.get("preset") == "viadeo_like":  # the quickstart's size: its campaigns hold
+        world["n_users"] = min(world.get("n_users", 3000), 3000)
     for ev in data.get("evaluations", []):
         for k, v in SMALL.items():
             if k in ev and _numeric(ev[k]):
