@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["COLUMNS", "GLOSSARY", "define"]
+__all__ = ["COLUMNS", "GLOSSARY", "define", "scenario_names"]
 
 #: The summary's columns.
 COLUMNS = {
@@ -113,10 +113,6 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("switch_dr", "Switch-DR: IPS where the weight is small, the direct method elsewhere."),
     ("dr_os", "DR with optimistic shrinkage of the weights."),
     ("dros", "DR with optimistic shrinkage of the weights."),
-    ("dm_mean", "The direct method with the mean-reward model (the scenario's table "
-                "{name, factory = \"direct_method\", params = {model = \"mean\"}})."),
-    ("dr_mean", "Doubly robust with the mean-reward model (the scenario's table "
-                "{name, factory = \"doubly_robust\", params = {model = \"mean\"}})."),
     ("clipped_ips", "IPS with the importance weights clipped at a threshold."),
     ("mips", "Marginalised IPS over action embeddings (Saito & Joachims 2022)."),
     ("slate_ips", "Slate IPS: the whole slate's importance weight (unbiased, high "
@@ -132,6 +128,13 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("on_policy", "The mean slate reward of the logs against the logging policy's exact "
                   "value (agent: the logging policy): a check of the simulation itself."),
     ("sd", "Standard deviation of the estimates over the logs."),
+    ("subgaussian_ips", "IPS with sub-Gaussian weight shrinkage (Metelli et al. 2021)."),
+    ("select_by_twin", "The estimator a simulated twin of the log picks: the candidate with "
+                       "the least RMSE on logs drawn from a world fitted to the log."),
+    ("truth", "The truth from the data with its interval (OBD: the click rate of the logged "
+              "policy's own log; multiclass: the exact value from the labels)."),
+    ("relative_error", "Mean of |estimate - truth| / truth over the logs."),
+    ("overlap", "Share of the logs whose 95% interval meets the truth's own interval."),
     ("ab_test", "An online A/B test of the target against the logging policy (ab_users "
                 "users): the reference every offline estimator is compared with."),
     ("oracle", "The candidate with the least RMSE against the truth (known only in "
@@ -155,6 +158,24 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("world", "The simulated world itself, compared with its counterfactual twin."),
     ("*", "An estimator or variant named in the scenario (a plugin or a user's function)."),
 )
+
+
+def scenario_names(scenario: dict | None) -> dict[str, str]:
+    """Definitions of the names a scenario gives its estimators (``{name, factory,
+    params}`` tables): ``ips_clip10`` is "ips with clip = 10.0"."""
+    import json
+
+    out = {}
+    for ev in (scenario or {}).get("evaluations", ()):
+        for e in ev.get("estimators") or ():
+            if isinstance(e, dict) and isinstance(e.get("name"), str):
+                params = ", ".join(f"{k} = {json.dumps(v)}"
+                                   for k, v in (e.get("params") or {}).items())
+                what = define(str(e.get("factory", ""))) or ""
+                out[e["name"]] = (f"{e.get('factory', '?')}" + (f" with {params}" if params
+                                                                 else "")
+                                  + " (named in the scenario)" + (f": {what}" if what else ""))
+    return out
 
 
 def _regex(pattern: str) -> re.Pattern:

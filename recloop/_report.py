@@ -175,12 +175,13 @@ def _summary_cells(s: SummaryRow, varying: dict) -> list[str]:
             _num(s.truth), _num(s.bias, 3), _num(s.rmse, 3), _coverage(s)]
 
 
-def _term(name: str):
-    """A name with its glossary definition (shown on hover), or the name."""
+def _term(name: str, named: dict | None = None):
+    """A name with its glossary definition (shown on hover), or the name (``named``: the
+    scenario's own estimator names, :func:`recloop._glossary.scenario_names`)."""
     from recloop._glossary import define
 
     base = name.split(" (world vs twin)")[0]
-    definition = define(base)
+    definition = define(base) or (named or {}).get(base)
     return D.Term(name, definition) if definition else name
 
 
@@ -304,7 +305,7 @@ def summary_lines(run_dir, *, limit: int = SCREEN_ROWS) -> list[str]:
     return lines + ([""] + notes if notes else [])
 
 
-def _summary_section(view: _View, seed_units: list[str]) -> list:
+def _summary_section(view: _View, seed_units: list[str], named: dict | None = None) -> list:
     out = [D.Heading("Summary")]
     if not view.rows and not view.truths:
         return out + [D.Paragraph("No per-log estimate has a ground truth in this run (see "
@@ -329,7 +330,7 @@ def _summary_section(view: _View, seed_units: list[str]) -> list:
         key = {id(s) for s in _key_rows(shown, view.varying)[0]}
         for j in (header.index("metric"), header.index("variant")):
             for r in cells:
-                r[j] = _term(r[j]) if r[j] else r[j]
+                r[j] = _term(r[j], named) if r[j] else r[j]
         out.append(D.Table(header, cells, key_rows=[j for j, s in enumerate(shown)
                                                     if id(s) in key],
                            tips=[COLUMNS.get(h, "") for h in header]))
@@ -1231,7 +1232,10 @@ def write_report(run_dir) -> Path:
     out.append(D.Contents())
     seed_units = [ev["name"] for ev in (scenario or {}).get("evaluations", ())
                   if getattr(registry().evaluations.get(ev["kind"]), "unit", "") == "seed"]
-    out += _summary_section(view, seed_units)
+    from recloop._glossary import scenario_names
+
+    named = scenario_names(scenario)
+    out += _summary_section(view, seed_units, named)
     if scenario is not None:
         out += _kind_sections(run_dir, scenario, rows, summary, errors)
     out += _fitted_world(run_dir, scenario, env)
@@ -1240,7 +1244,7 @@ def write_report(run_dir) -> Path:
         out += [D.Heading("Figures")] + rest
     out += [D.Heading("What was run")] + _what_was_run(run_dir, scenario, env)
     out += _measurements_section(rows)
-    out += _glossary_section(view, rows)
+    out += _glossary_section(view, rows, named)
     timing = env.get("cell_seconds")
     out += [D.Heading("Timing"), D.Table(
         ("evaluation", "seconds (sum over its cells)"),
@@ -1251,7 +1255,7 @@ def write_report(run_dir) -> Path:
     return run_dir / "report.md"
 
 
-def _glossary_section(view: _View, rows: list[dict]) -> list:
+def _glossary_section(view: _View, rows: list[dict], named: dict) -> list:
     """The definitions of the metrics and variants of this report (``recloop._glossary``;
     docs/results.md has them all)."""
     from recloop._glossary import COLUMNS, define, entry
@@ -1265,6 +1269,8 @@ def _glossary_section(view: _View, rows: list[dict]) -> list:
         pattern = entry(str(n))
         if pattern is not None:
             seen.setdefault(pattern, define(str(n)))
+        elif str(n) in named:
+            seen.setdefault(str(n), named[str(n)])
     if not seen:
         return []
     return [D.Heading("Glossary"), D.Paragraph(
