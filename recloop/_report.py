@@ -616,6 +616,79 @@ def _bars_note(items: list) -> str:
     return "bars: 95% intervals (±1.96 x each measurement's own standard error; one seed)"
 
 
+def _fixed_by(items: list, key: str, categorical: list[str]) -> bool:
+    """``key`` takes one value per value of the categorical parameters (a data set's own
+    size): a property of the category, not a sweep."""
+    values: dict = {}
+    for g in items:
+        cat = tuple(json.dumps(g.params.get(c), sort_keys=True) for c in categorical)
+        values.setdefault(cat, set()).add(json.dumps(g.params.get(key), sort_keys=True))
+    return bool(categorical) and all(len(v) == 1 for v in values.values())
+
+
+def _estimators_figure(folder: Path, evaluation: str, metric: str, items: list,
+                       varying: list[str]) -> list:
+    """A single setting per category, several estimators (variants) and agents (targets):
+    one row per estimator, one mark per target (a legend of at most 6), one panel per value
+    of the categorical sweep (a data set, a logger), titled with what that value fixes (its
+    n_rounds, n_actions)."""
+    from recloop import _plots
+
+    def is_cat(k):
+        return not all(isinstance(g.params.get(k), (int, float))
+                       and not isinstance(g.params.get(k), bool) for g in items
+                       if k in g.params)
+
+    cats = [k for k in varying if is_cat(k)]
+    fixed = [k for k in varying if k not in cats and _fixed_by(items, k, cats)]
+    panel_key = min(cats, key=lambda k: (len({json.dumps(g.params.get(k)) for g in items}),
+                                         k)) if cats else None
+    panels = list(dict.fromkeys(json.dumps(g.params.get(panel_key), sort_keys=True)
+                                for g in items)) if panel_key else [""]
+    variants = list(dict.fromkeys(g.variant for g in items))[:MAX_LINES]
+    agents = list(dict.fromkeys(g.agent for g in items))[:6]
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = _plots.figure(nrows, ncols, width=3.6 * ncols + 1.6,
+                              height=(0.32 * len(variants) + 1.3) * nrows + 0.9)
+    flat = list(axes.flat)
+    for ax, panel in zip(flat, panels, strict=False):
+        mine = [g for g in items if not panel_key
+                or json.dumps(g.params.get(panel_key), sort_keys=True) == panel]
+        series = []
+        for j, agent in enumerate(agents):
+            by_variant = {g.variant: g for g in mine if g.agent == agent}
+            est = [by_variant[v].estimate if v in by_variant else math.nan for v in variants]
+            half = [1.96 * by_variant[v].se if v in by_variant else math.nan
+                    for v in variants]
+            series.append(_plots.Dots(agent, est, [e - h for e, h in zip(est, half,
+                                                                         strict=True)],
+                                      [e + h for e, h in zip(est, half, strict=True)], j=j))
+        truths = None
+        if len(agents) == 1:
+            by_variant = {g.variant: g for g in mine}
+            truths = [by_variant[v].truth if v in by_variant else math.nan for v in variants]
+        _plots.dot_plot(ax, variants, series, truths=truths)
+        ax.set_xlabel(metric)
+        if panel_key:
+            first = mine[0] if mine else None
+            what = ", ".join(f"{k} = {_value_text(first.params[k])}" for k in fixed
+                             if first is not None and k in first.params)
+            ax.set_title(f"{panel_key} = {_value_text(json.loads(panel))}"
+                         + (f"\n({what})" if what else ""), fontsize=9)
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    for ax in flat[1:len(panels)]:
+        ax.tick_params(labelleft=False)  # the estimators' names once, on the left
+    _plots.legend(fig, title="target" if len(agents) > 1 else None)
+    n_more = len(dict.fromkeys(g.variant for g in items)) - len(variants)
+    _plots.caption(fig, f"{evaluation}: {metric}", _bars_note(items)
+                   + (f"; {n_more} more estimators in the summary" if n_more else ""))
+    name = f"{_slug(evaluation)}__{_slug(metric)}.png"
+    _plots.save(fig, folder / name, dpi=100)
+    return [(f"{evaluation}: {metric}", f"figures/{name}")]
+
+
 def _generic_figure(folder: Path, evaluation: str, metric: str, items: list) -> list:
     """One (evaluation, metric), mean over seeds: lines against the tick or the swept
     parameter with the most values, one series per variant (and value of the other swept
@@ -626,6 +699,9 @@ def _generic_figure(folder: Path, evaluation: str, metric: str, items: list) -> 
     varying = _differing(items)
     x_key = _x_key(items, varying)
     xs_all = sorted({_x_of(g, x_key) for g in items if _x_of(g, x_key) is not None})
+    if len(xs_all) <= 1 and len({g.variant for g in items}) > 1 and len(
+            {g.agent for g in items}) > 1:
+        return _estimators_figure(folder, evaluation, metric, items, varying)
     panel_key = _panel_key(items, varying, x_key)
     panels = list(dict.fromkeys(_panel_of(g, panel_key) for g in items))
     several_agents = len({g.agent for g in items}) > 1
