@@ -195,9 +195,12 @@ def test_campaign_bias(tmp_path, drawn, bias_run):
     assert (a.get_marker(), a.get_linestyle()) != (b.get_marker(), b.get_linestyle())
     d = drawn["campaign_bias_marginals.png"]
     pushed = [r.variant for r in rows if r.metric == "item_marginal" and r.tick == 300]
-    assert d.labels == [f"item {int(v[4:]) + 1001}" for v in pushed] + [
-        "twin without campaigns (thin, in the series' colour)", "campaign start"]
-    assert "ids in the log" in d.title
+    # a panel per item, the world against its twin, each titled with the item's own id
+    assert d.labels == ["the world (with campaigns)", "its twin without campaigns",
+                        "campaign start"]
+    titles = [ax.get_title() for ax in d.axes if ax.get_visible()]
+    assert [t.split(":")[0] for t in titles] == [f"item {int(v[4:]) + 1001}" for v in pushed]
+    assert "ids in the log" in d.title and "P_t(i): the share" in d.title
 
 
 def clipped_ips(log, action_dist, *, rng=None):
