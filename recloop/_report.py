@@ -535,9 +535,13 @@ def _figures(run_dir: Path, rows: list[dict], scenario: dict | None, summary: li
     drawings = [(evaluation, f"{evaluation}: estimates", functools.partial(
                     _estimates_figures, run_dir, folder, evaluation, chosen))
                 for evaluation, chosen in _estimate_rows(summary, scenario).items()]
+    # an evaluation with its own figures or an estimates chart: no generic figure of the
+    # errors (bias, RMSE, coverage, ...) again -- the summary table has them
+    charted = {e for e, _, _ in made} | {e for e, _, _ in drawings}
     by_plot: dict[tuple, list] = {}
     for g in summarize(rows):
-        if g.evaluation not in covered:
+        if g.evaluation not in covered and not (g.evaluation in charted
+                                                and _is_error_metric(g.metric)):
             by_plot.setdefault((g.evaluation, g.metric), []).append(g)
     plots = list(by_plot.items())
     for (evaluation, metric), items in plots:
