@@ -62,6 +62,8 @@ MAX_FIGURES = 24
 MAX_LINES = 16
 #: Rows of the summary the terminal shows at most.
 SCREEN_ROWS = 30
+#: The kinds' notes (BRED's caveat, a leaderboard's ties) the terminal shows at most.
+MAX_NOTES = 6
 #: The line of ``errors.log`` after which the report writes its own errors (everything
 #: after it is replaced by each report; what the run wrote before it stays).
 REPORT_ERRORS = "--- errors of the report (rewritten by each `recloop report`) ---"
@@ -302,6 +304,8 @@ def summary_lines(run_dir, *, limit: int = SCREEN_ROWS) -> list[str]:
     notes = [D.plain(b.parts) for b in _kind_sections(run_dir, scenario,
                                                       _read_results(run_dir), summary, [])
              if isinstance(b, D.Note)]
+    if len(notes) > MAX_NOTES:  # e.g. a tie per setting and target of a large sweep
+        notes = notes[:MAX_NOTES] + [f"({len(notes) - MAX_NOTES} more notes in report.md)"]
     return lines + ([""] + notes if notes else [])
 
 
