@@ -797,7 +797,9 @@ def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
                          if r.n})
         logs = f"{n_logs[-1]:,}" if len(n_logs) == 1 else (
             f"{n_logs[0]:,}-{n_logs[-1]:,}" if n_logs else "?")
-        _plots.caption(fig, _setting(json.loads(fig_key)),
+        where = _setting(json.loads(fig_key))
+        _plots.caption(fig, f"{prefix}: RMSE of each estimator against {x_key}"
+                       + (f" ({where})" if where else ""),
                        f"RMSE over {logs} logs per point; bars: 95% intervals (±1.96 "
                        "standard errors of the RMSE over the logs).")
         paths.append(_plots.save(fig, out_dir / f"{prefix}_rmse_{j}.png", dpi=110))
