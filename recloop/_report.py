@@ -1213,6 +1213,11 @@ def _findings(view: _View, heads: dict) -> list[list]:
             if len(ranked) > 1 and best is not worst:
                 sentence += ["; the closest, ", D.Code(best.variant or best.agent),
                              f", by {_pct(rel(best))}"]
+            scored = [x for x in ranked if x.n > 1 and math.isfinite(x.rmse)]
+            if len(scored) > 1:  # over many logs the RMSE says more than the mean
+                low = min(scored, key=lambda x: x.rmse)
+                sentence += [f"; lowest RMSE over {low.n} logs: ",
+                             D.Code(low.variant or low.agent), f" ({_num(low.rmse, 3)})"]
             said.append((abs(rel(worst)), sentence + ["."]))
         said.sort(key=lambda x: -x[0] if math.isfinite(x[0]) else 0)  # the world's last
         out += [s for _, s in said[:MAX_FINDINGS]]
