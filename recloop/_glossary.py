@@ -86,6 +86,11 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     # --- fast LOO for kNN
     ("exact_loo", "Exact LOO: similarities recomputed without the held-out rating (Zhang et "
                   "al. 2016); the truth of the fit-once protocols."),
+    ("rmse_rank_tau", "Kendall's tau between the similarities' exact-LOO RMSE on the real "
+                      "log and on the world fitted to it (1: the world ranks them as the data "
+                      "does)."),
+    ("mae_rank_tau", "Kendall's tau between the similarities' exact-LOO MAE on the real log "
+                     "and on the world fitted to it."),
     ("fit_once_self", "fit_once with the user counted as its own neighbour (what a library "
                       "returns when asked for a user's neighbours)."),
     ("fit_once", "The libraries' protocol: similarities computed once on all ratings, the "
