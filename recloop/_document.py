@@ -658,8 +658,10 @@ def _legacy_inline(text: str) -> tuple:
 def from_lines(lines: Sequence[str]) -> list:
     """Blocks from lines of simple Markdown written elsewhere (a plugin kind's section,
     ``fidelity.md`` of a received run directory): headings, paragraphs, ``- `` lists,
-    ``> `` notes and pipe tables, with ``code`` and **bold**; a link, an image or HTML
-    stays text. Each string is one line (a line break in it is a space)."""
+    ``> `` notes and pipe tables, with ``code`` and **bold**, and a line that is exactly
+    ``![title](figures/NAME.png)`` as a figure (embedded only if :func:`read_figure`
+    accepts it); any other link or image, and HTML, stays text. Each string is one line (a
+    line break in it is a space)."""
     lines = [clean(x).rstrip() if isinstance(x, str) else x for x in lines]
     out: list = []
     para: list[str] = []
@@ -679,8 +681,14 @@ def from_lines(lines: Sequence[str]) -> list:
             continue
         s = line.strip()
         m = re.fullmatch(r"(#{1,6}) (.*)", s)
+        fig = re.fullmatch(r"!\[([^\]]*)\]\(figures/([^)\s]+)\)", s)
         if not s:
             flush()
+        elif fig and FIGURE_NAME.fullmatch(fig.group(2)):
+            # a figure of the run's own figures/ (read_figure still refuses anything but a
+            # PNG recloop could have written); any other image stays text
+            flush()
+            out.append(Figure(fig.group(1), fig.group(2)))
         elif m:
             flush()
             out.append(Heading(m.group(2), level=min(6, len(m.group(1)) + 1)))
