@@ -5,7 +5,7 @@
     import recloop
 
     res = recloop.run("quickstart", workers=1)
-    res.summary()          # the report's first table: bias, RMSE, coverage over logs
+    res.summary()          # the first screen: bias, RMSE, coverage over logs (full_summary())
     res.per_log()          # every estimator's estimate on every log, with the truth
     res.frame()            # every row of results.csv, params as columns
     res.report_path        # report.md (report.html beside it)
@@ -85,15 +85,30 @@ class Results:
         return _frame(self._estimates, _rundir.ESTIMATE_COLUMNS)
 
     def summary(self):
-        """The report's first table as a DataFrame: :func:`recloop.summarize` of the
+        """The first screen as a DataFrame: the rows ``recloop run`` shows on the terminal,
+        in its order -- each evaluation's headline metric first, estimates beside a truth,
+        and where there are more than a screen's rows the key rows (the last tick, the
+        largest value of each numeric swept parameter within each categorical one). The
+        columns of :meth:`full_summary`; the truth itself (the twin's score, an exact LOO)
+        and rows that are errors already are in :meth:`full_summary` only."""
+        from recloop._report import screen_rows
+
+        return self._summary_frame(screen_rows(self._estimates, self.scenario))
+
+    def full_summary(self):
+        """Every row of the summary as a DataFrame: :func:`recloop.summarize` of the
         per-log estimates -- per (evaluation, agent, variant, metric, tick, params) the
         number of logs (``n``; ``n_nan`` without an estimate), the mean ``estimate``, its
         ``sd`` and ``se``, the ``truth``, ``bias``, ``rmse`` and ``coverage`` of the
         intervals (``NaN`` where the estimator gives none)."""
         from recloop._summary import summarize
 
+        return self._summary_frame(summarize(self._estimates))
+
+    @staticmethod
+    def _summary_frame(rows):
         records = []
-        for s in summarize(self._estimates):
+        for s in rows:
             d = {f.name: getattr(s, f.name) for f in fields(s)}
             d["params"] = dict(s.params)
             records.append(d)

@@ -321,8 +321,42 @@ def series_plot(ax, series: Sequence[Series], *, x_label: str, y_label: str,
     return "lines"
 
 
+#: Characters of one line of a figure's text at most (names come from scenarios).
+MAX_TEXT_LINE = 160
+
+
+def _as_text(fig) -> None:
+    """Every text of ``fig`` as plain text: no mathtext (a ``$`` in a name is a dollar),
+    each line at most :data:`MAX_TEXT_LINE` characters (a received run's 100,000-character
+    name costs minutes of layout, and says nothing more)."""
+    from matplotlib.text import Text
+    from matplotlib.ticker import FixedFormatter, FuncFormatter
+
+    def clip(text: str) -> str:
+        if len(text) <= MAX_TEXT_LINE:
+            return text
+        return "\n".join(line if len(line) <= MAX_TEXT_LINE else
+                         line[:MAX_TEXT_LINE - 3] + "..." for line in text.split("\n")[:12])
+
+    for ax in fig.axes:  # tick labels are made at drawing time: clip them at the source
+        for axis in (ax.xaxis, ax.yaxis):
+            fmt = axis.get_major_formatter()
+            if isinstance(fmt, FixedFormatter):
+                fmt.seq = [clip(str(x)) for x in fmt.seq]
+            elif isinstance(fmt, FuncFormatter) and not getattr(fmt.func, "_clipped", False):
+                def clipped(x, pos=None, func=fmt.func):
+                    return clip(str(func(x, pos)))
+                clipped._clipped = True
+                fmt.func = clipped
+    for t in fig.findobj(Text):
+        t.set_parse_math(False)
+        t.set_text(clip(t.get_text()))
+
+
 def save(fig, path, *, dpi: int = 110) -> Path:
-    """Write ``fig`` as a PNG, atomically (nothing under ``path`` if the write fails)."""
+    """Write ``fig`` as a PNG, atomically (nothing under ``path`` if the write fails); its
+    texts are plain text, each line clipped (:func:`_as_text`)."""
     path = Path(path)
+    _as_text(fig)
     atomic_savefig(fig, path, dpi=dpi)
     return path

@@ -38,16 +38,19 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import re
+import stat
 import tomllib
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from recloop import _document as D
 from recloop import _rundir
 from recloop._summary import SummaryRow, summarize
 
-__all__ = ["rebuild_report", "summary_lines", "write_report"]
+__all__ = ["rebuild_report", "screen_rows", "summary_lines", "write_report"]
 
 #: Metrics that are already errors against the truth (suffixes such as ``_at_matches``
 #: allowed): never compared with a truth of 0 or none.
@@ -59,6 +62,8 @@ MAX_FIGURES = 24
 MAX_LINES = 16
 #: Rows of the summary the terminal shows at most.
 SCREEN_ROWS = 30
+#: The kinds' notes (BRED's caveat, a leaderboard's ties) the terminal shows at most.
+MAX_NOTES = 6
 #: The line of ``errors.log`` after which the report writes its own errors (everything
 #: after it is replaced by each report; what the run wrote before it stays).
 REPORT_ERRORS = "--- errors of the report (rewritten by each `recloop report`) ---"
@@ -96,9 +101,9 @@ def _is_error_row(s: SummaryRow) -> bool:
 
 
 def _metric_label(agent: str, metric: str) -> str:
-    """``world`` rows compare the world with its twin: their error is the campaigns'
-    effect, not an estimator's bias."""
-    return f"{metric} [world - twin]" if agent == "world" else metric
+    """``world`` rows compare the world (the estimate column) with its twin (the truth
+    column): their error is the campaigns' effect, not an estimator's bias."""
+    return f"{metric} (world vs twin)" if agent == "world" else metric
 
 
 @dataclass
@@ -152,6 +157,16 @@ _SUMMARY_COLUMNS = ("evaluation", "agent", "variant", "metric", "setting", "tick
                     "estimate", "truth", "bias", "RMSE", "coverage")
 
 
+def _coverage(s: SummaryRow) -> str:
+    """The coverage, with its counts where they are few (``0 (0/1)``: one interval, which
+    missed the truth)."""
+    if math.isnan(s.coverage):
+        return ""
+    if s.n_ci <= 10:
+        return f"{_num(s.coverage, 3)} ({round(s.coverage * s.n_ci)}/{s.n_ci})"
+    return _num(s.coverage, 3)
+
+
 def _summary_cells(s: SummaryRow, varying: dict) -> list[str]:
     est = _num(s.estimate)
     if not s.has_truth and not math.isnan(s.se):
@@ -159,7 +174,17 @@ def _summary_cells(s: SummaryRow, varying: dict) -> list[str]:
     logs = str(s.n) + (f" ({s.n_nan} nan)" if s.n_nan else "")
     return [s.evaluation, s.agent, s.variant, _metric_label(s.agent, s.metric),
             _setting(s, varying), "" if s.tick is None else str(s.tick), logs, est,
-            _num(s.truth), _num(s.bias, 3), _num(s.rmse, 3), _num(s.coverage, 3)]
+            _num(s.truth), _num(s.bias, 3), _num(s.rmse, 3), _coverage(s)]
+
+
+def _term(name: str, named: dict | None = None):
+    """A name with its glossary definition (shown on hover), or the name (``named``: the
+    scenario's own estimator names, :func:`recloop._glossary.scenario_names`)."""
+    from recloop._glossary import define
+
+    base = name.split(" (world vs twin)")[0]
+    definition = define(base) or (named or {}).get(base)
+    return D.Term(name, definition) if definition else name
 
 
 def _summary_grid(view: _View, rows: list) -> tuple[list[str], list[list[str]]]:
@@ -170,39 +195,66 @@ def _summary_grid(view: _View, rows: list) -> tuple[list[str], list[list[str]]]:
     return [_SUMMARY_COLUMNS[j] for j in keep], [[r[j] for j in keep] for r in cells]
 
 
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _key_rows(rows: list, varying: dict) -> tuple[list, list[str]]:
+    """The key rows of a summary: per evaluation and value of each categorical swept
+    parameter (a data set, a logger, a click model), the largest value of each numeric
+    swept parameter and the last tick. Returns the rows kept and what was chosen
+    (``["n_rounds = 898 (source = digits)", ...]``), empty when nothing is swept."""
+    def group(s):
+        cats = [k for k in varying.get(s.evaluation, ())
+                if not all(_is_number(r.params.get(k)) for r in rows
+                           if r.evaluation == s.evaluation and k in r.params)]
+        return (s.evaluation,) + tuple(json.dumps(s.params.get(k), sort_keys=True)
+                                       for k in cats)
+
+    largest: dict = {}
+    for s in rows:
+        g = group(s)
+        for k in varying.get(s.evaluation, ()):
+            v = s.params.get(k)
+            if _is_number(v) and all(_is_number(r.params.get(k)) for r in rows
+                                     if r.evaluation == s.evaluation and k in r.params):
+                largest[g, k] = max(largest.get((g, k), v), v)
+        if s.tick is not None and len({r.tick for r in rows
+                                       if r.evaluation == s.evaluation}) > 1:
+            largest[g, "tick"] = max(largest.get((g, "tick"), s.tick), s.tick)
+    if not largest:
+        return rows, []
+
+    def shown(s):
+        g = group(s)
+        return all((s.tick if k == "tick" else s.params.get(k)) == v
+                   for (gg, k), v in largest.items() if gg == g)
+
+    what = {}
+    for (g, k), v in largest.items():
+        what.setdefault((k, v), []).append(g)
+    chosen = []
+    for (k, v), groups in what.items():
+        where = [", ".join(x for x in g[1:]) for g in groups if len(g) > 1]
+        chosen.append(f"{k} = {_value_text(v)}"
+                      + (f" ({'; '.join(w.replace(chr(34), '') for w in where)})"
+                         if where and len(what) > 1 else ""))
+    return [s for s in rows if shown(s)], chosen
+
+
 def _screen(view: _View, limit: int) -> tuple[list, list, str | None]:
-    """At most ``limit`` rows for a terminal: when there are more, only the largest value of
-    each numeric swept parameter and the last tick (of the rows and of the truth itself),
-    with a line saying so."""
+    """At most ``limit`` rows for a terminal: when there are more, the key rows
+    (:func:`_key_rows`: the largest value of each numeric swept parameter and the last
+    tick, within each value of a categorical one), with a line saying so."""
     rows = view.rows
     if len(rows) <= limit:
         return rows, view.truths, None
-    largest: dict = {}
-    for evaluation, keys in view.varying.items():
-        mine = [s for s in rows if s.evaluation == evaluation]
-        for k in keys:
-            vals = [s.params[k] for s in mine if k in s.params]
-            if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                            for v in vals):
-                largest[evaluation, k] = max(vals)
-        ticks = [s.tick for s in mine if s.tick is not None]
-        if len(set(ticks)) > 1:
-            largest[evaluation, "tick"] = max(ticks)
-    if not largest:
+    kept, chosen = _key_rows(rows, view.varying)
+    if not chosen:
         return rows, view.truths, None
-
-    def shown(s):
-        return all((s.tick if k == "tick" else s.params.get(k)) == v
-                   for (ev, k), v in largest.items() if ev == s.evaluation)
-
-    what = ", ".join(f"{k} = {_value_text(v)}" for (_, k), v in largest.items())
-    which = " and ".join(x for x, there in (
-        ("the largest swept value", any(k != "tick" for _, k in largest)),
-        ("the last tick", any(k == "tick" for _, k in largest))) if there)
-    kept = [s for s in rows if shown(s)]
-    return (kept, [s for s in view.truths if shown(s)],
-            f"(showing {what} only, {which}: {len(kept)} of {len(rows)} rows; report.md "
-            "has them all)")
+    truths = _key_rows(view.truths, view.varying)[0] if view.truths else []
+    return (kept, truths, f"(showing {', '.join(chosen)} only, the key rows: {len(kept)} "
+            f"of {len(rows)}; report.md has them all)")
 
 
 def _truth_line(truths: list) -> str | None:
@@ -219,6 +271,12 @@ def _read_summary(run_dir: Path) -> list[SummaryRow]:
     return summarize(_rundir.read_estimates(run_dir))
 
 
+def screen_rows(estimates, scenario: dict | None, *, limit: int = SCREEN_ROWS) -> list:
+    """The summary rows of the first screen (:func:`summary_lines`'s table), in order."""
+    rows, _, _ = _screen(_view(summarize(estimates), scenario), limit)
+    return rows[:limit]
+
+
 def summary_lines(run_dir, *, limit: int = SCREEN_ROWS) -> list[str]:
     """The summary of a run for a terminal: per estimator and setting, over the logs, the
     mean estimate, the truth, the bias, the RMSE and the coverage (the first table of
@@ -230,7 +288,7 @@ def summary_lines(run_dir, *, limit: int = SCREEN_ROWS) -> list[str]:
     view = _view(summary, scenario)
     rows, truths, note = _screen(view, limit)
     header, cells = _summary_grid(view, rows[:limit])
-    table = [header] + cells
+    table = [header] + [[D.clean(c, 60) for c in r] for r in cells]
     widths = [max(len(r[j]) for r in table) for j in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in table]
@@ -243,50 +301,67 @@ def summary_lines(run_dir, *, limit: int = SCREEN_ROWS) -> list[str]:
         lines.append(truth)
     if scenario is None:
         return lines
-    notes = [line[2:] for line in _kind_sections(run_dir, scenario, _read_results(run_dir),
-                                                 summary, [])
-             if line.startswith("> ")]
+    notes = [D.plain(b.parts) for b in _kind_sections(run_dir, scenario,
+                                                      _read_results(run_dir), summary, [])
+             if isinstance(b, D.Note)]
+    if len(notes) > MAX_NOTES:  # e.g. a tie per setting and target of a large sweep
+        notes = notes[:MAX_NOTES] + [f"({len(notes) - MAX_NOTES} more notes in report.md)"]
     return lines + ([""] + notes if notes else [])
 
 
-def _md_row(cells) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-
-def _summary_section(view: _View, seed_units: list[str]) -> list[str]:
-    out = ["", "## Summary", ""]
+def _summary_section(view: _View, seed_units: list[str], named: dict | None = None) -> list:
+    out = [D.Heading("Summary")]
     if not view.rows and not view.truths:
-        return out + ["No per-log estimate has a ground truth in this run (see the "
-                      "measurements below)."]
-    out += ["Each row summarises one estimator's estimates over independent logs (the logs "
-            "of every seed pooled"
-            + (f"; for {', '.join(f'`{e}`' for e in seed_units)} each seed is one log"
-               if seed_units else "")
-            + "): *estimate* is their mean (± its standard error where there is no truth), "
-            "*bias* the mean of estimate - truth, *RMSE* the root mean square of estimate - "
-            "truth, *coverage* the share of the 95% intervals that contain the truth -- "
-            "blank where the estimator gives no interval, or where the intervals have zero "
-            "width (an exact computation has nothing to cover). Never averaged across ticks "
-            "or swept values; every log is in [estimates.csv.gz](estimates.csv.gz).", ""]
+        return out + [D.Paragraph("No per-log estimate has a ground truth in this run (see "
+                                  "the measurements below).")]
+    units = []
+    if seed_units:
+        units = ["; for "] + _joined([D.Code(e) for e in seed_units]) + [" each seed is one log"]
+    out.append(D.Paragraph(
+        "Each row summarises one estimator's estimates over independent logs (the logs of "
+        "every seed pooled", *units, "): ", D.Em("estimate"), " is their mean (± its standard "
+        "error where there is no truth), ", D.Em("bias"), " the mean of estimate - truth, ",
+        D.Em("RMSE"), " the root mean square of estimate - truth, ", D.Em("coverage"),
+        " the share of the 95% intervals that contain the truth -- blank where the estimator "
+        "gives no interval, or where the intervals have zero width (an exact computation has "
+        "nothing to cover). Never averaged across ticks or swept values; every log is in ",
+        D.Link("estimates.csv.gz", "estimates.csv.gz"), "."))
     if view.rows:
-        header, cells = _summary_grid(view, view.rows[:MAX_TABLE_ROWS])
-        out += [_md_row(header), "|" + "---|" * len(header)]
-        out += [_md_row(r) for r in cells]
+        from recloop._glossary import COLUMNS
+
+        shown = view.rows[:MAX_TABLE_ROWS]
+        header, cells = _summary_grid(view, shown)
+        key = {id(s) for s in _key_rows(shown, view.varying)[0]}
+        for j in (header.index("metric"), header.index("variant")):
+            for r in cells:
+                r[j] = _term(r[j], named) if r[j] else r[j]
+        out.append(D.Table(header, cells, key_rows=[j for j, s in enumerate(shown)
+                                                    if id(s) in key],
+                           tips=[COLUMNS.get(h, "") for h in header]))
         if len(view.rows) > MAX_TABLE_ROWS:
-            out += ["", f"({len(view.rows) - MAX_TABLE_ROWS} more rows: "
-                    "`recloop.load_results(RUN_DIR).summary()`)"]
+            out.append(D.Paragraph(f"({len(view.rows) - MAX_TABLE_ROWS} more rows: ",
+                                   D.Code("recloop.load_results(RUN_DIR).summary()"), ")"))
     if any(s.agent == "world" for s in view.rows):
-        out += ["", "Rows `[world - twin]` compare the simulated world with its "
-                "counterfactual twin: their error is the campaigns' effect on that quantity, "
-                "not the bias of an estimator."]
+        out.append(D.Paragraph(
+            "Rows ", D.Code("(world vs twin)"), " compare the simulated world (the estimate "
+            "column) with its counterfactual twin (the truth column): their error is the "
+            "campaigns' effect on that quantity, not the bias of an estimator."))
     if view.truths:
-        out += ["", "The truth itself (estimates that are the ground truth, e.g. the twin's "
-                "score or an exact computation; error 0 by construction):", "",
-                "| evaluation | agent | variant | metric | tick | logs | truth |",
-                "|---|---|---|---|---|---|---|"]
-        out += [_md_row([s.evaluation, s.agent, s.variant, s.metric,
-                         "" if s.tick is None else str(s.tick), str(s.n), _num(s.truth)])
-                for s in view.truths[:MAX_TABLE_ROWS]]
+        out.append(D.Paragraph("The truth itself (estimates that are the ground truth, e.g. "
+                               "the twin's score or an exact computation; error 0 by "
+                               "construction):"))
+        out.append(D.Table(
+            ("evaluation", "agent", "variant", "metric", "tick", "logs", "truth"),
+            [[s.evaluation, s.agent, s.variant, s.metric, "" if s.tick is None else
+              str(s.tick), str(s.n), _num(s.truth)] for s in view.truths[:MAX_TABLE_ROWS]]))
+    return out
+
+
+def _joined(parts: list, sep: str = ", ") -> list:
+    """``parts`` with ``sep`` between them (inline marks)."""
+    out: list = []
+    for j, p in enumerate(parts):
+        out += ([sep] if j else []) + [p]
     return out
 
 
@@ -303,29 +378,30 @@ def _varying(groups: list) -> dict[str, list[str]]:
     return out
 
 
-def _measurements_section(rows: list[dict]) -> list[str]:
+def _measurements_section(rows: list[dict]) -> list:
     """Every row of ``results.csv``, mean over seeds."""
     groups = summarize(rows)
     varying = _varying(groups)
-    out = ["", "## Measurements", "",
-           "Every row of [results.csv](results.csv), mean over seeds (± the standard error "
-           "over seeds, or the row's own standard error for one seed); *setting*: the "
-           "parameters that differ between an evaluation's rows (the others are under *What "
-           "was run*). Rows such as `bias`, `rmse` and `coverage` are the cells' own "
-           "statistics over their logs; the summary above computes them from the per-log "
-           "estimates, the logs of every seed pooled (with one seed they are the same "
-           "numbers).", "",
-           "| evaluation | agent | variant | metric | setting | tick | seeds | estimate | "
-           "truth |", "|---|---|---|---|---|---|---|---|---|"]
-    for j, g in enumerate(groups):
-        if j == MAX_TABLE_ROWS:
-            out += ["", f"({len(groups) - MAX_TABLE_ROWS} more rows in results.csv)"]
-            break
+    out = [D.Heading("Measurements"), D.Paragraph(
+        "Every row of ", D.Link("results.csv", "results.csv"), ", mean over seeds (± the "
+        "standard error over seeds, or the row's own standard error for one seed); ",
+        D.Em("setting"), ": the parameters that differ between an evaluation's rows (the "
+        "others are under ", D.Em("What was run"), "). Rows such as ", D.Code("bias"), ", ",
+        D.Code("rmse"), " and ", D.Code("coverage"), " are the cells' own statistics over "
+        "their logs; the summary above computes them from the per-log estimates, the logs "
+        "of every seed pooled (with one seed they are the same numbers).")]
+    cells = []
+    for g in groups[:MAX_TABLE_ROWS]:
         est = _num(g.estimate) + (f" ± {_num(g.se, 2)}" if not math.isnan(g.se) else "")
         seeds = str(g.n) + (f" ({g.n_nan} nan)" if g.n_nan else "")
-        out.append(_md_row([g.evaluation, g.agent, g.variant, _metric_label(g.agent, g.metric),
-                            _setting(g, varying), "" if g.tick is None else str(g.tick),
-                            seeds, est, _num(g.truth)]))
+        cells.append([g.evaluation, g.agent, g.variant, _metric_label(g.agent, g.metric),
+                      _setting(g, varying), "" if g.tick is None else str(g.tick), seeds, est,
+                      _num(g.truth)])
+    out.append(D.Table(("evaluation", "agent", "variant", "metric", "setting", "tick",
+                        "seeds", "estimate", "truth"), cells))
+    if len(groups) > MAX_TABLE_ROWS:
+        out.append(D.Paragraph(f"({len(groups) - MAX_TABLE_ROWS} more rows in ",
+                               D.Link("results.csv", "results.csv"), ")"))
     return out
 
 
@@ -353,10 +429,17 @@ def _write_errors(run_dir: Path, errors: list) -> None:
     path = run_dir / "errors.log"
     text, problem = _rundir.read_small_text(path)
     if problem is not None and problem != "missing":
-        # not ours to rewrite (too large, not text): this report's errors go at its end
+        # not ours to rewrite (too large, not text): this report's errors go at its end --
+        # of a regular file only, never through a link or into a FIFO (a received run
+        # directory's errors.log may point at the reader's files)
         if errors:
-            with open(path, "a", encoding="utf-8") as f:
-                f.write("\n" + REPORT_ERRORS + "\n" + "\n".join(errors))
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                return
+            with os.fdopen(fd, "a", encoding="utf-8") as f:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    f.write("\n" + REPORT_ERRORS + "\n" + "\n".join(errors))
         return
     text = text or ""
     kept = text.split(REPORT_ERRORS, 1)[0]
@@ -388,8 +471,9 @@ def _world_table(run_dir: Path, world: dict | None) -> dict | None:
     run's ``world.npz`` (what the cells ran on), not fitted again."""
     from recloop._calibrated_world import is_calibrated
 
-    if world and is_calibrated(world) and (run_dir / "world.npz").is_file():
-        return {"file": str(run_dir / "world.npz"), "campaigns": world.get("campaigns", [])}
+    path = run_dir / "world.npz"
+    if world and is_calibrated(world) and path.is_file() and not path.is_symlink():
+        return {"file": str(path), "campaigns": world.get("campaigns", [])}
     return world
 
 
@@ -417,53 +501,79 @@ def _kind_figures(rows: list[dict], scenario: dict, folder: Path,
             if _disk_error(exc):
                 raise
             _error(errors, f"figures of {ev['name']}", exc)
-            made.append((f"{ev['name']}: figures failed ({type(exc).__name__}, see "
-                         "errors.log)", None))
+            made.append((ev["name"], f"{ev['name']}: figures failed "
+                         f"({type(exc).__name__}, see errors.log)", None))
             failed = True
             continue
         for path in paths:
-            made.append((f"{ev['name']}: {Path(path).stem}{which}", f"figures/{Path(path).name}"))
+            made.append((ev["name"], f"{ev['name']}: {Path(path).stem}{which}",
+                         f"figures/{Path(path).name}"))
         if kind.figures_only:
             covered.add(ev["name"])
     return made, covered, failed
 
 
+def _constant(items: list) -> float | None:
+    """The one value of a metric that is the same in every row (no truth beside it):
+    a line of text, not a panel of a flat line (``nan_rate`` 0 everywhere)."""
+    values = {g.estimate for g in items}
+    if len(values) == 1 and all(not g.has_truth for g in items):
+        (v,) = values
+        return v if math.isfinite(v) else None
+    return None
+
+
 def _figures(run_dir: Path, rows: list[dict], scenario: dict | None, summary: list,
-             errors: list) -> list[tuple[str, str | None]]:
+             errors: list) -> list[tuple[str, str, str | None]]:
     """Draw the kinds' own figures, the estimates-with-intervals charts of the evaluations
     that estimate per log, then one figure per (evaluation, metric) for the others, from the
-    measurements' mean over seeds. Figures of an earlier report are removed once every
-    figure of this one is drawn (never when one failed: what cannot be redrawn stays)."""
+    measurements' mean over seeds: ``(evaluation, title, path or None)``, the kind's own
+    first (its figure of record). A metric with one value everywhere is a line of text.
+    Figures of an earlier report are removed once every figure of this one is drawn (never
+    when one failed: what cannot be redrawn stays)."""
     folder = run_dir / "figures"
     folder.mkdir(exist_ok=True)
     before = {p.name for p in folder.glob("*.png")}
     made, covered, failed = (_kind_figures(rows, scenario, folder, errors) if scenario
                              else ([], set(), False))
-    drawings = [(f"{evaluation}: estimates", functools.partial(
+    drawings = [(evaluation, f"{evaluation}: estimates", functools.partial(
                     _estimates_figures, run_dir, folder, evaluation, chosen))
                 for evaluation, chosen in _estimate_rows(summary, scenario).items()]
+    # an evaluation with its own figures or an estimates chart: no generic figure of the
+    # errors (bias, RMSE, coverage, ...) again -- the summary table has them
+    charted = {e for e, _, _ in made} | {e for e, _, _ in drawings}
     by_plot: dict[tuple, list] = {}
     for g in summarize(rows):
-        if g.evaluation not in covered:
+        if g.evaluation not in covered and not (g.evaluation in charted
+                                                and _is_error_metric(g.metric)):
             by_plot.setdefault((g.evaluation, g.metric), []).append(g)
-    drawings += [(f"{evaluation}: {metric}", functools.partial(
+    plots = list(by_plot.items())
+    for (evaluation, metric), items in plots:
+        value = _constant(items)
+        if value is not None:
+            made.append((evaluation, f"{evaluation}: {metric} is {_num(value)} in every row "
+                         f"({len(items)}): not drawn", None))
+    drawings += [(evaluation, f"{evaluation}: {metric}", functools.partial(
                      _generic_figure, folder, evaluation, metric, items))
-                 for (evaluation, metric), items in list(by_plot.items())[:MAX_FIGURES]]
-    for what, draw in drawings:
+                 for (evaluation, metric), items in
+                 [p for p in plots if _constant(p[1]) is None][:MAX_FIGURES]]
+    for evaluation, what, draw in drawings:
         try:
-            made += draw()
+            made += [(evaluation, t, p) for t, p in draw()]
         except Exception as exc:  # one odd figure must not cost the report
             if _disk_error(exc):
                 raise
             _error(errors, f"figure {what}", exc)
-            made.append((f"{what}: figure failed ({type(exc).__name__}, see errors.log)",
-                         None))
+            made.append((evaluation, f"{what}: figure failed ({type(exc).__name__}, see "
+                         "errors.log)", None))
             failed = True
     if not failed:
-        drawn = {Path(p).name for _, p in made if p}
+        drawn = {Path(p).name for _, _, p in made if p}
         for name in before - drawn:
             (folder / name).unlink(missing_ok=True)
-    return made
+    order = [ev["name"] for ev in (scenario or {}).get("evaluations", ())]
+    order += [e for e, _, _ in made if e not in order]
+    return sorted(made, key=lambda m: order.index(m[0]))
 
 
 # --- the generic figure: one (evaluation, metric) ---------------------------------------------
@@ -485,6 +595,15 @@ def _x_key(items: list, varying: list[str]) -> str | None:
     numeric = [k for k in varying if all(
         isinstance(g.params.get(k), (int, float)) and not isinstance(g.params.get(k), bool)
         for g in items if k in g.params)]
+    categorical = [k for k in varying if k not in numeric]
+    if categorical:  # a size fixed by a data set is a property of it, not a sweep
+        def fixed(k):
+            values: dict = {}
+            for g in items:
+                cat = tuple(json.dumps(g.params.get(c), sort_keys=True) for c in categorical)
+                values.setdefault(cat, set()).add(g.params.get(k))
+            return all(len(v) == 1 for v in values.values())
+        numeric = [k for k in numeric if not fixed(k)]
     if not numeric:
         return None
     return max(numeric, key=lambda k: (len({g.params.get(k) for g in items}), k))
@@ -505,6 +624,79 @@ def _bars_note(items: list) -> str:
     return "bars: 95% intervals (±1.96 x each measurement's own standard error; one seed)"
 
 
+def _fixed_by(items: list, key: str, categorical: list[str]) -> bool:
+    """``key`` takes one value per value of the categorical parameters (a data set's own
+    size): a property of the category, not a sweep."""
+    values: dict = {}
+    for g in items:
+        cat = tuple(json.dumps(g.params.get(c), sort_keys=True) for c in categorical)
+        values.setdefault(cat, set()).add(json.dumps(g.params.get(key), sort_keys=True))
+    return bool(categorical) and all(len(v) == 1 for v in values.values())
+
+
+def _estimators_figure(folder: Path, evaluation: str, metric: str, items: list,
+                       varying: list[str]) -> list:
+    """A single setting per category, several estimators (variants) and agents (targets):
+    one row per estimator, one mark per target (a legend of at most 6), one panel per value
+    of the categorical sweep (a data set, a logger), titled with what that value fixes (its
+    n_rounds, n_actions)."""
+    from recloop import _plots
+
+    def is_cat(k):
+        return not all(isinstance(g.params.get(k), (int, float))
+                       and not isinstance(g.params.get(k), bool) for g in items
+                       if k in g.params)
+
+    cats = [k for k in varying if is_cat(k)]
+    fixed = [k for k in varying if k not in cats and _fixed_by(items, k, cats)]
+    panel_key = min(cats, key=lambda k: (len({json.dumps(g.params.get(k)) for g in items}),
+                                         k)) if cats else None
+    panels = list(dict.fromkeys(json.dumps(g.params.get(panel_key), sort_keys=True)
+                                for g in items)) if panel_key else [""]
+    variants = list(dict.fromkeys(g.variant for g in items))[:MAX_LINES]
+    agents = list(dict.fromkeys(g.agent for g in items))[:6]
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = _plots.figure(nrows, ncols, width=3.6 * ncols + 1.6,
+                              height=(0.32 * len(variants) + 1.3) * nrows + 0.9)
+    flat = list(axes.flat)
+    for ax, panel in zip(flat, panels, strict=False):
+        mine = [g for g in items if not panel_key
+                or json.dumps(g.params.get(panel_key), sort_keys=True) == panel]
+        series = []
+        for j, agent in enumerate(agents):
+            by_variant = {g.variant: g for g in mine if g.agent == agent}
+            est = [by_variant[v].estimate if v in by_variant else math.nan for v in variants]
+            half = [1.96 * by_variant[v].se if v in by_variant else math.nan
+                    for v in variants]
+            series.append(_plots.Dots(agent, est, [e - h for e, h in zip(est, half,
+                                                                         strict=True)],
+                                      [e + h for e, h in zip(est, half, strict=True)], j=j))
+        truths = None
+        if len(agents) == 1:
+            by_variant = {g.variant: g for g in mine}
+            truths = [by_variant[v].truth if v in by_variant else math.nan for v in variants]
+        _plots.dot_plot(ax, variants, series, truths=truths)
+        ax.set_xlabel(metric)
+        if panel_key:
+            first = mine[0] if mine else None
+            what = ", ".join(f"{k} = {_value_text(first.params[k])}" for k in fixed
+                             if first is not None and k in first.params)
+            ax.set_title(f"{panel_key} = {_value_text(json.loads(panel))}"
+                         + (f"\n({what})" if what else ""), fontsize=9)
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    for ax in flat[1:len(panels)]:
+        ax.tick_params(labelleft=False)  # the estimators' names once, on the left
+    _plots.legend(fig, title="target" if len(agents) > 1 else None)
+    n_more = len(dict.fromkeys(g.variant for g in items)) - len(variants)
+    _plots.caption(fig, f"{evaluation}: {metric}", _bars_note(items)
+                   + (f"; {n_more} more estimators in the summary" if n_more else ""))
+    name = f"{_slug(evaluation)}__{_slug(metric)}.png"
+    _plots.save(fig, folder / name, dpi=100)
+    return [(f"{evaluation}: {metric}", f"figures/{name}")]
+
+
 def _generic_figure(folder: Path, evaluation: str, metric: str, items: list) -> list:
     """One (evaluation, metric), mean over seeds: lines against the tick or the swept
     parameter with the most values, one series per variant (and value of the other swept
@@ -515,6 +707,9 @@ def _generic_figure(folder: Path, evaluation: str, metric: str, items: list) -> 
     varying = _differing(items)
     x_key = _x_key(items, varying)
     xs_all = sorted({_x_of(g, x_key) for g in items if _x_of(g, x_key) is not None})
+    if len(xs_all) <= 1 and len({g.variant for g in items}) > 1 and len(
+            {g.agent for g in items}) > 1:
+        return _estimators_figure(folder, evaluation, metric, items, varying)
     panel_key = _panel_key(items, varying, x_key)
     panels = list(dict.fromkeys(_panel_of(g, panel_key) for g in items))
     several_agents = len({g.agent for g in items}) > 1
@@ -740,24 +935,36 @@ def _estimates_figures(run_dir: Path, folder: Path, evaluation: str, rows: list)
 # --- the kinds' own sections -----------------------------------------------------------------
 
 def _kind_sections(run_dir: Path, scenario: dict, rows: list[dict], summary: list,
-                   errors: list) -> list[str]:
-    """The evaluation kinds' own sections (e.g. the ``ope`` leaderboard), all seeds."""
+                   errors: list) -> list:
+    """The evaluation kinds' own sections (e.g. the ``ope`` leaderboard), all seeds: blocks
+    of :mod:`recloop._document` (a kind's strings are lines of simple Markdown, read as
+    text: :func:`recloop._document.from_lines`)."""
+    import inspect
+
     from recloop._registry import registry
 
     out = []
+    estimates = None
     for ev in scenario["evaluations"]:
         kind = registry().evaluations.get(ev["kind"])
         if kind is None or kind.report is None:
             continue
         try:
             mine = [r for r in rows if r["evaluation"] == ev["name"]]
-            lines = kind.report(mine, scenario, [s for s in summary
-                                                 if s.evaluation == ev["name"]]) if mine else []
+            more = {}
+            if "estimates" in inspect.signature(kind.report).parameters:
+                # a leaderboard's paired comparisons over the same logs
+                if estimates is None:
+                    estimates = list(_rundir.read_estimates(run_dir))
+                more["estimates"] = [e for e in estimates if e["evaluation"] == ev["name"]]
+            blocks = D.from_lines(kind.report(mine, scenario, [
+                s for s in summary if s.evaluation == ev["name"]], **more) if mine else [])
         except Exception as exc:
             _error(errors, f"section of {ev['name']}", exc)
-            lines = [f"(this section failed: {type(exc).__name__}, see errors.log)"]
-        if lines:
-            out += ["", f"## {ev['name']}", ""] + list(lines)
+            blocks = [D.Paragraph(f"(this section failed: {type(exc).__name__}, see ",
+                                  D.Link("errors.log", "errors.log"), ")")]
+        if blocks:
+            out += [D.Heading(str(ev["name"]))] + blocks
     return out
 
 
@@ -897,14 +1104,198 @@ def rebuild_report(run_dir, *, on_damage=None) -> Path | None:
         lock.release()
 
 
+def _what_was_run(run_dir: Path, scenario: dict | None, env: dict) -> list:
+    """What was run: seeds, agents, cells, command, times, the evaluations' parameters."""
+    if scenario is None:
+        return [D.Paragraph("scenario.toml is missing or damaged: what was run is unknown.")]
+    run = scenario["run"]
+    command = env.get("command")
+    resumed = env.get("resumed")
+    items = [
+        ["seeds: " + ", ".join(map(str, run["seeds"]))],
+        ["agents: "] + ([p for j, a in enumerate(scenario["agents"]) for p in (
+            ", " if j else "", D.Code(str(a["name"])), f" ({a['kind']})")]
+            or ["none"]),
+        [f"cells: {env.get('cells', '?')}, rows: {env.get('rows', '?')}, per-log estimates: "
+         f"{env.get('estimates', '?')}"],
+        ["command: ", D.Code(" ".join(map(str, command)) if isinstance(command, list)
+                             else "?")],
+        [f"started {env.get('start', '?')}, finished {env.get('end', '?')}"
+         + (f" (resumed {len(resumed)} time(s))" if isinstance(resumed, list) and resumed
+            else "")],
+        ["full scenario with defaults: ", D.Link("scenario.toml", "scenario.toml"),
+         "; every row: ", D.Link("results.csv", "results.csv"), "; every log's estimates: ",
+         D.Link("estimates.csv.gz", "estimates.csv.gz")],
+    ]
+    for ev in scenario["evaluations"]:
+        params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in ev.items()
+                           if k not in ("kind", "name", "agents", "sweep"))
+        sweep = ev.get("sweep")
+        agents = ", ".join(map(str, ev.get("agents", [])))
+        items.append(["evaluation ", D.Code(str(ev["name"])), f" ({ev['kind']})"
+                      + (f" on {agents}" if agents else "") + f": {params}"
+                      + (f"; swept {json.dumps(sweep)}" if sweep else "")])
+    # the run's items, then the evaluations' (a list each)
+    return [D.Bullets(items[:6]), D.Bullets(items[6:])] if len(items) > 6 \
+        else [D.Bullets(items)]
+
+
+def _fitted_world(run_dir: Path, scenario: dict | None, env: dict) -> list:
+    """A world fitted to a real log: how faithful it is (``fidelity.md``, read as text)."""
+    text, problem = _rundir.read_small_text(run_dir / "fidelity.md", limit=2**20)
+    if problem is not None:
+        return []
+    env_hash = env.get("world_sha256")
+    fitted_to = ((scenario or {}).get("world") or {}).get("calibrate_from", "?")
+    return [D.Heading("The fitted world"), D.Paragraph(
+        "The world was fitted to ", D.Code(str(fitted_to)),
+        (f" (the world's sha256 {env_hash})" if env_hash else "") + "; saved as ",
+        D.Link("world.npz", "world.npz"), ". How faithful it is to the log:")] \
+        + D.from_lines(text.strip().splitlines())
+
+
+# --- the first screen: findings, the figure of record -----------------------------------------
+
+#: Findings per evaluation at most.
+MAX_FINDINGS = 4
+
+
+def _pct(x: float) -> str:
+    return f"{x:+.1%}" if abs(x) < 0.995 else f"{x:+.0%}"
+
+
+def _findings(view: _View, heads: dict) -> list[list]:
+    """Sentences computed from the run's own numbers, at the key rows (the last tick, the
+    largest swept value): per evaluation and agent (or target), the estimate furthest from
+    the truth and the closest one, relative to the truth (of the headline metric where
+    there is one); the world against its twin (the largest difference)."""
+    rows = [s for s in _key_rows(view.rows, view.varying)[0]
+            if s.has_truth and math.isfinite(s.estimate) and math.isfinite(s.truth)
+            and not _is_error_row(s)]
+    headline = [s for s in rows if s.agent == "world"
+                or _is_headline(s.metric, heads.get(s.evaluation, ()))]
+    rows = [s for s in rows if s in headline or not any(
+        h.evaluation == s.evaluation and h.agent != "world" for h in headline)]
+    out = []
+    for evaluation in dict.fromkeys(s.evaluation for s in rows):
+        mine = [s for s in rows if s.evaluation == evaluation]
+        groups: dict = {}
+        for s in mine:
+            groups.setdefault((s.agent, s.metric, s.tick, _setting(s, view.varying)),
+                              []).append(s)
+        said = []
+        for (agent, metric, tick, setting), items in groups.items():
+            where = ", ".join(x for x in (setting, f"tick {tick}" if tick is not None
+                                           else "") if x)
+            where = f" ({where})" if where else ""
+
+            def rel(s):
+                return (s.estimate - s.truth) / abs(s.truth) if s.truth else math.nan
+
+            if agent == "world":
+                worst = max(items, key=lambda s: abs(s.estimate - s.truth))
+                if worst.truth:
+                    said.append((-1.0, [
+                        D.Code(evaluation), ": the campaigns move ", D.Code(metric), " of ",
+                        D.Code(worst.variant), f" most{where}: {_num(worst.estimate)} in the "
+                        f"world, {_num(worst.truth)} in its twin without campaigns "
+                        f"({_pct(rel(worst))})."]))
+                continue
+            ranked = sorted(items, key=lambda s: abs(s.estimate - s.truth))
+            worst, best = ranked[-1], ranked[0]
+            if not worst.truth:
+                continue
+            sentence = [D.Code(evaluation), ": ", D.Code(agent), " ", D.Code(metric), where,
+                        " -- "]
+            sentence += ([D.Code(worst.variant), " "] if worst.variant else []) + [
+                f"is off by {_pct(rel(worst))} ({_num(worst.estimate)} against the truth "
+                f"{_num(worst.truth)})"]
+            if len(ranked) > 1 and best is not worst:
+                sentence += ["; the closest, ", D.Code(best.variant or best.agent),
+                             f", by {_pct(rel(best))}"]
+            scored = [x for x in ranked if x.n > 1 and math.isfinite(x.rmse)]
+            if len(scored) > 1:  # over many logs the RMSE says more than the mean
+                low = min(scored, key=lambda x: x.rmse)
+                sentence += [f"; lowest RMSE over {low.n} logs: ",
+                             D.Code(low.variant or low.agent), f" ({_num(low.rmse, 3)})"]
+            said.append((abs(rel(worst)), sentence + ["."]))
+        said.sort(key=lambda x: -x[0] if math.isfinite(x[0]) else 0)  # the world's last
+        out += [s for _, s in said[:MAX_FINDINGS]]
+        if len(said) > MAX_FINDINGS:
+            out.append([f"... {len(said) - MAX_FINDINGS} more of ", D.Code(evaluation),
+                        " in the summary below."])
+    return out
+
+
+def _one_line(scenario: dict | None, env: dict) -> list:
+    """What was run, in one line."""
+    if scenario is None:
+        return ["scenario.toml is missing or damaged: what was run is unknown."]
+    seeds = scenario["run"]["seeds"]
+    parts: list = ["Ran "]
+    for j, ev in enumerate(scenario["evaluations"]):
+        parts += ([", "] if j else []) + [D.Code(str(ev["name"])), f" ({ev['kind']})"]
+    agents = [str(a["name"]) for a in scenario["agents"]]
+    if agents:
+        parts += [" on "] + _joined([D.Code(a) for a in agents])
+    parts.append(f", seed{'s' if len(seeds) > 1 else ''} "
+                 f"{', '.join(map(str, seeds[:6]))}{', ...' if len(seeds) > 6 else ''}")
+    if isinstance(env.get("cells"), int):
+        parts.append(f", {env['cells']} cell{'s' if env['cells'] != 1 else ''}")
+    if env.get("end"):
+        parts.append(f", finished {env['end']}")
+    return parts + ["."]
+
+
+def _figure_blocks(figures: list, done: set, view: _View) -> list:
+    """The figures of each evaluation, under its name (those at the top left out), the
+    first beside the key rows of the evaluation's summary, which it draws."""
+    out: list = []
+    for evaluation in dict.fromkeys(e for e, _, _ in figures):
+        mine = [(t, p) for e, t, p in figures if e == evaluation and (t, p) not in done]
+        if not mine:
+            continue
+        out.append(D.Heading(str(evaluation), level=3))
+        blocks = [D.Figure(str(t), Path(p).name) if p else D.Paragraph(f"({t})")
+                  for t, p in mine]
+        key = [s for s in _key_rows(view.rows, view.varying)[0] if s.evaluation == evaluation]
+        first = next((j for j, b in enumerate(blocks) if isinstance(b, D.Figure)), None)
+        if key and first is not None:
+            header, cells = _summary_grid(view, key[:12])
+            drop = [j for j, h in enumerate(header) if h in ("evaluation", "logs", "RMSE",
+                                                             "coverage")]
+            table = D.Table([h for j, h in enumerate(header) if j not in drop],
+                            [[c for j, c in enumerate(r) if j not in drop] for r in cells],
+                            caption="Key rows of the summary" + (
+                                f" (the first 12 of {len(key)})" if len(key) > 12 else ""))
+            blocks[first] = D.Side(blocks[first], table)
+        out += blocks
+    return out
+
+
+def _record(figures: list, scenario: dict | None) -> list:
+    """The figure of record of each evaluation: its kind's first figure, else its first
+    drawn one."""
+    out = []
+    for ev in (scenario or {}).get("evaluations", ()):
+        drawn = [(t, p) for e, t, p in figures if e == ev["name"] and p]
+        if drawn:
+            out.append(drawn[0])
+    return out
+
+
 def write_report(run_dir) -> Path:
     """(Re)write ``report.md``, ``report.html`` and ``figures/`` of ``run_dir`` from its
     tables (``results.jsonl`` and ``estimates.csv.gz``, which the caller has just written
     from the verified cells: the end of a run, :func:`rebuild_report`).
 
-    A damaged ``environment.json`` leaves out what it holds (command, times, timing).
+    The report opens with the answer: what was run in one line, the findings (sentences
+    computed from the run's numbers, :func:`_findings`), the figure of record of each
+    evaluation, then the contents. A damaged ``environment.json`` leaves out what it holds
+    (command, times, timing). Every string of the run directory is rendered as text
+    (:mod:`recloop._document`); figures are embedded only from the PNGs this report drew
+    under ``figures/``.
     """
-    from recloop import _html
     from recloop._registry import registry
 
     run_dir = Path(run_dir)
@@ -912,65 +1303,67 @@ def write_report(run_dir) -> Path:
     env = _rundir.check_json_object(run_dir / "environment.json")[0] or {}
     rows = _read_results(run_dir)
     summary = _read_summary(run_dir)
+    view = _view(summary, scenario)
     errors: list[str] = []
     figures = _figures(run_dir, rows, scenario, summary, errors)
     run = scenario["run"] if scenario else {"name": run_dir.name}
-    out = [f"# {run['name']}", ""]
+    out: list = [D.Heading(str(run["name"]), level=1)]
     if run.get("description"):
-        out += [str(run["description"]), ""]
-    out += ["## What was run", ""]
-    if scenario is None:
-        out += ["scenario.toml is missing or damaged: what was run is unknown.", ""]
-    else:
-        command = env.get("command")
-        out += [f"- seeds: {', '.join(map(str, run['seeds']))}",
-                "- agents: " + (", ".join(f"`{a['name']}` ({a['kind']})"
-                                          for a in scenario["agents"]) or "none"),
-                f"- cells: {env.get('cells', '?')}, rows: {env.get('rows', '?')}, per-log "
-                f"estimates: {env.get('estimates', '?')}",
-                f"- command: `{' '.join(map(str, command)) if isinstance(command, list) else '?'}`",
-                f"- started {env.get('start', '?')}, finished {env.get('end', '?')}"
-                + (f" (resumed {len(env['resumed'])} time(s))"
-                   if isinstance(env.get("resumed"), list) and env["resumed"] else ""),
-                "- full scenario with defaults: [scenario.toml](scenario.toml); every row: "
-                "[results.csv](results.csv); every log's estimates: "
-                "[estimates.csv.gz](estimates.csv.gz)", ""]
-        for ev in scenario["evaluations"]:
-            params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in ev.items()
-                               if k not in ("kind", "name", "agents", "sweep"))
-            sweep = ev.get("sweep")
-            agents = ", ".join(map(str, ev.get("agents", [])))
-            out.append(f"- evaluation `{ev['name']}` ({ev['kind']})"
-                       + (f" on {agents}" if agents else "") + f": {params}"
-                       + (f"; swept {json.dumps(sweep)}" if sweep else ""))
+        out.append(D.Paragraph(str(run["description"])))
+    out.append(D.Paragraph(*_one_line(scenario, env)))
+    findings = _findings(view, _headlines(scenario))
+    if findings:
+        out += [D.Paragraph(D.Strong("Findings"), " (at the last tick and the largest swept "
+                            "value; every row is in the summary):"), D.Bullets(findings)]
+    record = _record(figures, scenario)
+    if record:
+        out.append(D.Gallery([D.Figure(str(t), Path(p).name) for t, p in record]))
+    out.append(D.Contents())
     seed_units = [ev["name"] for ev in (scenario or {}).get("evaluations", ())
                   if getattr(registry().evaluations.get(ev["kind"]), "unit", "") == "seed"]
-    out += _summary_section(_view(summary, scenario), seed_units)
+    from recloop._glossary import scenario_names
+
+    named = scenario_names(scenario)
+    out += _summary_section(view, seed_units, named)
     if scenario is not None:
         out += _kind_sections(run_dir, scenario, rows, summary, errors)
-    fidelity = run_dir / "fidelity.md"
-    if fidelity.is_file():  # a world fitted to a real log: how faithful it is
-        env_hash = env.get("world_sha256") if isinstance(env, dict) else None
-        fitted_to = ((scenario or {}).get("world") or {}).get("calibrate_from", "?")
-        out += ["", "## The fitted world", "",
-                f"The world was fitted to `{fitted_to}`"
-                + (f" (the world's sha256 {env_hash})" if env_hash else "") + "; saved as "
-                "[world.npz](world.npz). How faithful it is to the log:", ""]
-        # its own headings one level down, inside this section
-        out += [("#" + line if line.startswith("#") else line)
-                for line in fidelity.read_text(encoding="utf-8").strip().splitlines()]
+    out += _fitted_world(run_dir, scenario, env)
+    rest = _figure_blocks(figures, set(record), view)
+    if rest:
+        out += [D.Heading("Figures")] + rest
+    out += [D.Heading("What was run")] + _what_was_run(run_dir, scenario, env)
     out += _measurements_section(rows)
-    out += ["", "## Figures", ""]
-    for title, path in figures:
-        out += [f"### {title}", ""] + ([f"![{title}]({path})"] if path else []) + [""]
+    out += _glossary_section(view, rows, named)
     timing = env.get("cell_seconds")
-    out += ["## Timing", "", "| evaluation | seconds (sum over its cells) |", "|---|---|"]
-    for name, seconds in (timing.items() if isinstance(timing, dict) else ()):
-        out.append(f"| {name} | {seconds:.2f} |" if isinstance(seconds, (int, float))
-                   else f"| {name} | ? |")
-    out.append("")
-    _rundir.atomic_write(run_dir / "report.md", "\n".join(out))
-    _rundir.atomic_write(run_dir / "report.html", _html.render(out, run_dir,
-                                                                title=str(run["name"])))
+    out += [D.Heading("Timing"), D.Table(
+        ("evaluation", "seconds (sum over its cells)"),
+        [[str(name), f"{seconds:.2f}" if isinstance(seconds, (int, float)) else "?"]
+         for name, seconds in (timing.items() if isinstance(timing, dict) else ())])]
+    D.write_document(run_dir, out, title=str(run["name"]))
     _write_errors(run_dir, errors)
     return run_dir / "report.md"
+
+
+def _glossary_section(view: _View, rows: list[dict], named: dict) -> list:
+    """The definitions of the metrics and variants of this report (``recloop._glossary``;
+    docs/results.md has them all)."""
+    from recloop._glossary import COLUMNS, define, entry
+
+    names = dict.fromkeys([s.metric for s in view.rows + view.truths]
+                          + [s.variant for s in view.rows + view.truths if s.variant]
+                          + [r["metric"] for r in rows] + [r["variant"] for r in rows
+                                                            if r["variant"]])
+    seen: dict = {}
+    for n in names:
+        pattern = entry(str(n))
+        if pattern is not None:
+            seen.setdefault(pattern, define(str(n)))
+        elif str(n) in named:
+            seen.setdefault(str(n), named[str(n)])
+    if not seen:
+        return []
+    return [D.Heading("Glossary"), D.Paragraph(
+        "The names of this report (hover over one in the summary to read it there); ",
+        D.Code("<K>"), " stands for a number. Columns: ") ,
+        D.Table(("column", "definition"), [[D.Code(k), v] for k, v in COLUMNS.items()]),
+        D.Table(("name", "definition"), [[D.Code(p), d] for p, d in seen.items()])]

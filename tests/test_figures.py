@@ -195,9 +195,12 @@ def test_campaign_bias(tmp_path, drawn, bias_run):
     assert (a.get_marker(), a.get_linestyle()) != (b.get_marker(), b.get_linestyle())
     d = drawn["campaign_bias_marginals.png"]
     pushed = [r.variant for r in rows if r.metric == "item_marginal" and r.tick == 300]
-    assert d.labels == [f"item {int(v[4:]) + 1001}" for v in pushed] + [
-        "twin without campaigns (thin, in the series' colour)", "campaign start"]
-    assert "ids in the log" in d.title
+    # a panel per item, the world against its twin, each titled with the item's own id
+    assert d.labels == ["the world (with campaigns)", "its twin without campaigns",
+                        "campaign start"]
+    titles = [ax.get_title() for ax in d.axes if ax.get_visible()]
+    assert [t.split(":")[0] for t in titles] == [f"item {int(v[4:]) + 1001}" for v in pushed]
+    assert "ids in the log" in d.title and "P_t(i): the share" in d.title
 
 
 def clipped_ips(log, action_dist, *, rng=None):
@@ -340,3 +343,32 @@ def test_the_generic_figure_labels_only_what_varies(tmp_path, drawn):
     (tmp_path / "one").mkdir()
     write_report(write_run(tmp_path / "one", one, [dict(r, log=0) for r in one], "selfcheck"))
     assert all(is_dot_plot(ax, ["x", "y"]) for ax in drawn["ev__mean_reward.png"].axes)
+
+
+def test_a_categorical_sweep_is_never_a_numeric_axis_and_a_constant_is_a_line(tmp_path,
+                                                                             drawn):
+    """Issue 34: ope_real's multiclass figure drew three data sets as log sizes 90/284/898
+    on one axis, and nan_rate panels of zeros. Data sets that fix their own n_rounds give a
+    panel per data set, one row per estimator, one mark per target; a metric that is 0 in
+    every row is a line of text, no figure."""
+    from recloop._report import write_report
+
+    sizes = {"digits": 898, "breast_cancer": 284, "wine": 90}
+    rows = [{"agent": target, "variant": e, "metric": metric, "estimate": v,
+             "params": {"source": s, "n_rounds": n}}
+            for s, n in sizes.items() for target in ("good", "poor")
+            for e in ("ips", "snips", "dm")
+            for metric, v in (("relative_error", 0.1 + len(e) / 100), ("nan_rate", 0.0))]
+    run_dir = write_run(tmp_path, rows, [], "selfcheck")
+    report = write_report(run_dir).read_text()
+    d = drawn["ev__relative_error.png"]
+    assert [ax.get_title().split("\n")[0] for ax in d.axes] == [
+        f"source = {s}" for s in sizes]
+    assert [ax.get_title().split("\n")[1] for ax in d.axes] == [
+        f"(n_rounds = {n})" for n in sizes.values()]
+    for ax in d.axes:  # the estimators down, the metric across: no x axis of sizes
+        assert ax.get_xlabel() == "relative_error"
+        assert ticks(d.axes[0], "y") == ["ips", "snips", "dm"]
+    assert d.labels == ["good", "poor"]
+    assert "ev__nan_rate.png" not in drawn
+    assert "nan_rate is 0 in every row (18): not drawn" in report

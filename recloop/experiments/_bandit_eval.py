@@ -619,8 +619,9 @@ def _run_bred_vs_replay(cell):
 CONTEXT_LEARNERS = ("linucb",)
 
 
-def bred_note(rows, scenario) -> list[str]:
-    """One line beside the paper's BRED rows: optimistic for learners that use the context."""
+def bred_note(rows, scenario) -> list:
+    """One note beside the paper's BRED rows: optimistic for learners that use the context
+    (a block of :mod:`recloop._document`; the terminal shows it too)."""
     names = {r["variant"] for r in rows} | {r["agent"] for r in rows}
     if not names & {"bred", "bred_nojitter"}:
         return []
@@ -630,14 +631,20 @@ def bred_note(rows, scenario) -> list[str]:
     own = [a["name"] for a in scenario.get("agents", [])
            if a["kind"] not in CONTEXT_LEARNERS and a["name"] in evaluated
            and a["kind"] == "python"]
-    who = ", ".join(f"`{n}`" for n in learners) or "none here"
+    from recloop import _document as D
+
+    def names(xs):
+        return [p for j, n in enumerate(xs) for p in ((", " if j else ""), D.Code(str(n)))]
+
+    who = names(learners) or ["none here"]
     if own:
-        who += f"; perhaps your own {', '.join(f'`{n}`' for n in own)}"
-    return [f"> `bred` and `bred_nojitter` (BRED as Mary, Preux & Nicol describe it) are "
-            f"expected to be optimistic for learners that use the context (LinUCB: {who}): "
-            "they memorise the repeated copies of a record in the K x T resample. "
-            "`bred_once` reveals each record once and is not. See the Notes of "
-            "`evaluators.bred`.", ""]
+        who += ["; perhaps your own "] + names(own)
+    return [D.Note(D.Code("bred"), " and ", D.Code("bred_nojitter"), " (BRED as Mary, Preux "
+                   "& Nicol describe it) are expected to be optimistic for learners that use "
+                   "the context (LinUCB: ", *who, "): they memorise the repeated copies of a "
+                   "record in the K x T resample. ", D.Code("bred_once"), " reveals each "
+                   "record once and is not. See the Notes of ", D.Code("evaluators.bred"),
+                   ".")]
 
 
 def _figures_bred_vs_replay(measurements, out_dir, world):

@@ -335,22 +335,40 @@ def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None =
                 return f"item {item_ids[int(i)]}"
             return f"item {i}"
 
-        items = list(dict.fromkeys(r.variant for r in marg))
-        fig, axes = _plots.figure(1, 1, width=7.0, height=4.4)
-        ax = axes[0, 0]
-        series = []
-        for j, v in enumerate(items):
+        # one small panel per item (the world against its twin), not five curves that
+        # lie on one another
+        items = list(dict.fromkeys(r.variant for r in marg))[:9]
+        ncols = min(3, len(items))
+        nrows = math.ceil(len(items) / ncols)
+        fig, axes = _plots.figure(nrows, ncols, width=3.3 * ncols + 0.6,
+                                  height=2.5 * nrows + 1.2, sharex=True)
+        for ax, v in zip(axes.flat, items, strict=False):
             pts = sorted((r for r in marg if r.variant == v), key=lambda r: r.tick)
-            series.append(_plots.Series(name(v), [r.tick for r in pts],
-                                        [r.estimate for r in pts],
-                                        truth=[r.truth for r in pts], j=j))
-        _plots.series_plot(ax, series, x_label="tick", y_label="P_t(i)", log_x=False,
-                           truth_label="twin without campaigns")
-        marks(ax)
+            x = [r.tick for r in pts]
+            ax.plot(x, [r.estimate for r in pts], label="the world (with campaigns)",
+                    **_plots.style(0))
+            ax.plot(x, [r.truth for r in pts], label="its twin without campaigns",
+                    **_plots.TRUTH)
+            last = pts[-1]
+            lift = (f": x{last.estimate / last.truth:.2f} at tick {last.tick}"
+                    if last.truth > 0 else "")
+            ax.set_title(name(v) + lift, fontsize=9)
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+            marks(ax)
+        for ax in list(axes.flat)[len(items):]:
+            ax.set_visible(False)
+        for ax in axes[-1]:
+            ax.set_xlabel("tick")
+        for ax in axes[:, 0]:
+            ax.set_ylabel("P_t(i)")
         _plots.legend(fig)
-        _plots.caption(fig, "Marginals P_t(i) of the most pushed items",
-                       "Items by their ids in the log the world was fitted to."
-                       if item_ids is not None else "")
+        _plots.caption(fig, "Marginals P_t(i) of the most pushed items: the world against "
+                       "its twin",
+                       "P_t(i): the share of the profiles' items that are item i at tick t "
+                       "(what LOO holds out); the campaigns' effect is the gap."
+                       + (" Items by their ids in the log the world was fitted to."
+                          if item_ids is not None else ""))
         paths.append(_plots.save(fig, out / f"{prefix}_marginals.png", dpi=110))
     return paths
 

@@ -590,12 +590,65 @@ def _setting(params: Mapping) -> str:
     return ", ".join(f"{k} = {params[k]}" for k in sorted(params))
 
 
-def leaderboard(summary) -> list[str]:
-    """Markdown: per setting and target, the estimators ranked by RMSE against the exact
-    value over the logs, with bias, relative RMSE, coverage, nan rate and the number of
-    logs -- from the :func:`recloop.summarize` rows of the per-log estimates (the logs of
-    every seed pooled), the numbers of every other summary of the run."""
+def _paired(a: dict, b: dict) -> tuple[float, float, int]:
+    """Mean and standard error of the difference of squared errors of two estimators over
+    the logs both estimated (``a``, ``b``: log -> (estimate, truth))."""
+    both = [k for k in a if k in b and math.isfinite(a[k][0]) and math.isfinite(b[k][0])]
+    d = [(a[k][0] - a[k][1]) ** 2 - (b[k][0] - b[k][1]) ** 2 for k in both]
+    n = len(d)
+    if n < 2:
+        return (d[0] if d else math.nan), math.nan, n
+    mean = sum(d) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+    return mean, sd / math.sqrt(n), n
+
+
+def _rmse_se(errors: dict, rmse: float) -> float:
+    """Standard error of an RMSE over the logs (delta method: the standard error of the
+    mean squared error over 2 RMSE)."""
+    sq = [(e - t) ** 2 for e, t in errors.values() if math.isfinite(e)]
+    n = len(sq)
+    if n < 2 or not rmse > 0:
+        return math.nan
+    mean = sum(sq) / n
+    return math.sqrt(sum((x - mean) ** 2 for x in sq) / (n - 1)) / math.sqrt(n) / (2 * rmse)
+
+
+def ranks(rows, per_log: dict) -> list[tuple[str, list]]:
+    """``rows`` (one setting and target) ranked by RMSE, with shared ranks: ``[(rank,
+    [names tied with it]), ...]`` in the order of ``rows`` sorted by RMSE. The best
+    estimator not yet ranked leads a rank; every other one a paired comparison over the
+    same logs cannot separate from it (the difference of their squared errors within
+    1.96 standard errors of 0) shares it."""
+    ranked = sorted(rows, key=lambda r: (math.isnan(r.rmse), r.rmse))
+    out: dict = {}
+    position = 0
+    for r in ranked:
+        position += 1
+        if r.variant in out:
+            continue
+        out[r.variant] = (str(position), [])
+        for other in ranked:
+            if other.variant in out or math.isnan(other.rmse):
+                continue
+            mean, se, n = _paired(per_log.get(r.variant, {}), per_log.get(other.variant, {}))
+            if n and (not math.isfinite(se) or abs(mean) <= _Z * se):
+                out[other.variant] = (str(position), [r.variant])
+                out[r.variant][1].append(other.variant)
+    return [out[r.variant] for r in ranked]
+
+
+def leaderboard(summary, estimates=()) -> list:
+    """Per setting and target, the estimators ranked by RMSE against the exact value over
+    the logs (± its standard error over the logs), with bias, relative RMSE, coverage, nan
+    rate and the number of logs -- from the :func:`recloop.summarize` rows of the per-log
+    estimates (the logs of every seed pooled), the numbers of every other summary of the
+    run. Ranks are shared where a paired comparison over the same logs cannot separate two
+    estimators (:func:`ranks`), and a note says so in words. Blocks of
+    :mod:`recloop._document`."""
     import json
+
+    from recloop import _document as D
 
     acc: dict = {}
     for s in summary:
@@ -603,21 +656,66 @@ def leaderboard(summary) -> list[str]:
             continue
         setting = json.dumps(dict(s.params), sort_keys=True)
         acc.setdefault((s.evaluation, setting, s.agent), []).append(s)
-    out = []
+    per_log: dict = {}
+    for e in estimates:
+        if e["metric"] != "value":
+            continue
+        key = (e["evaluation"], json.dumps(dict(e["params"] or {}), sort_keys=True),
+               e["agent"])
+        per_log.setdefault(key, {}).setdefault(e["variant"], {})[e["seed"], e["log"]] = (
+            e["estimate"], e["truth"])
+    out: list = []
     for (evaluation, setting, target), rows in acc.items():
+        logs = per_log.get((evaluation, setting, target), {})
         ranked = sorted(rows, key=lambda r: (math.isnan(r.rmse), r.rmse))
-        out += [f"**{evaluation}, target `{target}`** ({_setting(json.loads(setting))})", "",
-                "| rank | estimator | RMSE | bias | relative RMSE | coverage | nan rate | logs |",
-                "|---|---|---|---|---|---|---|---|"]
-        for j, r in enumerate(ranked, 1):
-            def f(x, digits=3):
-                return "" if math.isnan(x) else f"{x:.{digits}g}"
+        places = ranks(rows, logs) if logs else [(str(j), []) for j in
+                                                 range(1, len(ranked) + 1)]
 
-            out.append(f"| {j} | {r.variant} | {f(r.rmse)} | {f(r.bias)} | "
-                       f"{f(r.relative_rmse)} | {f(r.coverage)} | {f(r.nan_rate)} | "
-                       f"{r.n_logs} |")
-        out.append("")
+        def f(x, digits=3):
+            return "" if math.isnan(x) else f"{x:.{digits}g}"
+
+        cells = []
+        for r, (rank, tied) in zip(ranked, places, strict=True):
+            se = _rmse_se(logs.get(r.variant, {}), r.rmse)
+            cells.append([rank + (" (tied)" if tied else ""), D.Code(r.variant),
+                          f(r.rmse) + (f" ± {f(se, 2)}" if math.isfinite(se) else ""),
+                          f(r.bias), f(r.relative_rmse), f(r.coverage), f(r.nan_rate),
+                          str(r.n_logs)])
+        where = _setting(json.loads(setting))
+        out += [D.Paragraph(D.Strong(f"{evaluation}, target"), " ", D.Code(target),
+                            f" ({where})" if where else ""),
+                D.Table(("rank", "estimator", "RMSE ± se", "bias", "relative RMSE",
+                         "coverage", "nan rate", "logs"), cells)]
+        groups = [(rank, [r.variant for r, (k, _) in zip(ranked, places, strict=True)
+                          if k == rank]) for rank in dict.fromkeys(k for k, _ in places)]
+        ties = [(rank, names) for rank, names in groups if len(names) > 1]
+        n = max((r.n for r in ranked), default=0)
+        if not logs:
+            continue
+        if ties:
+            out.append(D.Note(f"{evaluation}, target ", D.Code(target),
+                              f" ({where})" if where else "", ": ", *[
+                                  p for j, (rank, names) in enumerate(ties) for p in (
+                                      ["; " if j else ""] + _and([D.Code(x) for x in names])
+                                      + [f" are tied for rank {rank}"])],
+                              f" -- a paired comparison of their squared errors over the "
+                              f"same {n} logs cannot separate them."))
+        else:
+            out.append(D.Paragraph(f"No two estimators are tied: paired comparisons over "
+                                   f"the same {n} logs separate every rank."))
     return out
+
+
+def _and(parts: list) -> list:
+    """``a``, ``b`` and ``c``."""
+    out: list = []
+    for j, p in enumerate(parts):
+        out += ([" and " if j == len(parts) - 1 else ", "] if j else []) + [p]
+    return out
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 #: Parameters a figure may put on its x axis, in order of preference (log scale for all).
@@ -645,10 +743,19 @@ def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
                  next((k for k in _X_AXES if k in seen), None))
     if x_key is None:
         return []
+    # a value fixed by a categorical sweep (each data set has its own size) is no axis:
+    # each category is then its own figure, a dot plot at its one value
+    categories = [k for k, vs in seen.items()
+                  if len(vs) > 1 and not all(_is_number(v) for v in vs)]
+    by_category: dict = {}
+    for r in rmse:
+        by_category.setdefault(tuple(json.dumps(r.params.get(k)) for k in categories),
+                               set()).add(r.params.get(x_key))
+    fixed = bool(categories) and all(len(v) == 1 for v in by_category.values())
     series: dict = {}
     for r in rmse:
         params = dict(r.params)
-        x = params.pop(x_key, None)
+        x = params.get(x_key) if fixed else params.pop(x_key, None)
         if x is None:
             continue
         fig_key = json.dumps(params, sort_keys=True)
@@ -690,7 +797,9 @@ def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
                          if r.n})
         logs = f"{n_logs[-1]:,}" if len(n_logs) == 1 else (
             f"{n_logs[0]:,}-{n_logs[-1]:,}" if n_logs else "?")
-        _plots.caption(fig, _setting(json.loads(fig_key)),
+        where = _setting(json.loads(fig_key))
+        _plots.caption(fig, f"{prefix}: RMSE of each estimator against {x_key}"
+                       + (f" ({where})" if where else ""),
                        f"RMSE over {logs} logs per point; bars: 95% intervals (±1.96 "
                        "standard errors of the RMSE over the logs).")
         paths.append(_plots.save(fig, out_dir / f"{prefix}_rmse_{j}.png", dpi=110))
@@ -862,10 +971,12 @@ KIND = EvaluationKind(
     resources=_resources,
     headline=("value",),
     unit="log",
-    report=lambda rows, scenario, summary: [
+    report=lambda rows, scenario, summary, estimates=(): [
         "Estimators ranked by RMSE against the exact value over the logs (the logs of every "
-        "seed pooled), per setting and target; coverage is blank for estimators without "
-        "intervals.", ""] + leaderboard(summary),
+        "seed pooled; ± its standard error over the logs), per setting and target; a rank is "
+        "shared where a paired comparison over the same logs cannot separate two "
+        "estimators; coverage is blank for estimators without intervals.", ""]
+    + leaderboard(summary, estimates),
     function=ope,
 )
 

@@ -344,12 +344,14 @@ def overlap_table(rows) -> list[str]:
     return out + [""]
 
 
-def _report(rows, scenario, summary) -> list[str]:
+def _report(rows, scenario, summary, estimates=()) -> list:
     from recloop.experiments._ope import leaderboard
 
     return (["Estimators ranked by RMSE against the truth from the data (OBD: the click rate "
              "of the BTS log; multiclass: the exact value from the labels of each log's "
-             "rows), the logs of every seed pooled.", ""] + leaderboard(summary)
+             "rows), the logs of every seed pooled (± its standard error over the logs; a "
+             "rank is shared where a paired comparison over the same logs cannot separate "
+             "two estimators).", ""] + leaderboard(summary, estimates)
             + overlap_table(rows))
 
 

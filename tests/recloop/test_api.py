@@ -42,7 +42,7 @@ def test_results_frames(tiny):
     per_log = tiny.per_log()
     assert len(per_log) == 16 and (per_log["log"] == 0).all()  # the seed is the log
     assert per_log["estimate"].tolist() == frame["estimate"].tolist()
-    summary = tiny.summary()
+    summary = tiny.full_summary()
     assert len(summary) == 8 and (summary["n"] == 2).all()  # two seeds per row
     want = summarize(tiny._estimates)
     for (_, got), s in zip(summary.iterrows(), want, strict=True):
@@ -61,6 +61,7 @@ def test_load_results_reads_what_run_wrote(tiny):
     again = recloop.load_results(tiny.run_dir)
     assert again.frame().equals(tiny.frame())
     assert again.summary().equals(tiny.summary())
+    assert again.full_summary().equals(tiny.full_summary())
 
 
 def test_out_none_is_a_temporary_directory_that_lives_with_the_results():
@@ -152,3 +153,16 @@ def test_load_results_names_what_is_wrong(tiny, tmp_path):
     with pytest.raises(recloop.RunDirError, match="scenario.toml: missing"):
         recloop.load_results(run_dir)
     assert Path(tiny.run_dir / "report.md").is_file()
+
+
+def test_summary_is_the_first_screen_in_its_order(tiny):
+    """`Results.summary()` is what the terminal shows after a run, row for row."""
+    from recloop._report import summary_lines
+
+    lines = [ln.split() for ln in summary_lines(tiny.run_dir)[1:] if ln.startswith("tiny")
+             or ln.startswith(tiny.scenario["evaluations"][0]["name"] + " ")]
+    summary = tiny.summary()
+    assert len(summary) == len(lines) > 0
+    for (_, got), line in zip(summary.iterrows(), lines, strict=True):
+        assert line[1] == got["agent"] and got["metric"] in line and str(got["tick"]) in line
+    assert len(tiny.full_summary()) >= len(summary)

@@ -182,17 +182,19 @@ def test_per_log_estimates_give_the_cells_own_numbers_and_the_leaderboard(run):
         assert s.rmse == got[key + ("rmse",)].estimate
         assert s.coverage == got[key + ("coverage",)].estimate
         assert s.nan_rate == got[key + ("nan_rate",)].estimate
-    lines = leaderboard(summary)
-    table = [line for line in lines if line.startswith("| ") and line[2].isdigit()]
-    assert len(table) == 12  # 3 targets x 4 estimators
-    first_block = table[:4]
-    rmses = [float(line.split("|")[3]) for line in first_block]
+    from recloop import _document as D
+
+    blocks = leaderboard(summary)
+    tables = [b for b in blocks if isinstance(b, D.Table)]
+    assert [len(t.rows) for t in tables] == [4, 4, 4]  # 3 targets x 4 estimators
+    first_block = [[D.plain(c) for c in r] for r in tables[0].rows]
+    rmses = [float(r[2]) for r in first_block]
     assert rmses == sorted(rmses)
-    target = lines[0].split("`")[1]
-    for line in first_block:
-        cells = [c.strip() for c in line.split("|")]
-        assert cells[3] == f"{got[target, cells[2], 'rmse'].estimate:.3g}"
-        assert cells[4] == f"{got[target, cells[2], 'bias'].estimate:.3g}"
+    target = next(b for b in blocks if isinstance(b, D.Paragraph)).parts[2].text
+    for cells in first_block:
+        estimator = cells[1].strip("`")
+        assert cells[2] == f"{got[target, estimator, 'rmse'].estimate:.3g}"
+        assert cells[3] == f"{got[target, estimator, 'bias'].estimate:.3g}"
 
 
 def test_the_ab_test_beside_the_offline_estimators():

@@ -65,7 +65,7 @@ def test_coverage_is_blank_for_exact_estimates(tmp_path):
                                    seeds=range(5))).read_text()
     lines = {r["metric"]: r for r in summary_table(report)}
     assert lines["loo_hit@5"]["coverage"] == ""  # exact: no coverage
-    assert lines["loo_hit@5_sampled"]["coverage"] == "0.8"  # 4 of 5 intervals cover
+    assert lines["loo_hit@5_sampled"]["coverage"] == "0.8 (4/5)"  # 4 of 5 intervals cover
     assert lines["loo_hit@5_sampled"]["logs"] == "5"  # the seeds are the logs
     assert "zero width" in report
 
@@ -97,8 +97,8 @@ def test_errors_are_not_compared_with_a_truth_of_zero(tmp_path):
 def test_world_rows_are_the_campaigns_effect(tmp_path):
     rows = [row("ev", "world", "item_marginal", 0.09, truth=0.07, variant="item0", tick=1)]
     report = write_report(make_run(tmp_path, rows, (("ev", "campaign_bias"),))).read_text()
-    assert "item_marginal [world - twin]" in report and "campaigns' effect" in report
-    assert any("item_marginal [world - twin]" in ln for ln in summary_lines(tmp_path))
+    assert "item_marginal (world vs twin)" in report and "campaigns' effect" in report
+    assert any("item_marginal (world vs twin)" in ln for ln in summary_lines(tmp_path))
 
 
 def test_the_headline_metric_leads_even_without_a_truth(tmp_path):
@@ -142,14 +142,14 @@ def test_kind_figures_name_the_seed_they_show(tmp_path, monkeypatch):
 
     def figures(rows, out_dir, world):
         path = out_dir / "mine.png"
-        path.write_bytes(b"\x89PNG")
+        path.write_bytes(b"\x89PNG\r\n\x1a\n")
         return [path]
 
     kind = dataclasses.replace(registry().evaluations["selfcheck"], figures=figures)
     monkeypatch.setitem(registry().evaluations, "selfcheck", kind)
     rows = [row("ev", "a", "mean_reward", 0.5, truth=0.5, seed=s) for s in (3, 4)]
     report = write_report(make_run(tmp_path, rows, seeds=(3, 4))).read_text()
-    assert "### ev: mine (seed 3)" in report
+    assert "**ev: mine (seed 3)**\n\n![ev: mine (seed 3)](figures/mine.png)" in report
 
 
 def test_a_failing_figure_costs_a_line_not_the_report(tmp_path, monkeypatch):
@@ -240,3 +240,25 @@ def test_linear_bandit_episode_lengths():
     for step in range(1, 31):
         obs, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
         assert not terminated and truncated == (step == 30)
+
+
+def test_a_categorical_sweep_shows_the_last_numeric_value_of_each_category(tmp_path):
+    """`recloop run ope_real` showed "n_rounds = 898 only": the digits rows, none of the
+    other data sets (each data set has its own sizes)."""
+    sizes = {"digits": (300, 898), "wine": (60, 178), "iris": (50, 150)}
+    est = []
+    for source, ns in sizes.items():
+        for n in ns:
+            for v in range(6):
+                for j, e in enumerate((0.4, 0.6)):
+                    r = row("ev", "t", "value", e + v / 100, truth=0.5, variant=f"e{v}", log=j)
+                    r["params"] = {"source": source, "n_rounds": n}
+                    est.append(r)
+    make_run(tmp_path, [dict(r, log=None) for r in est[:1]], (("ev", "ope"),), estimates=est)
+    import re
+
+    lines = summary_lines(tmp_path)
+    shown = [re.search(r"n_rounds=([0-9]+), source=([a-z]+)", ln).groups() for ln in lines
+             if ln.startswith("ev ")]
+    assert set(shown) == {(str(ns[-1]), s) for s, ns in sizes.items()}
+    assert len(shown) == 18 and "18 of 36" in "\n".join(lines)

@@ -152,3 +152,31 @@ def test_report_open_opens_the_html_page(page, monkeypatch, capsys):
     assert opened == [(run_dir / "report.html").resolve().as_uri()]
     assert Path(opened[0][len("file://"):]).is_file()
     capsys.readouterr()
+
+
+def test_the_quickstarts_first_screen_shows_a_finding_and_a_figure(tmp_path):
+    """Issue 34: report.html opened with a 135-row table, its first figure 9,800 px down.
+    In a 1,400 x 900 window the quickstart's report now shows, without scrolling, a
+    finding computed from the run (a sentence with a percentage against the truth) and a
+    whole figure; the contents follow."""
+    assert main(["run", "quickstart", "--out", str(tmp_path), "--workers", "1", "-q"]) == 0
+    page = tmp_path / "quickstart" / "report.html"
+    with chromium.Browser() as browser:
+        browser.open(page.as_uri(), width=1400, height=900)
+        seen = browser.evaluate("""(() => {
+            const box = e => { const r = e.getBoundingClientRect();
+                               return [r.top, r.bottom, r.width, r.height]; };
+            const items = Array.from(document.querySelectorAll("li"))
+                .filter(li => /off by [+-][0-9.]+% \\(/.test(li.textContent));
+            const imgs = Array.from(document.images).filter(im => im.complete
+                                                           && im.naturalWidth > 0);
+            return {finding: items.length ? box(items[0]) : null,
+                    text: items.length ? items[0].textContent : "",
+                    figure: imgs.length ? box(imgs[0]) : null,
+                    contents: box(document.querySelector("nav.contents"))};
+        })()""")
+    assert seen["finding"] and seen["finding"][1] <= 900, seen
+    assert "loo_hit@5" in seen["text"] and "against the truth" in seen["text"]
+    top, bottom, width, height = seen["figure"]
+    assert 0 <= top and bottom <= 900 and width > 400 and height > 300, seen
+    assert seen["contents"][0] > top  # the answer first, then the contents

@@ -306,7 +306,8 @@ def test_the_four_outputs_show_the_hand_computed_numbers(scripted_run):
     assert html_rows == md_rows and len(md_rows) == 6
     for r in md_rows:
         bias, rmse, coverage = want[r["variant"], int(r["setting"].split("=")[1])]
-        assert r["RMSE"] == _fmt(rmse) and r["coverage"] == _fmt(coverage)
+        # coverage: its share, then its counts where they are few ("0.25 (1/4)")
+        assert r["RMSE"] == _fmt(rmse) and r["coverage"].split(" (")[0] == _fmt(coverage)
         assert r["logs"] == "4" and float(r["bias"]) == pytest.approx(bias, abs=1e-12)
         if abs(bias) > 1e-12:
             assert r["bias"] == _fmt(bias)
@@ -330,23 +331,55 @@ def test_the_four_outputs_show_the_hand_computed_numbers(scripted_run):
 
 
 def test_the_leaderboard_shows_the_same_numbers(scripted_run):
-    run_dir, _ = scripted_run
+    run_dir, out = scripted_run
     report = (run_dir / "report.md").read_text()
     section = report.split("\n## ope\n", 1)[1].split("\n## ", 1)[0]
     want = expected()
-    blocks = section.split("**ope, target `u`**")[1:]
+    blocks = section.split("**ope, target** `u`")[1:]
     assert len(blocks) == 2
     for block in blocks:
-        n_rounds = int(block.split("n_rounds = ", 1)[1].split(",")[0])
-        rows = [ln.split("|") for ln in block.splitlines() if ln.startswith("| ")
-                and ln[2].isdigit()]
-        assert [r[2].strip() for r in rows] == [
+        n_rounds = int(block.split("n_rounds = ", 1)[1].split(",")[0].split(")")[0])
+        rows = [[c.strip() for c in ln.split("|")] for ln in block.splitlines()
+                if ln.startswith("| ") and ln[2].isdigit()]
+        assert [r[2].strip("`") for r in rows] == [
             v for v, _ in sorted(((v, want[v, n_rounds][1]) for v in ("centred", "biased",
                                                                       "point")),
                                  key=lambda t: t[1])]
+        scale = 2.0 if n_rounds == 50 else 1.0
         for r in rows:
-            bias, rmse, coverage = want[r[2].strip(), n_rounds]
-            assert r[3].strip() == _fmt(rmse) and r[6].strip() == _fmt(coverage)
+            variant = r[2].strip("`")
+            bias, rmse, coverage = want[variant, n_rounds]
+            offsets = CENTRED if variant == "centred" else BIASED
+            sq = [(o * scale) ** 2 for o in offsets]
+            mean = sum(sq) / 4
+            se = math.sqrt(sum((x - mean) ** 2 for x in sq) / 3) / 2 / (2 * rmse)
+            assert r[3] == f"{_fmt(rmse)} ± {se:.2g}" and r[6] == _fmt(coverage)
+        # by hand: the squared errors' paired differences are within 1.96 standard errors
+        # of 0 for every pair (point has biased's very errors): one rank, shared, in words
+        assert [r[1] for r in rows] == ["1 (tied)"] * 3
+        assert "are tied for rank 1" in block and "same 4 logs" in block
+    # the terminal says it too
+    assert "are tied for rank 1" in out
+
+
+def test_ranks_are_shared_only_where_the_paired_comparison_cannot_separate():
+    from recloop._summary import summarize
+    from recloop.experiments._ope import ranks
+
+    def logs(errors):
+        return {(0, j): (0.5 + e, 0.5) for j, e in enumerate(errors)}
+
+    a = [0.01, -0.01, 0.02, -0.02, 0.01, -0.01]
+    b = [0.011, -0.012, 0.019, -0.021, 0.012, -0.01]  # a's errors, give or take
+    c = [0.3, -0.3, 0.35, -0.25, 0.3, -0.3]  # clearly worse on every log
+    per_log = {"a": logs(a), "b": logs(b), "c": logs(c)}
+    rows = summarize([est(0.5 + e, truth=0.5, variant=v)
+                      for v, errs in (("c", c), ("a", a), ("b", b))
+                      for j, e in enumerate(errs)])
+    got = dict(zip(sorted((r.variant for r in rows), key=lambda v: sum(
+        x * x for x in {"a": a, "b": b, "c": c}[v])), ranks(rows, per_log), strict=True))
+    assert got["a"][0] == got["b"][0] == "1" and got["c"][0] == "3"
+    assert got["a"][1] == ["b"] and got["c"][1] == []
 
 
 def test_the_measurements_table_spread_over_seeds_by_hand(tmp_path):
