@@ -17,8 +17,8 @@ evaluation in the same folder is replaced only by a complete one). Same inputs a
 whose rows do not sum to 1, ...) is one line naming the file, line and column, exit code 2,
 and nothing is written.
 
-Every string that comes from the user's files (column names, ids, paths) reaches the report
-only through :func:`_code`, which makes it inert text in both Markdown and HTML.
+The report is one :mod:`recloop._document` document: every string that comes from the user's
+files (column names, ids, paths) is escaped for each format, never read as markup or a path.
 """
 
 from __future__ import annotations
@@ -181,12 +181,9 @@ def _write(dest: Path, res, log, args, argv) -> None:
         fig = res.plot()
         fig.savefig(tmp / "figures" / "estimates.png", format="png", dpi=110,
                     metadata={"Software": None})
-        lines = _report_lines(res, log, args, argv)
-        (tmp / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        from recloop._html import render
+        from recloop._document import write_document
 
-        (tmp / "report.html").write_text(render(lines, tmp, title="recloop evaluate"),
-                                         encoding="utf-8")
+        write_document(tmp, _report_blocks(res, log, args, argv), title="recloop evaluate")
         if dest.exists():
             os.replace(dest, old)
         os.replace(tmp, dest)
@@ -255,69 +252,67 @@ def _plain(text: str) -> str:
 
 
 # -- the report -------------------------------------------------------------------------------
-def _code(text, *, cell: bool = False) -> str:
-    """User text as an inert Markdown code span, for report.md and report.html alike:
-    control characters (newlines included) become U+FFFD, a backtick U+02CB (a code span
-    cannot hold one in both renderers), and in a table cell ``|`` is escaped."""
-    s = "".join(c if unicodedata.category(c)[0] != "C" else "\ufffd" for c in str(text))
-    s = s.replace("`", "\u02cb")
-    if cell:
-        s = s.replace("|", "\\|")
-    return f"`{s}`" if s.strip() else "`\ufffd`" if s else "` `"
+def _report_blocks(res, log, args, argv) -> list:
+    """report.md and report.html as one document (:mod:`recloop._document` escapes every
+    string for its format: column names, ids and paths come from the user's files)."""
+    from recloop._document import Bullets, Code, Figure, Heading, Paragraph, Side, Table
 
-
-def _report_lines(res, log, args, argv) -> list[str]:
-    """report.md, line by line (the one place that renders an evaluation)."""
     d = res.diagnostics
     pct = f"{res.level:.0%}"
     meta = log.metadata
-    lines = [f"# Evaluation of a target policy on {_code(Path(args.log).name)}", "",
-             res.summary(label=_code), "",
-             "## Estimates", ""]
     head = ["estimator", "value", "stderr", f"{pct} interval", "ESS"]
     if res.score_name:
         head += [res.score_name, f"{res.score_name} stderr"]
     head.append("selected")
-    lines.append("| " + " | ".join(head) + " |")
-    lines.append("|" + "---|" * len(head))
+    rows = []
     for r in res.rows:
-        row = [_code(r.estimator, cell=True), _g(r.value), _g(r.stderr),
+        row = [Code(str(r.estimator)), _g(r.value), _g(r.stderr),
                f"[{_g(r.ci_low)}, {_g(r.ci_high)}]" if r.ci_low == r.ci_low else "",
                f"{r.ess:.0f}" if r.ess == r.ess else ""]
         if res.score_name:
             row += [_g(r.score), _g(r.score_se)]
         row.append("yes" if r.selected else "")
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "Every estimate's own standard error and interval; the selected one's "
-              "interval does not account for the selection. `estimates.csv` has every "
-              "number in full.", "",
-              f"![Estimates with {pct} intervals](figures/estimates.png)", "",
-              "## Diagnostics", "", "| diagnostic | value | what it says |", "|---|---|---|",
-              f"| records, actions, positions | {d.n_rounds:,}, {d.n_actions}, {d.len_list} "
-              "| the log's size |",
-              f"| effective sample size | {d.ess:,.0f} ({d.ess_share:.1%}) | of the target's "
-              "importance weights, (sum w)^2 / sum w^2 |",
-              f"| largest weight | {_g(d.max_weight)} (record {d.max_weight_record}) | "
-              "pi(a \\| x) / pscore at one record |",
-              f"| target's mass outside the log's support | {d.unsupported_mass:.2%} | on "
-              "actions the log never shows at that position |",
-              f"| reward model ({_code(d.reward_model, cell=True)}), held-out MSE | "
-              f"{_g(d.reward_model_mse)} | cross-fitted, at the logged actions |",
-              f"| reward model, held-out R^2 | {_g(d.reward_model_r2)} | 1 - MSE / "
-              "var(reward): 0 is no better than the mean |", "",
-              "## Inputs", ""]
+        rows.append(row)
+    diagnostics = Table(["diagnostic", "value", "what it says"], [
+        ["records, actions, positions", f"{d.n_rounds:,}, {d.n_actions}, {d.len_list}",
+         "the log's size"],
+        ["effective sample size", f"{d.ess:,.0f} ({d.ess_share:.1%})",
+         "of the target's importance weights, (sum w)^2 / sum w^2"],
+        ["largest weight", f"{_g(d.max_weight)} (record {d.max_weight_record})",
+         "pi(a | x) / pscore at one record"],
+        ["target's mass outside the log's support", f"{d.unsupported_mass:.2%}",
+         "on actions the log never shows at that position"],
+        [("reward model (", Code(str(d.reward_model)), "), held-out MSE"),
+         _g(d.reward_model_mse), "cross-fitted, at the logged actions"],
+        ["reward model, held-out R^2", _g(d.reward_model_r2),
+         "1 - MSE / var(reward): 0 is no better than the mean"]])
     cols = meta.get("columns", {})
-    lines.append("- log: " + _code(str(args.log)) + f": {d.n_rounds:,} records, columns "
-                 + ", ".join(f"{role} {_code(name)}" for role, name in cols.items()))
-    ctx = list(meta.get("context_columns", []))
-    shown = ", ".join(_code(c) for c in ctx[:12]) + (f", ... ({len(ctx)} in all)"
-                                                      if len(ctx) > 12 else "")
-    lines.append(f"- context: {len(ctx)} columns" + (f": {shown}" if ctx else ""))
-    acts = list(meta.get("actions", []))
-    lines.append(f"- actions: {len(acts) or log.n_actions} ids: "
-                 + ", ".join(_code(a) for a in acts[:12]) + (", ..." if len(acts) > 12 else ""))
-    lines.append("- target: " + _code(str(args.target)))
-    lines.append(f"- selector: {res.selector}; seed {args.seed}; intervals at {pct}")
-    lines.append("- command: " + _code(" ".join(argv)))
-    return lines
+    ctx = [str(c) for c in meta.get("context_columns", [])]
+    acts = [str(a) for a in meta.get("actions", [])]
 
+    def codes(names, most=12):
+        out: list = []
+        for j, name in enumerate(names[:most]):
+            out += ([", "] if j else []) + [Code(name)]
+        return out + ([f", ... ({len(names)} in all)"] if len(names) > most else [])
+
+    roles: list = []
+    for j, (role, name) in enumerate(cols.items()):
+        roles += ([", "] if j else []) + [f"{role} ", Code(str(name))]
+    inputs = [
+        ["log: ", Code(str(args.log)), f": {d.n_rounds:,} records, columns ", *roles],
+        [f"context: {len(ctx)} columns", *([": ", *codes(ctx)] if ctx else [])],
+        [f"actions: {len(acts) or log.n_actions} ids: ", *codes(acts)],
+        ["target: ", Code(str(args.target))],
+        [f"selector: {res.selector}; seed {args.seed}; intervals at {pct}"],
+        ["command: ", Code(" ".join(map(str, argv)))]]
+    return [Heading(f"Evaluation of a target policy on {Path(args.log).name}", 1),
+            Paragraph(res.summary(label=str)),
+            Heading("Estimates"),
+            Side(Figure(f"Estimates with {pct} intervals", "estimates.png"),
+                 Table(head, rows)),
+            Paragraph("Every estimate's own standard error and interval; the selected one's "
+                      "interval does not account for the selection. ", Code("estimates.csv"),
+                      " has every number in full."),
+            Heading("Diagnostics"), diagnostics,
+            Heading("Inputs"), Bullets(inputs)]
