@@ -135,8 +135,10 @@ def _path_option(parser) -> None:
 
 
 def _use_paths(args, err) -> bool:
-    """Put ``--path`` folders on ``sys.path``; False (after a message) if one is missing or
-    holds a module that would shadow one recloop needs (``logging.py``)."""
+    """Give the ``--path`` folders to the guest processes (recloop's own process never puts
+    them on its import path: users' code is never imported here); False (after a message)
+    if one is missing or holds a module that would shadow one recloop needs
+    (``logging.py``)."""
     from pathlib import Path
 
     ok = True
@@ -151,10 +153,10 @@ def _use_paths(args, err) -> bool:
             print(f"recloop: {line}", file=err)
             ok = False
     if ok:
-        for p in reversed(args.path):
-            resolved = str(Path(p).resolve())
-            if resolved not in sys.path:
-                sys.path.insert(0, resolved)
+        from recloop._plugins import set_guest_paths
+
+        args.path = [str(Path(p).resolve()) for p in args.path]
+        set_guest_paths(args.path)
     return ok
 
 
@@ -196,7 +198,7 @@ def _cmd_validate(args, out, err) -> int:
 
 
 def _cmd_list(args, out, err) -> int:
-    from recloop._registry import PluginError, registry
+    from recloop._registry import registry
     from recloop._scenario import ScenarioError, builtin_scenarios, load_scenario
 
     if not _use_paths(args, err):
@@ -221,22 +223,27 @@ def _cmd_list(args, out, err) -> int:
             print(f"  {name:<24} {run.get('description', '')} [{needs}]", file=out)
             continue
         print(f"  {name:<24} {sc.description}", file=out)
+    from recloop._plugins import GuestTrials
+
     reg = registry()
-    for title, table in (("Evaluation kinds", "evaluations"), ("Agent kinds", "agents"),
-                         ("Estimator kinds", "estimators")):
-        print(f"\n{title}:", file=out)
-        for name in getattr(reg, table):
-            try:
-                kind = reg.get(table, name)
-            except PluginError as exc:
-                print(f"recloop: {exc}", file=err)
-                bad = True
-                continue
-            family = getattr(kind, "family", "") or getattr(kind, "agent_family", "")
-            tag = f"[{family}] " if family and table != "evaluations" else ""
-            origin = "" if kind.origin == "built-in" else f" ({kind.origin})"
-            summary = kind.summary if len(kind.summary) <= 70 else kind.summary[:67] + "..."
-            print(f"  {name:<24} {tag}{summary}{origin}", file=out)
+    with GuestTrials() as trials:  # plugins' kinds are loaded there, never here
+        for title, table in (("Evaluation kinds", "evaluations"), ("Agent kinds", "agents"),
+                             ("Estimator kinds", "estimators")):
+            print(f"\n{title}:", file=out)
+            for name, kind in getattr(reg, table).items():
+                if kind.origin == "built-in":
+                    family = getattr(kind, "family", "") or getattr(kind, "agent_family", "")
+                    summary = kind.summary
+                else:
+                    family, summary, problem = trials.describe(table, name)
+                    if problem is not None:
+                        print(f"recloop: {problem}", file=err)
+                        bad = True
+                        continue
+                tag = f"[{family}] " if family and table != "evaluations" else ""
+                origin = "" if kind.origin == "built-in" else f" ({kind.origin})"
+                summary = summary if len(summary) <= 70 else summary[:67] + "..."
+                print(f"  {name:<24} {tag}{summary}{origin}", file=out)
     return 2 if bad else 0
 
 
