@@ -432,7 +432,7 @@ def combine_parts(data: dict, cell: Cell, clean: tuple | None, guest: tuple
                         and json.dumps(r["truth"], allow_nan=True) not in known):
                     who = r["variant"] or r["agent"]
                     raise refuse(f"the truth {r['truth']!r} beside {who!r} ({r['metric']}"
-                                 f"{_where(r)}), where recloop computes "
+                                 f"{_where(r)}) where recloop computes "
                                  f"{json.loads(next(iter(known)))!r}")
                 r = dict(r)
                 r["error"] = (None if r["estimate"] is None or r["truth"] is None
@@ -441,16 +441,17 @@ def combine_parts(data: dict, cell: Cell, clean: tuple | None, guest: tuple
             else:
                 mine = by_key.get(_key(r, _ROW_KEY))
                 if mine is not None and mine != _text(r):
-                    raise refuse(f"{r['variant'] or 'recloop'!r}'s {r['metric']}{_where(r)} "
-                                 "different from what recloop computes apart from it")
+                    who = r["variant"] or r["agent"] or "recloop"
+                    raise refuse(f"a row of {who!r} ({r['metric']}{_where(r)}) different from "
+                                 "what recloop computes apart from it")
         kept = [r for r in ours if split.probe is None or r["variant"] != split.probe]
         out.append(kept + theirs)
     return out[0], seconds_c + seconds_g, list(errors_c) + errors_g, out[1]
 
 
 def _where(row: dict) -> str:
-    parts = [f"{k} {row[k]}" for k in ("agent", "log", "tick") if row.get(k) is not None]
-    return f" ({', '.join(parts)})" if parts else ""
+    """``", agent uniform, log 3"``: where a row is in its cell."""
+    return "".join(f", {k} {row[k]}" for k in ("agent", "log", "tick") if row.get(k) is not None)
 
 
 def _result_shape(result, refuse) -> tuple:
