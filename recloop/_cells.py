@@ -203,11 +203,14 @@ class Split:
 
     ``estimators``: the names of its evaluation's estimators that are users' code;
     ``agents``: its agents that are. A results row is the guests' when its ``variant`` is
-    one of ``estimators`` or its ``agent`` one of ``agents``; every other row is recloop's.
+    one of ``estimators`` or its ``agent`` one of ``agents`` -- or it has no ``agent`` (a row
+    of the cell's agents together, e.g. their ranking) and ``agents`` is not empty; every
+    other row is recloop's.
     ``twin``: recloop's part runs apart (role ``"clean"``: the cell without the users'
-    code), else the guests' part is the whole cell (the cell's own agent is users' code, or
-    nothing of recloop's is left once the users' code is taken out). ``probe``: a built-in
-    estimator recloop's part runs when the cell has none of its own, so that the truth
+    code), else the guests' part is the whole cell (the cell's own agent is users' code,
+    nothing of recloop's is left once the users' code is taken out, or the kind's rows
+    compare its agents with each other: ``EvaluationKind.apart`` is false). ``probe``: a
+    built-in estimator recloop's part runs when the cell has none of its own, so that the truth
     beside the plugins' estimates is computed apart too (its rows are not kept).
     """
 
@@ -251,7 +254,8 @@ def _split_cached(text: str, evaluation: str, agent: str | None) -> Split | None
         return None
     # recloop's part: the evaluation without the users' code, if the kind's rules accept it
     kept = [n for n in names if n not in agents]
-    twin = not (agent is not None and agent in agents) and len(kept) >= kind.min_agents
+    twin = (kind.apart and not (agent is not None and agent in agents)
+            and len(kept) >= kind.min_agents)
     probe = None
     if twin:
         clean = _clean_evaluation(ev, kind, agents, None)
@@ -425,8 +429,7 @@ def combine_parts(data: dict, cell: Cell, clean: tuple | None, guest: tuple
             problem = _row_problem(r, columns, whole, scenario)
             if problem:
                 raise refuse(problem)
-            if (r["variant"] in split.estimators or r["agent"] in split.agents
-                    or clean is None):
+            if _theirs(r, split) or clean is None:
                 known = truth.get(_key(r, _TRUTH_KEY))
                 if (known is not None and len(known) == 1
                         and json.dumps(r["truth"], allow_nan=True) not in known):
@@ -444,9 +447,17 @@ def combine_parts(data: dict, cell: Cell, clean: tuple | None, guest: tuple
                     who = r["variant"] or r["agent"] or "recloop"
                     raise refuse(f"a row of {who!r} ({r['metric']}{_where(r)}) different from "
                                  "what recloop computes apart from it")
-        kept = [r for r in ours if split.probe is None or r["variant"] != split.probe]
+        kept = [r for r in ours if not _theirs(r, split)
+                and (split.probe is None or r["variant"] != split.probe)]
         out.append(kept + theirs)
     return out[0], seconds_c + seconds_g, list(errors_c) + errors_g, out[1]
+
+
+def _theirs(row: dict, split: Split) -> bool:
+    """Whether a row is the guests': one of their estimators' or agents', or a row of the
+    cell's agents together (no ``agent``) when one of them is theirs."""
+    return (row["variant"] in split.estimators or row["agent"] in split.agents
+            or (bool(split.agents) and not row["agent"]))
 
 
 def _where(row: dict) -> str:
