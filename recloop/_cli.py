@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
                           "the fraction done and an ETA) and no messages")
     _path_option(run)
     _set_option(run)
+    _cell_timeout_option(run)
 
     val = sub.add_parser("validate", help="check scenario files; report every problem")
     val.add_argument("files", nargs="+", metavar="FILE")
@@ -118,6 +119,23 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--open", action="store_true",
                      help="open report.html in the web browser afterwards")
     return parser
+
+
+def _cell_timeout_option(parser) -> None:
+    parser.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
+                        help="stop a cell whose worker shows no sign of progress for SECONDS "
+                             "of its own time, recording it as failed (default: [run] "
+                             "cell_timeout, else 3600; see docs/running.md)")
+
+
+def _cell_timeout_problem(args) -> str | None:
+    import math
+
+    value = getattr(args, "cell_timeout", None)
+    if value is not None and not (math.isfinite(value) and 0 < value <= 30 * 86400):
+        return (f"--cell-timeout: expected seconds in (0, {30 * 86400}] (30 days), got "
+                f"{value:g}")
+    return None
 
 
 def _set_option(parser) -> None:
@@ -383,7 +401,7 @@ def _cmd_run(args, out, err, argv) -> int:
         problems.append("--scheduler: expected --executor dask with it, got --executor local")
     elif args.scheduler is not None:
         problems += [p for p in [_scheduler_problem(args.scheduler)] if p]
-    problems += [p for p in [_threads_problem()] if p]
+    problems += [p for p in [_threads_problem(), _cell_timeout_problem(args)] if p]
     if not _use_paths(args, err) or _registry_problems(err):
         return USAGE
     scenarios = _load_all(args.files, err, args.set)
@@ -426,7 +444,8 @@ def _cmd_run(args, out, err, argv) -> int:
                                    quiet=args.quiet, argv=["recloop"] + list(argv),
                                    paths=args.path, echo=lambda s: print(s, file=out),
                                    on_damage=on_damage,
-                                   scheduler_timeout=args.scheduler_timeout, force=args.force)
+                                   scheduler_timeout=args.scheduler_timeout, force=args.force,
+                                   cell_timeout=args.cell_timeout)
         except (_UsageError, RunDirError) as exc:
             print(f"recloop run: {exc}", file=err)
             return USAGE
