@@ -113,6 +113,8 @@ def _parser() -> argparse.ArgumentParser:
                          "may name (plugins included)")
     _path_option(lst)
 
+    _verify_parser(sub)
+
     rep = sub.add_parser("report", help="verify a run directory, rebuild its tables, "
                          "report.md, report.html and figures from its cell files")
     rep.add_argument("run_dir", metavar="RUN_DIR")
@@ -136,6 +138,61 @@ def _cell_timeout_problem(args) -> str | None:
         return (f"--cell-timeout: expected seconds in (0, {30 * 86400}] (30 days), got "
                 f"{value:g}")
     return None
+
+
+def _verify_parser(sub) -> None:
+    ver = sub.add_parser("verify", help="recompute a run directory's cells (all, or N chosen) "
+                         "and compare them byte for byte with the stored ones")
+    ver.add_argument("run_dir", metavar="RUN_DIR")
+    ver.add_argument("--cells", type=int, default=None, metavar="N",
+                     help="recompute N cells, spread over the evaluations and drawn with "
+                          "--seed (default: all)")
+    ver.add_argument("--seed", type=int, default=0, metavar="S",
+                     help="seed of the choice of --cells (default 0)")
+    ver.add_argument("--workers", type=int, default=1, metavar="N",
+                     help="parallel workers (default 1)")
+    ver.add_argument("--any-code", action="store_true",
+                     help="recompute even when this code differs from the code that computed "
+                          "the run (differences may then be the code's)")
+    _path_option(ver)
+    _cell_timeout_option(ver)
+
+
+def _cmd_verify(args, out, err) -> int:
+    """``recloop verify``: 0 when every chosen cell agrees, 1 naming each that does not, 2
+    for unusable input."""
+    from recloop._runner import VerifyError, verify_run, workers_problem
+
+    problems = []
+    if args.cells is not None and args.cells < 1:
+        problems.append(f"--cells: expected an integer >= 1, got {args.cells}")
+    if args.workers < 1:
+        problems.append(f"--workers: expected an integer >= 1, got {args.workers}")
+    elif workers_problem(args.workers, "local", None):
+        problems.append(f"--workers: expected {workers_problem(args.workers, 'local', None)}")
+    if not 0 <= args.seed <= 2**63 - 1:
+        problems.append(f"--seed: expected an integer in [0, 2**63 - 1], got {args.seed}")
+    problems += [p for p in [_cell_timeout_problem(args)] if p]
+    for p in problems:
+        print(f"recloop verify: {p}", file=err)
+    if problems or not _use_paths(args, err):
+        return USAGE
+    try:
+        verdicts = verify_run(args.run_dir, cells=args.cells, seed=args.seed,
+                              workers=args.workers, paths=args.path, any_code=args.any_code,
+                              echo=lambda line: print(line, file=out),
+                              cell_timeout=args.cell_timeout)
+    except VerifyError as exc:
+        print(f"recloop verify: {exc}", file=err)
+        return USAGE
+    bad = [v for v in verdicts if not v.ok]
+    for v in bad:
+        print(f"recloop verify: cell {v.cell} does not agree with its recomputation: "
+              f"{v.detail}", file=err)
+    if not bad:
+        print(f"{args.run_dir}: the {len(verdicts)} cell(s) recomputed agree with the stored "
+              "ones byte for byte", file=out)
+    return FAILED if bad else OK
 
 
 def _set_option(parser) -> None:
@@ -581,7 +638,7 @@ def _main(argv, out, err) -> int:
     if args.command == "run":
         return _cmd_run(args, out, err, argv)
     return {"validate": _cmd_validate, "list": _cmd_list, "report": _cmd_report,
-            "calibrate": _cmd_calibrate}[args.command](args, out, err)
+            "calibrate": _cmd_calibrate, "verify": _cmd_verify}[args.command](args, out, err)
 
 
 def _cmd_calibrate(args, out, err) -> int:

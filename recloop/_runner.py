@@ -15,6 +15,7 @@ import platform
 import sys
 import tomllib
 import traceback
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -37,8 +38,8 @@ from recloop._cells import (
 )
 from recloop._validate import Scenario
 
-__all__ = ["Damage", "ExecutorError", "ReportError", "out_problem", "run_scenario",
-           "workers_problem"]
+__all__ = ["Damage", "ExecutorError", "ReportError", "Verdict", "VerifyError", "choose_cells",
+           "code_version", "out_problem", "run_scenario", "verify_run", "workers_problem"]
 
 
 # --- executors --------------------------------------------------------------------------------
@@ -867,8 +868,32 @@ def _fresh_env(scenario, cells, *, argv, executor, workers, scheduler, paths) ->
             "seeds": scenario.data["run"]["seeds"],
             "command": argv if argv is not None else sys.argv, "cwd": os.getcwd(),
             "executor": executor, "workers": workers, "scheduler": scheduler, "paths": paths,
-            "platform": platform.platform(), "versions": _versions(), "cells": len(cells),
-            "start": _now(), "end": None}
+            "platform": platform.platform(), "versions": _versions(), "code": code_version(),
+            "cells": len(cells), "start": _now(), "end": None}
+
+
+#: The packages whose source is the code version of a run (:func:`code_version`).
+CODE_PACKAGES = ("recloop", "recloop_base", "simulator", "agents", "evaluators")
+
+
+def code_version() -> str:
+    """SHA-256 of the source of recloop's packages (every ``.py`` file, by its path within
+    its package, and its bytes): what computed a run, recorded in ``environment.json`` as
+    ``code`` -- the version number alone does not change with every change of the code.
+    ``recloop verify`` recomputes a run's cells only with the same code."""
+    import hashlib
+    import importlib.util
+
+    h = hashlib.sha256()
+    for name in CODE_PACKAGES:
+        root = Path(importlib.util.find_spec(name).submodule_search_locations[0])
+        for path in sorted(root.rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            h.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
+            h.update(path.read_bytes())
+            h.update(b"\0")
+    return h.hexdigest()
 
 
 def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, executor,
@@ -907,7 +932,8 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
                                  "cell files at the end of the run"))
         if not isinstance(env.get("resumed"), list):
             env["resumed"] = []
-        env["resumed"].append({"time": _now(), "command": argv or sys.argv})
+        env["resumed"].append({"time": _now(), "command": argv or sys.argv,
+                               "code": code_version()})
     else:
         env = _fresh_env(scenario, cells, **fresh)
     if world is not None:  # the cells load the fitted world from the run directory
@@ -1022,3 +1048,192 @@ def _write_report(run_dir: Path) -> None:
             _rundir.atomic_write(run_dir / "errors.log",
                                  (old or "") + message + "\n" + traceback.format_exc())
         raise ReportError(message) from None
+
+
+# --- recloop verify ------------------------------------------------------------------------------
+
+class VerifyError(Exception):
+    """A run directory ``recloop verify`` cannot use (not a run directory, a damaged or
+    invalid ``scenario.toml`` or ``environment.json``, another code version): exit code 2."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What :func:`verify_run` found for one cell: ``ok`` when its recomputed rows and
+    per-log estimates are the stored ones byte for byte; else ``detail`` says how not."""
+
+    cell: str
+    ok: bool
+    detail: str = ""
+
+
+def choose_cells(cells: list[Cell], n: int | None, seed: int = 0) -> list[Cell]:
+    """``n`` of ``cells`` (all when ``None``), spread over the evaluations: each
+    evaluation's cells in a random order drawn from ``seed``, then taken in turn, one
+    evaluation after the other, until ``n`` are chosen; returned in the cells' order."""
+    import numpy as np
+
+    if n is None or n >= len(cells):
+        return list(cells)
+    rng = np.random.default_rng(seed)
+    groups: dict[str, list[Cell]] = {}
+    for c in cells:
+        groups.setdefault(c.evaluation, []).append(c)
+    queues = [[g[i] for i in rng.permutation(len(g))] for g in groups.values()]
+    chosen: list[Cell] = []
+    while len(chosen) < n:
+        for q in queues:
+            if q and len(chosen) < n:
+                chosen.append(q.pop(0))
+    order = {c: i for i, c in enumerate(cells)}
+    return sorted(chosen, key=order.__getitem__)
+
+
+def _canonical(value) -> str:
+    import json
+
+    return json.dumps(json.loads(json.dumps(value, allow_nan=True)), sort_keys=True,
+                      allow_nan=True)
+
+
+def _difference(stored: dict, rows: list, estimates: list) -> str:
+    """How a cell's recomputed rows and per-log estimates differ from the stored ones
+    (``""``: they do not)."""
+    import json
+
+    for what, mine, theirs in (("rows", rows, stored["rows"]),
+                               ("per-log estimates", estimates, stored["estimates"])):
+        mine = json.loads(_canonical(mine))
+        if _canonical(mine) == _canonical(theirs):
+            continue
+        if len(mine) != len(theirs):
+            return f"{len(theirs)} {what} stored, {len(mine)} recomputed"
+        j = next(j for j, (a, b) in enumerate(zip(mine, theirs, strict=True))
+                 if _canonical(a) != _canonical(b))
+        a, b = mine[j], theirs[j]
+        keys = [k for k in sorted(set(a) | set(b)) if _canonical(a.get(k)) != _canonical(b.get(k))]
+        n = sum(_canonical(x) != _canonical(y) for x, y in zip(mine, theirs, strict=True))
+        where = ", ".join(f"{k} {b.get(k)!r}" for k in ("agent", "variant", "metric", "log")
+                          if b.get(k) not in (None, ""))
+        first = keys[0] if keys else "?"
+        return (f"{n} of {len(theirs)} {what} differ; the first, {what[:-1]} {j} ({where}): "
+                f"{first} {b.get(first)!r} stored, {a.get(first)!r} recomputed")
+    return ""
+
+
+def verify_run(run_dir, *, cells: int | None = None, seed: int = 0, workers: int = 1,
+               paths=(), any_code: bool = False, echo: Callable[[str], None] = print,
+               cell_timeout: float | None = None) -> list[Verdict]:
+    """``recloop verify``: recompute ``cells`` chosen cells of a finished run directory
+    (all when ``None``; :func:`choose_cells` with ``seed``) from its ``scenario.toml``,
+    seeds and code, and compare their rows and per-log estimates byte for byte with the
+    stored cell files.
+
+    A cell file's checksum (SHA-256 of its content) shows damage, not forgery: anyone can
+    recompute it. A recomputation shows that the stored numbers are those this code gives
+    for this scenario and these seeds. It proves nothing when the code differs from the
+    one that ran (``environment.json``'s ``code``, :func:`code_version`): refused then
+    (:class:`VerifyError`) unless ``any_code``. ``paths``: the ``--path`` folders of the
+    plugins the scenario names (run in guest processes, as in a run; a run directory's own
+    record of paths is not used). Cells run on ``workers`` processes.
+
+    Returns a :class:`Verdict` per chosen cell (a missing or damaged stored file, or a cell
+    that fails to recompute, is not ok); :class:`VerifyError` for unusable input.
+    """
+    import tomllib
+
+    from recloop import _calibrated_world
+    from recloop._scenario import ScenarioError, validate
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise VerifyError(f"{run_dir}: expected a run directory, got "
+                          f"{'no such folder' if not run_dir.exists() else 'a file'}")
+    text, problem = _rundir.read_small_text(run_dir / "scenario.toml")
+    if problem is not None:
+        raise VerifyError(f"{run_dir / 'scenario.toml'}: {problem}; nothing can be recomputed "
+                          "without the scenario")
+    try:
+        raw = tomllib.loads(text)
+        scenario = validate(raw, str(run_dir / "scenario.toml"))
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:
+        raise VerifyError(f"{run_dir / 'scenario.toml'}: not valid TOML ({str(exc)[:80]})"
+                          ) from None
+    except ScenarioError as exc:
+        raise VerifyError(f"{run_dir / 'scenario.toml'}: not a valid scenario: "
+                          f"{exc.problems[0]}" + (f" (and {len(exc.problems) - 1} more)"
+                                                  if len(exc.problems) > 1 else "")) from None
+    if scenario.to_toml() != text:
+        raise VerifyError(f"{run_dir / 'scenario.toml'}: not a resolved scenario as recloop "
+                          "writes it (edited?); its cells cannot be matched to it")
+    env, problem = _rundir.check_json_object(run_dir / "environment.json")
+    if problem is not None:
+        raise VerifyError(f"{run_dir / 'environment.json'}: {problem}; the code that computed "
+                          "the run is unknown")
+    codes = [env.get("code")] + [r.get("code") for r in env.get("resumed") or ()
+                                 if isinstance(r, dict)]
+    here = code_version()
+    if not any_code and any(c != here for c in codes):
+        found = sorted({str(c)[:12] if c else "none recorded" for c in codes})
+        raise VerifyError(f"{run_dir} was computed by other code ({', '.join(found)}; this is "
+                          f"{here[:12]}): a recomputation would compare two codes, not check "
+                          "the run; run verify with the code that computed it, or pass "
+                          "--any-code to compare anyway")
+    data = scenario.data
+    if _calibrated_world.is_calibrated(data.get("world")):
+        npz = run_dir / "world.npz"
+        if not npz.is_file():
+            raise VerifyError(f"{npz}: missing; the run's fitted world is needed")
+        data = {**data, "world": {"file": str(npz),
+                                  "campaigns": data["world"].get("campaigns", [])}}
+    digest = _rundir.scenario_hash(text)
+    plan = plan_cells(data)
+    chosen = choose_cells(plan, cells, seed)
+    echo(f"verify {run_dir}: {len(chosen)} of {len(plan)} cells"
+         + (f" (spread over the evaluations, seed {seed})" if len(chosen) < len(plan) else ""))
+    stored, verdicts = {}, {}
+    for c in chosen:
+        payload, problem = _rundir.check_cell(_rundir.cell_path(run_dir, c.filename),
+                                              cell_id=c.id, seed=c.seed, scenario=digest)
+        if problem is None:
+            stored[c] = payload
+        else:
+            verdicts[c] = Verdict(c.id, False, f"its file is {problem}"
+                                  if problem in ("missing", "empty") else f"its file: {problem}")
+    todo = [c for c in chosen if c in stored]
+
+    def on_done(cell, rows, seconds, errors, estimates):
+        detail = _difference(stored[cell], rows, estimates)
+        verdicts[cell] = Verdict(cell.id, not detail, detail)
+
+    def on_failed(cell, exc):
+        verdicts[cell] = Verdict(cell.id, False, f"could not be recomputed: "
+                                 f"{exc.message.splitlines()[0]}")
+
+    limits = _Limits(cell_timeout if cell_timeout is not None else
+                     scenario.options.get("cell_timeout", DEFAULT_CELL_TIMEOUT),
+                     scenario.options.get("plugin_timeout", DEFAULT_PLUGIN_TIMEOUT),
+                     "--cell-timeout" if cell_timeout is not None else "run.cell_timeout")
+    lock = _rundir.RunLock(run_dir)
+    try:
+        lock.acquire()  # a run that writes its cells meanwhile: refused
+    except _rundir.RunDirError as exc:
+        if "is in use by" in str(exc):
+            raise VerifyError(str(exc)) from None
+        lock = None  # a directory we may not write (received read-only): read it as it is
+    try:
+        units = plan_units(data, split_cells(data, todo), workers)
+        assembly = _Assembly(data, units, on_done, on_failed)
+        if (workers <= 1 or len(units) <= 1) and not _executes_users_code(data, todo):
+            _run_inline(data, todo, on_done, on_failed)
+        elif todo:
+            _run_pool(data, units, workers, assembly.done, assembly.failed_unit,
+                      paths=[str(Path(p).resolve()) for p in paths], limits=limits,
+                      skip=assembly.skip)
+    finally:
+        if lock is not None:
+            lock.release()
+    out = [verdicts[c] for c in chosen]
+    for v in out:
+        echo(f"  {'ok' if v.ok else 'DIFFERS'} {v.cell}" + (f": {v.detail}" if v.detail else ""))
+    return out

@@ -5,7 +5,9 @@ temporary one, a scenario that would run for years, ``recloop.run`` from a plain
 Cases that could hang run ``recloop`` in a subprocess under a timeout.
 """
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -36,9 +38,8 @@ preset = "bred_linear"
 kind = "ope"
 agents = []
 n_logs = 4
-n_rounds = 100
-targets = [{ name = "u", policy = "uniform" }, { name = "g", policy = "epsilon_greedy",
-            epsilon = 0.2 }]
+targets = [{ name = "u", policy = "uniform" },
+           { name = "g", policy = "epsilon_greedy", epsilon = 0.2 }]
 estimators = ["ips", "snips"]
 sweep = { n_rounds = [100, 120, 140] }
 """
@@ -141,3 +142,90 @@ def test_cell_timeout_is_checked_on_the_command_line(tmp_path, capsys):
         assert "--cell-timeout: expected seconds in (0, 2592000] (30 days), got" in \
             capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+# -- item 5: forged cells -----------------------------------------------------------------------
+
+def forge(cell_file: Path, change) -> None:
+    """Change a cell file's content and re-hash it with plain SHA-256, as anyone can."""
+    import hashlib
+
+    payload = json.loads(cell_file.read_text())
+    change(payload)
+    body = {k: v for k, v in payload.items() if k != "checksum"}
+    payload["checksum"] = hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=True)
+                                         .encode()).hexdigest()
+    cell_file.write_text(json.dumps(payload, allow_nan=True))
+
+
+def _shift_ips(payload):
+    for r in payload["rows"] + payload["estimates"]:
+        if r["variant"] == "ips" and r["metric"] == "value":
+            r["estimate"] += 0.025
+
+
+def test_verify_catches_a_forged_rehashed_cell(tmp_path, small_run, capsys):
+    """A cell edited and re-hashed with plain SHA-256 loads without error (its checksum
+    shows damage, not forgery), and ``recloop report`` rewrites the genuine tables from it.
+    ``recloop verify`` recomputes the cells and names the forged one."""
+    from recloop import load_results
+
+    run_dir = copy_run(small_run, tmp_path)
+    cells = sorted((run_dir / "cells").glob("*.json"))
+    forged = cells[1]
+    forge(forged, _shift_ips)
+    load_results(run_dir)  # the checksum cannot see it
+    code = main(["verify", str(run_dir)])
+    out, err = capsys.readouterr()
+    cell = json.loads(forged.read_text())["cell"]
+    assert code == 1, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"recloop verify: cell {cell} does not agree with its recomputation: 2 of 28 rows "
+        "differ; the first, row 1 (agent 'u', variant 'ips', metric 'value'): estimate ")
+    stored, recomputed = (float(x) for x in re.findall(r"estimate ([0-9.]+) stored, "
+                                                        r"([0-9.]+) recomputed", lines[0])[0])
+    assert stored - recomputed == pytest.approx(0.025)
+    assert out.count("  ok ") == 2 and f"  DIFFERS {cell}: " in out
+    # the others agree: a choice of cells that misses the forged one passes
+    from recloop._cells import plan_cells
+    from recloop._runner import choose_cells
+    from recloop._scenario import load_scenario
+
+    plan = plan_cells(load_scenario(run_dir / "scenario.toml").data)
+    seed = next(s for s in range(100) if choose_cells(plan, 2, s)[0].id != cell
+                and choose_cells(plan, 2, s)[1].id != cell)
+    assert main(["verify", str(run_dir), "--cells", "2", "--seed", str(seed)]) == 0
+    assert "the 2 cell(s) recomputed agree with the stored ones byte for byte" in \
+        capsys.readouterr().out
+
+
+def test_verify_chooses_cells_over_the_evaluations_seeded_and_says_which(tmp_path, capsys):
+    from recloop._cells import Cell
+    from recloop._runner import choose_cells
+
+    cells = [Cell(s, ev, None) for ev in ("a", "b", "c") for s in range(10)]
+    chosen = choose_cells(cells, 4, seed=0)
+    assert len(chosen) == 4 and {c.evaluation for c in chosen} == {"a", "b", "c"}
+    assert chosen == choose_cells(cells, 4, seed=0) != choose_cells(cells, 4, seed=1)
+    assert chosen == sorted(chosen, key=cells.index)
+    assert choose_cells(cells, None) == cells == choose_cells(cells, 99)
+
+
+def test_verify_refuses_unusable_input(tmp_path, small_run, capsys):
+    assert main(["verify", str(tmp_path / "nowhere")]) == 2
+    assert "expected a run directory, got no such folder" in capsys.readouterr().err
+    run_dir = copy_run(small_run, tmp_path)
+    env = json.loads((run_dir / "environment.json").read_text())
+    env["code"] = "0" * 64
+    (run_dir / "environment.json").write_text(json.dumps(env))
+    assert main(["verify", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "was computed by other code (000000000000; this is " in err and "--any-code" in err
+    assert main(["verify", str(run_dir), "--any-code"]) == 0
+    capsys.readouterr()
+    (run_dir / "scenario.toml").write_text("[run]\nname = 'x'\n")
+    assert main(["verify", str(run_dir)]) == 2
+    assert "scenario.toml: not a valid scenario" in capsys.readouterr().err
+    assert main(["verify", str(run_dir), "--cells", "0"]) == 2
+    assert "--cells: expected an integer >= 1, got 0" in capsys.readouterr().err
