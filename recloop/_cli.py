@@ -59,11 +59,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true",
                      help="continue the newest run directory of the scenario")
     run.add_argument("--dry-run", action="store_true",
-                     help="validate, print each evaluation's memory estimate and list the "
-                          "cells, without running anything")
+                     help="validate, print each evaluation's memory and time estimates and "
+                          "list the cells, without running anything")
     run.add_argument("--force", action="store_true",
                      help="run even when a cell's memory estimate exceeds the memory "
-                          "available, or with more than 4 workers per CPU")
+                          "available, the run's time estimate exceeds a day, or with more "
+                          "than 4 workers per CPU")
     run.add_argument("-q", "--quiet", action="store_true",
                      help="no progress (a bar on a terminal, else a line every 30 s with "
                           "the fraction done and an ETA) and no messages")
@@ -383,54 +384,11 @@ def _threads_problem() -> str | None:
 
 
 def _memory(sc, workers: int, executor: str, scheduler) -> tuple[list[str], list[str]]:
-    """``(lines for --dry-run, problems)``: each evaluation's largest cell against the
-    memory this machine has available (not checked for a remote Dask scheduler: its
-    workers run elsewhere)."""
-    from recloop._cells import plan_cells
-    from recloop._limits import (
-        PROCESS_BYTES,
-        available_memory,
-        drivers,
-        evaluation_bytes,
-        format_bytes,
-    )
-    from recloop._registry import registry
+    """``(lines for --dry-run, problems)``: memory and time (see
+    :func:`recloop._runner.scenario_limits`)."""
+    from recloop._runner import scenario_limits
 
-    avail = None if (executor == "dask" and scheduler) else available_memory()
-    lines, problems = [], []
-    cells = plan_cells(sc.data)
-    per_ev: dict[str, int] = {}
-    for c in cells:
-        per_ev[c.evaluation] = per_ev.get(c.evaluation, 0) + 1
-    for j, ev in enumerate(sc.data["evaluations"]):
-        kind = registry().evaluations[ev["kind"]]
-        found = evaluation_bytes(kind, ev, sc.data.get("world"))
-        n = per_ev.get(ev["name"], 0)
-        cells_text = f"{n} cell{'' if n == 1 else 's'}"
-        if found is None:
-            lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {cells_text}, memory not "
-                         "estimated (the kind declares no estimate)")
-            continue
-        est, breakdown = found
-        why = drivers(breakdown)
-        lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {cells_text}, each up to "
-                     f"about {format_bytes(est)}" + (f" ({why})" if why else ""))
-        parallel = max(1, min(workers, n))
-        # each worker process: its cell's arrays and the process itself
-        if avail is not None and (est + PROCESS_BYTES) * parallel > avail:
-            times = f" x {parallel} workers at once" if parallel > 1 else ""
-            problems.append(
-                f"{sc.path}: evaluations[{j}]: expected cells that fit in the "
-                f"{format_bytes(avail)} of memory available, got about {format_bytes(est)} "
-                f"per cell{times}" + (f" ({why})" if why else "") + ", plus about "
-                f"{format_bytes(PROCESS_BYTES)} per process; lower those keys"
-                + (" or --workers" if parallel > 1 else "") + ", or pass --force to run "
-                "anyway")
-    if avail is not None:
-        lines.append(f"  memory available: {format_bytes(avail)} (each process also needs "
-                     f"about {format_bytes(PROCESS_BYTES)} for Python and the compiled "
-                     "kernels)")
-    return lines, problems
+    return scenario_limits(sc, workers, executor, scheduler)
 
 
 def _cmd_run(args, out, err, argv) -> int:

@@ -541,8 +541,7 @@ class GuestTrials:
         ``timeout`` or ended."""
         from multiprocessing.connection import wait
 
-        from recloop._workers import death_message
-        from recloop_base.guard import Guest, UnsafeMessage
+        from recloop_base.guard import Guest, UnsafeMessage, death_message
 
         if self.proc is not None and not self.proc.alive():
             self.close()

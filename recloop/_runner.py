@@ -39,7 +39,8 @@ from recloop._cells import (
 from recloop._validate import Scenario
 
 __all__ = ["Damage", "ExecutorError", "ReportError", "Verdict", "VerifyError", "choose_cells",
-           "code_version", "out_problem", "run_scenario", "verify_run", "workers_problem"]
+           "code_version", "out_problem", "run_scenario", "scenario_limits", "verify_run",
+           "workers_problem"]
 
 
 # --- executors --------------------------------------------------------------------------------
@@ -307,6 +308,88 @@ def workers_problem(workers: int, executor: str, scheduler: str | None) -> str |
         return (f"at most {MAX_WORKERS_PER_CPU} per CPU ({most} on the {cpus()} CPU(s) "
                 f"here), got {workers}")
     return None
+
+
+def scenario_limits(scenario, workers: int, executor: str = "local",
+                    scheduler: str | None = None) -> tuple[list[str], list[str]]:
+    """``(lines, problems)``: each evaluation's largest cell against the memory this machine
+    has available, and the run's estimated time (:mod:`recloop._limits`) against
+    :data:`recloop._limits.MAX_RUN_SECONDS` -- ``lines`` for ``--dry-run``, ``problems``
+    for what is refused without ``--force`` (memory is not checked for a remote Dask
+    scheduler: its workers run elsewhere)."""
+    from recloop._cells import _context
+    from recloop._limits import (
+        MAX_RUN_SECONDS,
+        PROCESS_BYTES,
+        available_memory,
+        cell_seconds,
+        drivers,
+        evaluation_bytes,
+        format_bytes,
+        format_seconds,
+    )
+    from recloop._registry import registry
+
+    avail = None if (executor == "dask" and scheduler) else available_memory()
+    lines, problems = [], []
+    cells = plan_cells(scenario.data)
+    per_ev: dict[str, int] = {}
+    seconds: dict[str, float] = {}
+    for c in cells:
+        per_ev[c.evaluation] = per_ev.get(c.evaluation, 0) + 1
+        kind = registry().evaluations[next(e["kind"] for e in scenario.data["evaluations"]
+                                           if e["name"] == c.evaluation)]
+        if kind.chunks is not None:
+            found = cell_seconds(kind, _context(scenario.data, c, False))
+            if found is not None:
+                seconds[c.evaluation] = seconds.get(c.evaluation, 0.0) + found
+    total = sum(seconds.values())
+    wall = total / max(1, min(workers, len(cells)))
+    for j, ev in enumerate(scenario.data["evaluations"]):
+        kind = registry().evaluations[ev["kind"]]
+        found = evaluation_bytes(kind, ev, scenario.data.get("world"))
+        n = per_ev.get(ev["name"], 0)
+        cells_text = f"{n} cell{'' if n == 1 else 's'}"
+        time_text = (f"; about {format_seconds(seconds[ev['name']])} of CPU in all"
+                     if ev["name"] in seconds else "")
+        if found is None:
+            lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {cells_text}, memory not "
+                         f"estimated (the kind declares no estimate){time_text}")
+            continue
+        est, breakdown = found
+        why = drivers(breakdown)
+        lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {cells_text}, each up to "
+                     f"about {format_bytes(est)}" + (f" ({why})" if why else "") + time_text)
+        parallel = max(1, min(workers, n))
+        # each worker process: its cell's arrays and the process itself
+        if avail is not None and (est + PROCESS_BYTES) * parallel > avail:
+            times = f" x {parallel} workers at once" if parallel > 1 else ""
+            problems.append(
+                f"{scenario.path}: evaluations[{j}]: expected cells that fit in the "
+                f"{format_bytes(avail)} of memory available, got about {format_bytes(est)} "
+                f"per cell{times}" + (f" ({why})" if why else "") + ", plus about "
+                f"{format_bytes(PROCESS_BYTES)} per process; lower those keys"
+                + (" or --workers" if parallel > 1 else "") + ", or pass --force to run "
+                "anyway")
+    if seconds:
+        lines.append(f"  time: about {format_seconds(total)} of CPU on an idle machine, "
+                     f"{format_seconds(wall)} on {max(1, min(workers, len(cells)))} "
+                     "worker(s) (the kinds that estimate their cost; within a factor of 2 to 5)")
+    if wall > MAX_RUN_SECONDS:
+        j, name = max(((j, ev["name"]) for j, ev in enumerate(scenario.data["evaluations"])
+                       if ev["name"] in seconds), key=lambda x: seconds[x[1]])
+        problems.append(
+            f"{scenario.path}: evaluations[{j}]: expected a run of at most "
+            f"{format_seconds(MAX_RUN_SECONDS)} (estimated on an idle machine), got about "
+            f"{format_seconds(wall)} on {max(1, min(workers, len(cells)))} worker(s) "
+            f"({format_seconds(seconds[name])} of CPU in evaluation {name}: its n_logs, "
+            "n_rounds, targets and estimators); lower those keys, or pass --force to run "
+            "anyway")
+    if avail is not None:
+        lines.append(f"  memory available: {format_bytes(avail)} (each process also needs "
+                     f"about {format_bytes(PROCESS_BYTES)} for Python and the compiled "
+                     "kernels)")
+    return lines, problems
 
 
 #: What the run directory adds below ``--out``: NAME-NNN/cells/quarantine/<24 hex>.json and
@@ -723,6 +806,10 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
     problem = out_problem(out, scenario.name)
     if problem:
         raise _UsageError(problem)
+    if not force:  # memory and time (the command line checked them already)
+        problems = scenario_limits(scenario, workers, executor, scheduler)[1]
+        if problems:
+            raise _UsageError("; ".join(problems))
     from recloop._plugins import path_problems
 
     shadowing = path_problems(paths)

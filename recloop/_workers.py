@@ -45,6 +45,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from recloop_base.guard import death_message
+
 __all__ = ["STARTUP_SECONDS", "WorkerPool", "death_message"]
 
 #: Seconds the parent waits for messages before it looks at the clocks again.
@@ -54,24 +56,6 @@ POLL_SECONDS = 0.5
 STARTUP_SECONDS = 120.0
 #: The longest ``what`` of users' code a worker may announce (characters).
 _MAX_WHAT = 300
-
-
-def death_message(exitcode: int | None, *, guest: bool = False) -> str:
-    """How a worker process ended: ``"was killed by SIGSEGV (signal 11: a crash in compiled
-    code)"``, ``"exited with code 0 in the middle of the cell"``."""
-    if exitcode is None:
-        return "stopped answering"
-    if exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
-        why = {"SIGKILL": ": out of memory? the kernel's OOM killer sends it",
-               "SIGSEGV": ": a crash in compiled code", "SIGBUS": ": a crash in compiled code",
-               "SIGABRT": ": an abort, e.g. a failed assertion in compiled code"}.get(name, "")
-        return f"was killed by {name} (signal {-exitcode}{why})"
-    return (f"exited with code {exitcode} in the middle of the cell"
-            + (" (os._exit in users' code?)" if guest else ""))
 
 
 # --- the worker's side --------------------------------------------------------------------------

@@ -43,7 +43,8 @@ import os
 import threading
 import zlib
 
-__all__ = ["TRIAL_TIMEOUT", "Guest", "UserCodeError", "fingerprint", "implausible",
+__all__ = ["TRIAL_TIMEOUT", "Guest", "UserCodeError", "death_message", "fingerprint",
+           "implausible",
            "in_guest", "inputs_after", "inputs_before", "last_section", "read_only",
            "run_guarded", "safe_loads", "section", "set_section_hook"]
 
@@ -499,6 +500,27 @@ def _descendants(pid: int) -> list[int]:
                 todo.append(child)
     found |= {p for p, (_, _, pgid) in table.items() if pgid == pid and p != pid}
     return sorted(found)
+
+
+def death_message(exitcode: int | None, *, guest: bool = False) -> str:
+    """How a process ended: ``"was killed by SIGSEGV (signal 11: a crash in compiled
+    code)"``, ``"exited with code 0 in the middle of the cell"`` (and ``"(os._exit in users'
+    code?)"`` for a ``guest``)."""
+    import signal
+
+    if exitcode is None:
+        return "stopped answering"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        why = {"SIGKILL": ": out of memory? the kernel's OOM killer sends it",
+               "SIGSEGV": ": a crash in compiled code", "SIGBUS": ": a crash in compiled code",
+               "SIGABRT": ": an abort, e.g. a failed assertion in compiled code"}.get(name, "")
+        return f"was killed by {name} (signal {-exitcode}{why})"
+    return (f"exited with code {exitcode} in the middle of the cell"
+            + (" (os._exit in users' code?)" if guest else ""))
 
 
 class Guest:

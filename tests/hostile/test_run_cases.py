@@ -229,3 +229,84 @@ def test_verify_refuses_unusable_input(tmp_path, small_run, capsys):
     assert "scenario.toml: not a valid scenario" in capsys.readouterr().err
     assert main(["verify", str(run_dir), "--cells", "0"]) == 2
     assert "--cells: expected an integer >= 1, got 0" in capsys.readouterr().err
+
+
+# -- item 7: small holes of the harness ------------------------------------------------------
+
+def test_load_results_on_a_run_whose_cells_is_a_file_names_it(tmp_path, small_run):
+    """It raised a bare NotADirectoryError."""
+    import shutil
+
+    from recloop import RunDirError, load_results
+
+    run_dir = copy_run(small_run, tmp_path)
+    shutil.rmtree(run_dir / "cells")
+    (run_dir / "cells").write_text("not a folder")
+    with pytest.raises(RunDirError, match=r"cells: expected a folder, got a file"):
+        load_results(run_dir)
+
+
+def test_report_keeps_a_users_file_named_like_a_temporary_one(tmp_path, small_run, capsys):
+    """``recloop report`` deleted a user's ``.notes.2024.tmp`` in a run directory: only
+    temporary files recloop itself wrote (``.NAME.recloop-PID.tmp`` of a file it writes)
+    are removed."""
+    run_dir = copy_run(small_run, tmp_path)
+    notes = [run_dir / ".notes.2024.tmp", run_dir / "cells" / ".mine.json.17.tmp",
+             run_dir / "figures" / ".sketch.recloop-3.tmp"]
+    for p in notes:
+        p.write_text("my notes")
+    ours = run_dir / ".report.md.recloop-4242.tmp"
+    ours.write_text("half a report")
+    assert main(["report", str(run_dir)]) == 0
+    err = capsys.readouterr().err
+    assert all(p.read_text() == "my notes" for p in notes)
+    assert not ours.exists() and "1 temporary file(s) of an interrupted write (e.g. " \
+        ".report.md.recloop-4242.tmp); removed" in err
+
+
+@pytest.mark.parametrize("how", ["cli", "api"])
+def test_a_run_of_years_is_refused_with_its_time_estimate(tmp_path, capsys, how):
+    """``recloop.run`` accepted ``n_rounds=1e7, n_logs=1e5`` (14.7 of 21.7 GiB estimated)
+    with no estimate of its hours: the time estimate beside the memory one, refused past a
+    day without --force / force=True."""
+    import recloop
+
+    text = SMALL.replace("sweep = { n_rounds = [100, 120, 140] }",
+                         "n_rounds = 10000000").replace("n_logs = 4", "n_logs = 100000")
+    (tmp_path / "big.toml").write_text(text)
+    if how == "cli":
+        code = main(["run", str(tmp_path / "big.toml"), "--out", str(tmp_path / "runs")])
+        err = capsys.readouterr().err
+        assert code == 2
+    else:
+        with pytest.raises(ValueError) as info:
+            recloop.run(str(tmp_path / "big.toml"), out=tmp_path / "runs", progress=False)
+        err = str(info.value)
+        assert "pass force=True" in err
+    assert "evaluations[0]: expected a run of at most 24 h (estimated on an idle machine), " \
+           "got about " in err and " days on " in err
+    assert not (tmp_path / "runs").exists()
+
+
+SCRIPT = """
+import recloop
+
+res = recloop.run({"run": {"name": "plain"},
+                   "agents": [{"name": "a0", "kind": "fixed_arm"}],
+                   "evaluations": [{"kind": "selfcheck", "sweep": {"n": [10, 20, 30]}}]},
+                  workers=2, progress=False)
+print("rows", len(res.frame()))
+"""
+
+
+@pytest.mark.slow
+def test_recloop_run_from_a_plain_script_without_a_main_guard(tmp_path):
+    """``recloop.run(...)`` called from a script without ``if __name__ == "__main__":``
+    failed every cell ("the worker running it exited with code 1 ... (os._exit in users'
+    code?)"): multiprocessing's spawned workers re-ran the script. recloop's workers are
+    fresh interpreters that run recloop's worker loop only."""
+    (tmp_path / "plain.py").write_text(SCRIPT)
+    proc = subprocess.run([sys.executable, "plain.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0 and proc.stdout.strip() == "rows 3", proc
+    assert "Traceback" not in proc.stderr
