@@ -373,6 +373,7 @@ def trial_server(conn, args) -> None:
                 os._exit(1)
 
     guard.set_section_hook(lambda what: send("enter", what))
+    _warm_up()
     while True:
         try:
             request = pickle.loads(conn.recv_bytes())  # the parent's
@@ -386,6 +387,18 @@ def trial_server(conn, args) -> None:
         except Exception as exc:  # recloop's own code failing on a request: say so
             answer = _failed_answer(request, f"{type(exc).__name__}: {exc}")
         send("answer", answer)
+
+
+def _warm_up() -> None:
+    """Import what recloop's trials and most plugins use (recloop's packages, the registry)
+    before the first request: the guest's start-up, not a trial's time (a plugin module's
+    import would otherwise be charged with importing numpy, scipy and evaluators)."""
+    import agents  # noqa: F401
+    import evaluators  # noqa: F401
+    import recloop.testing  # noqa: F401
+    import simulator  # noqa: F401
+
+    registry()
 
 
 def _answer(request: tuple):

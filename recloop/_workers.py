@@ -81,6 +81,7 @@ def _worker_main(conn, args) -> None:
                 os._exit(1)
 
     _guard.set_section_hook(lambda what: send("enter", what))
+    _warm_up()
     data = None
     while True:
         try:
@@ -101,6 +102,17 @@ def _worker_main(conn, args) -> None:
                 send("failed", CellError(exc.cell_id, exc.message, exc.tb))
                 continue
         send("done", *result)
+
+
+def _warm_up() -> None:
+    """Import recloop's packages and build the registry before the first unit: a worker's
+    start-up, not its first unit's time (counted against the unit's limit)."""
+    import agents  # noqa: F401
+    import evaluators  # noqa: F401
+    import simulator  # noqa: F401
+    from recloop._registry import registry
+
+    registry()
 
 
 def _worker_init(parent_pid: int) -> None:
