@@ -56,9 +56,9 @@ def recloop(tmp_path, *args, env=None, timeout=240):
                           env={**os.environ, **(env or {})})
 
 
-def run(tmp_path, file, *more, env=None, out="runs"):
+def run(tmp_path, file, *more, env=None, out="runs", timeout=240):
     return recloop(tmp_path, "run", file, "--path", PLUGINS, "--out", out, "--workers", "2",
-                   "-q", *more, env=env)
+                   "-q", *more, env=env, timeout=timeout)
 
 
 def per_log(run_dir: Path) -> dict:
@@ -158,16 +158,16 @@ def test_children_a_plugin_forks_end_with_it(tmp_path, command):
     notes.mkdir()
     file = scenario(tmp_path, ["ips", "reaches_recloop:ips_of_mine"])
     env = {"RECLOOP_TEST_NOTES": str(notes), "RECLOOP_TEST_DEEDS": "fork"}
-    proc = (recloop(tmp_path, "validate", file, "--path", PLUGINS, env=env)
-            if command == "validate" else run(tmp_path, file, env=env))
-    assert proc.returncode == 0, proc
-    children = [int(pid) for p in notes.glob("children-*") for pid in p.read_text().split()]
-    assert len(children) >= 2
-    try:
+    try:  # (a child left alive holds recloop's standard output open: a time-out, then)
+        proc = (recloop(tmp_path, "validate", file, "--path", PLUGINS, env=env, timeout=60)
+                if command == "validate" else run(tmp_path, file, env=env))
+        assert proc.returncode == 0, proc
+        children = [int(pid) for p in notes.glob("children-*") for pid in p.read_text().split()]
+        assert len(children) >= 2
         alive = [pid for pid in children if _alive(pid)]
         assert alive == [], f"{len(alive)} of {len(children)} children outlived recloop"
     finally:
-        for pid in children:
+        for pid in (int(pid) for p in notes.glob("children-*") for pid in p.read_text().split()):
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
 

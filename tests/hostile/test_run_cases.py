@@ -264,27 +264,37 @@ def test_report_keeps_a_users_file_named_like_a_temporary_one(tmp_path, small_ru
         ".report.md.recloop-4242.tmp); removed" in err
 
 
+BIG = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))  # a regression fails fast
+import recloop
+from recloop._cli import main
+if sys.argv[1] == "cli":
+    sys.exit(main(["run", "big.toml", "--out", "runs", "-q"]))
+try:
+    recloop.run("big.toml", out="runs", progress=False)
+except ValueError as exc:
+    print(exc, file=sys.stderr)
+    sys.exit(2)
+"""
+
+
 @pytest.mark.parametrize("how", ["cli", "api"])
-def test_a_run_of_years_is_refused_with_its_time_estimate(tmp_path, capsys, how):
+def test_a_run_of_years_is_refused_with_its_time_estimate(tmp_path, how):
     """``recloop.run`` accepted ``n_rounds=1e7, n_logs=1e5`` (14.7 of 21.7 GiB estimated)
     with no estimate of its hours: the time estimate beside the memory one, refused past a
-    day without --force / force=True."""
-    import recloop
-
+    day without --force / force=True. (In a subprocess with 3 GiB of address space: a
+    regression that starts the run fails at once instead of taking the machine's memory.)"""
     text = SMALL.replace("sweep = { n_rounds = [100, 120, 140] }",
                          "n_rounds = 10000000").replace("n_logs = 4", "n_logs = 100000")
     (tmp_path / "big.toml").write_text(text)
-    if how == "cli":
-        code = main(["run", str(tmp_path / "big.toml"), "--out", str(tmp_path / "runs")])
-        err = capsys.readouterr().err
-        assert code == 2
-    else:
-        with pytest.raises(ValueError) as info:
-            recloop.run(str(tmp_path / "big.toml"), out=tmp_path / "runs", progress=False)
-        err = str(info.value)
-        assert "pass force=True" in err
+    (tmp_path / "big.py").write_text(BIG)
+    proc = subprocess.run([sys.executable, "big.py", how], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, proc
     assert "evaluations[0]: expected a run of at most 24 h (estimated on an idle machine), " \
-           "got about " in err and " days on " in err
+           "got about " in proc.stderr and " days on " in proc.stderr, proc.stderr
+    assert ("pass force=True" if how == "api" else "pass --force") in proc.stderr
     assert not (tmp_path / "runs").exists()
 
 
