@@ -490,6 +490,9 @@ class Boom:
 @pytest.mark.parametrize("fail, message", [
     ("raise RuntimeError('kaput')", "RuntimeError: kaput"),
     ("raise SystemExit(3)", "SystemExit: 3"),
+    ("raise KeyboardInterrupt", "KeyboardInterrupt: raised by users' code (the users' code "
+                                "called last: agent 'boom"),
+    ("raise GeneratorExit('stop')", "GeneratorExit: stop: raised by users' code"),
 ])
 def test_a_users_agent_failing_in_a_worker_is_one_line(tmp_path, capsys, monkeypatch, fail,
                                                        message):
