@@ -711,12 +711,12 @@ def _failing_as(cell_id: str, where: str = ""):
         raise CellError(cell_id, f"{type(exc).__name__}: {exc}{where}",
                         traceback.format_exc()) from None
     except BaseException as exc:  # KeyboardInterrupt, GeneratorExit, ... of users' code
-        from recloop_base.guard import _named, in_guest
+        from recloop_base.guard import exception_line, in_guest
 
         if not in_guest():  # recloop's own process: Ctrl-C, SIGTERM stop the run
             raise
         last = last_section()
-        raise CellError(cell_id, f"{_named(exc)}: raised by users' code"
+        raise CellError(cell_id, f"{exception_line(exc)}: raised by users' code"
                         + (f" (the users' code called last: {last})" if last else "") + where,
                         traceback.format_exc()) from None
 

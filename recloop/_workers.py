@@ -221,7 +221,7 @@ class WorkerPool:
                     limit = self.limit(w.cell) if w.started else max(self.limit(w.cell),
                                                                      STARTUP_SECONDS)
                     if w.proc.own_seconds() > limit:
-                        self._fail(w, on_failed, self._timeout_message(w, limit), stop=True)
+                        self._fail(w, on_failed, self._timeout_message(w, limit))
             self.close()
         except BaseException:
             self.stop()
@@ -270,7 +270,7 @@ class WorkerPool:
             except (EOFError, OSError):
                 break
             except UnsafeMessage as exc:
-                self._fail(w, on_failed, f"its process sent {exc}" + self._where(w), stop=True)
+                self._fail(w, on_failed, f"its process sent {exc}" + self._where(w))
                 return
             problem = _message_problem(msg)
             if problem:
@@ -325,7 +325,7 @@ class WorkerPool:
                 + ("" if w.section else self._where(w))
                 + f"; raise {name} if it needs longer")
 
-    def _fail(self, w: _Worker, on_failed, message: str, stop: bool = False) -> None:
+    def _fail(self, w: _Worker, on_failed, message: str) -> None:
         from recloop._cells import CellError
 
         cell = w.cell

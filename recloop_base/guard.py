@@ -43,8 +43,8 @@ import os
 import threading
 import zlib
 
-__all__ = ["TRIAL_TIMEOUT", "Guest", "UserCodeError", "death_message", "fingerprint",
-           "implausible",
+__all__ = ["TRIAL_TIMEOUT", "Guest", "UnsafeMessage", "UserCodeError", "death_message",
+           "exception_line", "fingerprint", "implausible",
            "in_guest", "inputs_after", "inputs_before", "last_section", "read_only",
            "run_guarded", "safe_loads", "section", "set_section_hook"]
 
@@ -95,14 +95,14 @@ def section(what: str):
     except (UserCodeError, _Exited, Exception):  # (_Exited: run_guarded's to report)
         raise
     except BaseException as exc:  # KeyboardInterrupt, GeneratorExit, a bare BaseException
-        raise UserCodeError(f"{what} raised {_named(exc)}") from None
+        raise UserCodeError(f"{what} raised {exception_line(exc)}") from None
     finally:
         _state.what = outer
         if _hook[0] is not None:
             _hook[0](outer)
 
 
-def _named(exc: BaseException) -> str:
+def exception_line(exc: BaseException) -> str:
     """``"KeyboardInterrupt"``, ``"BaseException: why"``: an exception in one line."""
     text = str(exc).strip().splitlines()
     return type(exc).__name__ + (f": {text[0][:200]}" if text else "")
@@ -148,7 +148,7 @@ def run_guarded(fn, *args, what: str, timeout: float = TRIAL_TIMEOUT, **kwargs):
         except (UserCodeError, Exception) as exc:  # re-raised in the caller's thread
             out["error"] = exc
         except BaseException as exc:  # KeyboardInterrupt, GeneratorExit, ...
-            out["exit"] = f"raised {_named(exc)}"
+            out["exit"] = f"raised {exception_line(exc)}"
         finally:
             _guarded_threads.discard(threading.get_ident())
             if _hook[0] is not None:
