@@ -274,8 +274,7 @@ class WorkerPool:
                 return
             problem = _message_problem(msg)
             if problem:
-                self._fail(w, on_failed, f"its process sent {problem}" + self._where(w),
-                           stop=True)
+                self._fail(w, on_failed, f"its process sent {problem}" + self._where(w))
                 return
             kind = msg[0]
             w.proc.mark()
