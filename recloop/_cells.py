@@ -385,8 +385,9 @@ def combine_parts(data: dict, cell: Cell, clean: tuple | None, guest: tuple
     ``guest``; a :class:`CellError` when the guests' part disagrees with recloop's.
 
     Checked: every row the guests' part sent has the results' columns and is of this cell;
-    a row of recloop's it also computed (the A/B test, rows of no estimator) is the same,
-    byte for byte; the truth beside each of the guests' per-log estimates of the kind's
+    a row of recloop's it also computed (the A/B test, rows of no estimator, recloop's
+    estimators of recloop's targets beside a users' agent) is there in recloop's part, the
+    same byte for byte; the truth beside each of the guests' per-log estimates of the kind's
     headline metric (``value``: the numbers every summary of bias, RMSE and coverage is
     computed from) is the truth recloop's part gives the same target, setting and log.
     The guests' rows' ``error`` is recomputed as ``estimate - truth``. Recloop's rows come
@@ -443,10 +444,11 @@ def combine_parts(data: dict, cell: Cell, clean: tuple | None, guest: tuple
                 theirs.append(r)
             else:
                 mine = by_key.get(_key(r, _ROW_KEY))
-                if mine is not None and mine != _text(r):
+                if mine != _text(r):
                     who = r["variant"] or r["agent"] or "recloop"
-                    raise refuse(f"a row of {who!r} ({r['metric']}{_where(r)}) different from "
-                                 "what recloop computes apart from it")
+                    raise refuse(f"a row of {who!r} ({r['metric']}{_where(r)}) "
+                                 + ("that recloop does not compute" if mine is None else
+                                    "different from what recloop computes apart from it"))
         kept = [r for r in ours if not _theirs(r, split)
                 and (split.probe is None or r["variant"] != split.probe)]
         out.append(kept + theirs)

@@ -244,6 +244,27 @@ def test_code_sent_through_the_channel_is_not_run_by_recloop(tmp_path):
     assert "in estimator 'sends_code_to_its_parent_in_cell'" in line
 
 
+@pytest.mark.slow
+def test_messages_outside_the_protocol_and_forged_rows_fail_the_cell(tmp_path):
+    """A guest that writes its own messages to recloop: one outside the protocol, and a
+    result of its own making that claims a row of recloop's IPS."""
+    names = ["sends_junk_to_its_parent_in_cell", "sends_forged_rows_in_cell"]
+    head = SCENARIO.split("[[evaluations]]")[0].format(agents="")
+    text = "".join(SCENARIO.format(agents="", targets="", estimators=f'"ips", "hostile:{n}"')
+                   .split("[[evaluations]]")[1].join(["[[evaluations]]", ""]).replace(
+                       'kind = "ope"', f'kind = "ope"\nname = "{n}"') for n in names)
+    (tmp_path / "s.toml").write_text(head + text)
+    proc = run(tmp_path, "s.toml")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc
+    log = (tmp_path / "runs" / "g" / "errors.log").read_text()
+    assert "cell sends_junk_to_its_parent_in_cell/*/seed=0 failed: its process sent a " \
+           "message that is not one of the protocol's ('progress'), in estimator " \
+           "'sends_junk_to_its_parent_in_cell'" in log, log
+    assert "cell sends_forged_rows_in_cell/*/seed=0 failed: the part of the cell that runs " \
+           "users' code (estimator 'sends_forged_rows_in_cell') sent a row of 'ips' (value, " \
+           "agent uniform) that recloop does not compute" in log, log
+
+
 def test_safe_loads_reads_results_and_refuses_code():
     import pickle
 
