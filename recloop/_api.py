@@ -163,6 +163,10 @@ def load_results(run_dir) -> Results:
     if not (path / "scenario.toml").exists() and not (path / "cells").is_dir():
         raise _rundir.RunDirError(f"{path}: expected a run directory (with scenario.toml and "
                                   "cells/), got a folder without them")
+    wrong = _rundir.layout_problems(path)
+    if wrong:  # e.g. cells/ a file: named, not a bare NotADirectoryError
+        raise _rundir.RunDirError(f"{wrong[0]} (the run directory {path} cannot be read as "
+                                  "it is)")
     return Results(path)
 
 
@@ -216,7 +220,7 @@ def _overrides(set) -> list[str]:
 
 
 def run(scenario, *, out=None, seed=None, workers=None, executor: str = "local", set=None,
-        progress: bool = True) -> Results:
+        progress: bool = True, force: bool = False, cell_timeout=None) -> Results:
     """Run a scenario (as ``recloop run`` does) and return its :class:`Results`.
 
     Parameters
@@ -238,6 +242,14 @@ def run(scenario, *, out=None, seed=None, workers=None, executor: str = "local",
         ``{"evaluations.0.n_logs": 20}`` or ``["evaluations.0.n_logs=20"]``.
     progress : bool, default True
         Progress bars and messages (on standard error and standard output).
+    force : bool, default False
+        Run a scenario whose cells' estimated memory exceeds the memory available, or whose
+        estimated time exceeds :data:`recloop._limits.MAX_RUN_SECONDS` (a day): refused
+        otherwise, with the estimate and the keys behind it.
+    cell_timeout : float, optional
+        Seconds a cell's worker may go without a sign of progress before the cell is
+        stopped and recorded as failed (default: ``[run] cell_timeout``, else an hour;
+        ``docs/running.md``).
 
     Returns
     -------
@@ -249,8 +261,9 @@ def run(scenario, *, out=None, seed=None, workers=None, executor: str = "local",
         An unknown scenario name, a missing file, a bad dict or a bad ``set``: every
         problem listed, as ``recloop validate`` does; nothing is written.
     TypeError, ValueError
-        A bad ``seed``, ``workers``, ``executor`` or ``out``; a run that cannot start (the
-        run directory cannot be made, the Dask extra is missing).
+        A bad ``seed``, ``workers``, ``executor``, ``out`` or ``cell_timeout``; a run that
+        cannot start (the run directory cannot be made, the Dask extra is missing) or that
+        would not fit in memory or in a day (without ``force``).
     recloop.CellError
         A cell raised (its traceback is in the run directory's ``errors.log``; finished
         cells are kept: run again with ``recloop run SCENARIO --resume``).
@@ -277,6 +290,13 @@ def run(scenario, *, out=None, seed=None, workers=None, executor: str = "local",
         raise ValueError(f"`executor` must be 'local' or 'dask'; got {executor!r}.")
     if out is not None and not isinstance(out, (str, os.PathLike)):
         raise TypeError(f"`out` must be a path or None; got {type(out).__name__}.")
+    if cell_timeout is not None:
+        if isinstance(cell_timeout, bool) or not isinstance(cell_timeout, numbers.Real):
+            raise TypeError(f"`cell_timeout` must be a number of seconds or None; got "
+                            f"{type(cell_timeout).__name__}.")
+        if not 0 < cell_timeout <= 30 * 86400:
+            raise ValueError(f"`cell_timeout` must be in (0, {30 * 86400}] seconds; got "
+                             f"{cell_timeout!r}.")
     sc = _scenario(scenario, _overrides(set))
     if seed is not None:
         sc = sc.with_seed(int(seed))
@@ -284,25 +304,28 @@ def run(scenario, *, out=None, seed=None, workers=None, executor: str = "local",
         from recloop_base.threads import cpus
 
         workers = cpus()
-    where = _unguarded_script_call() if workers > 1 else None
+    # recloop's own workers and guests are fresh interpreters that never import the caller's
+    # script; a Dask LocalCluster starts its workers with multiprocessing, which does
+    where = _unguarded_script_call() if executor == "dask" and workers > 1 else None
     if where is not None:
         raise RuntimeError(
-            f"recloop.run is called at the top level of the script {where}, outside `if "
-            "__name__ == \"__main__\":`. Its cells run in worker processes that import the "
-            "script, which would call recloop.run again in each of them, and every cell "
-            "would fail. Put the call under `if __name__ == \"__main__\":` (or pass "
-            "workers=1: recloop's own cells then run in this process).")
+            f"recloop.run(executor=\"dask\") is called at the top level of the script {where}, "
+            "outside `if __name__ == \"__main__\":`. Dask's LocalCluster starts its workers "
+            "by importing the script, which would call recloop.run again in each of them. "
+            "Put the call under `if __name__ == \"__main__\":` (the local executor, the "
+            "default, needs no guard).")
     keep = None
     if out is None:
         keep = tempfile.TemporaryDirectory(prefix="recloop-")
         out = keep.name
     try:
         run_dir = run_scenario(sc, out=out, workers=int(workers), executor=executor,
-                               quiet=not progress, argv=["recloop.run", sc.path])
+                               quiet=not progress, argv=["recloop.run", sc.path], force=force,
+                               cell_timeout=cell_timeout)
     except _UsageError as exc:
         if keep is not None:
             keep.cleanup()
-        raise ValueError(str(exc)) from None
+        raise ValueError(str(exc).replace("pass --force", "pass force=True")) from None
     except BaseException:
         if keep is not None:
             keep.cleanup()
@@ -324,8 +347,9 @@ def _is_main_test(test) -> bool:
 
 def _unguarded_script_call() -> str | None:
     """``"script.py, line 12"`` when a script calls :func:`run` from its top level outside
-    ``if __name__ == "__main__":`` (spawned workers import the script and would run the
-    call again), else ``None``; read from the caller's frame and the script's source."""
+    ``if __name__ == "__main__":`` (a Dask LocalCluster's workers import the script and would
+    run the call again), else ``None``; read from the caller's frame and the script's
+    source."""
     import ast
     import sys
 

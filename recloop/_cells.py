@@ -11,6 +11,15 @@ results are the same with 1 or N workers, locally or on Dask. The agent is delib
 part of ``K``: agents evaluated in separate cells of the same replicate meet the same world and
 the same draws (common random numbers), so their comparison is paired.
 
+A cell that runs users' code (agents or estimators named by import path or entry point)
+is computed in two *parts*, each a :class:`Cell` with a ``role`` (:func:`split_cell`):
+recloop's part (``"clean"``: the cell without the users' code, in a process that never
+imports it) and the guests' part (``"guest"``: the users' code, in a guest process of its
+own); :func:`combine_parts` then takes recloop's rows from the clean part, the users' rows
+from the guests' part, and refuses the cell when the guests' part disagrees with recloop's
+on anything both computed (the truth beside a plugin's estimate, a row of recloop's own).
+See ``docs/plugins.md``.
+
 The runner (:mod:`recloop._runner`) schedules cells on executors; the worker processes
 (:mod:`recloop._workers`) and Dask tasks run them with :func:`execute_cell`; the report
 (:mod:`recloop._report`) reads them with :func:`iter_cells`.
@@ -19,6 +28,8 @@ The runner (:mod:`recloop._runner`) schedules cells on executors; the worker pro
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -35,8 +46,9 @@ from recloop import _rundir
 from recloop._registry import registry
 from recloop._schema import sweep_values
 
-__all__ = ["Cell", "CellContext", "CellError", "Chunk", "execute_cell", "execute_unit",
-           "iter_cells", "merge_chunks", "plan_cells", "plan_units", "use_paths"]
+__all__ = ["Cell", "CellContext", "CellError", "Chunk", "Split", "combine_parts", "execute_cell",
+           "execute_unit", "iter_cells", "merge_chunks", "plan_cells", "plan_units", "role_data",
+           "split_cell", "split_cells", "use_paths"]
 
 #: Spawn key (under the cell's seed sequence) of the streams :meth:`CellContext.agent_rng`
 #: gives; far from the small keys the experiments use for their own streams.
@@ -45,12 +57,20 @@ _AGENT_STREAM = 0x5EED
 
 @dataclass(frozen=True)
 class Cell:
-    """The identity of one unit of work."""
+    """The identity of one unit of work. ``role`` names a part of a cell that runs users'
+    code (``"clean"``, ``"guest"``: see :func:`split_cell`); ``""`` is the whole cell. A
+    part has its cell's id, file name and seeds."""
 
     seed: int
     evaluation: str
     agent: str | None
     swept: tuple[tuple[str, Any], ...] = ()
+    role: str = ""
+
+    @property
+    def whole(self) -> "Cell":
+        """The cell this is a part of (itself when whole)."""
+        return dataclasses.replace(self, role="") if self.role else self
 
     @property
     def id(self) -> str:
@@ -132,7 +152,7 @@ def plan_units(data: dict, cells: list[Cell], workers: int, *,
     for cell in cells:
         kind = registry().evaluations[_evaluation(data, cell)["kind"]]
         if kind.chunks is not None:
-            ctx = _context(data, cell, False)
+            ctx = _context(role_data(data, cell), cell, False)
             try:
                 n = int(kind.chunks.n_logs(ctx))
                 cost = n * float(kind.chunks.cost(ctx))
@@ -173,6 +193,293 @@ def plan_cells(data: dict) -> list[Cell]:
                 for agent in agents:
                     cells.append(Cell(seed, ev["name"], agent, tuple(combo.items())))
     return cells
+
+
+# --- cells that run users' code: recloop's part and the guests' part --------------------------
+
+@dataclass(frozen=True)
+class Split:
+    """How a cell that runs users' code is computed (:func:`split_cell`).
+
+    ``estimators``: the names of its evaluation's estimators that are users' code;
+    ``agents``: its agents that are. A results row is the guests' when its ``variant`` is
+    one of ``estimators`` or its ``agent`` one of ``agents`` -- or it has no ``agent`` (a row
+    of the cell's agents together, e.g. their ranking) and ``agents`` is not empty; every
+    other row is recloop's.
+    ``twin``: recloop's part runs apart (role ``"clean"``: the cell without the users'
+    code), else the guests' part is the whole cell (the cell's own agent is users' code,
+    nothing of recloop's is left once the users' code is taken out, or the kind's rows
+    compare its agents with each other: ``EvaluationKind.apart`` is false). ``probe``: a
+    built-in estimator recloop's part runs when the cell has none of its own, so that the truth
+    beside the plugins' estimates is computed apart too (its rows are not kept).
+    """
+
+    estimators: frozenset
+    agents: frozenset
+    twin: bool
+    probe: str | None = None
+
+
+def _estimator_params(kind) -> list:
+    from recloop._schema import EstimatorList
+
+    return [p for p in kind.params if isinstance(p.type, EstimatorList)]
+
+
+def _is_plugin_entry(entry) -> bool:
+    from recloop._plugins import is_plugin_entry
+
+    return is_plugin_entry(entry)
+
+
+def _is_plugin_agent(data: dict, name: str) -> bool:
+    from recloop._plugins import is_plugin_agent
+
+    return is_plugin_agent(next((a for a in data.get("agents") or ()
+                                 if a.get("name") == name), None))
+
+
+@functools.lru_cache(maxsize=4096)
+def _split_cached(text: str, evaluation: str, agent: str | None) -> Split | None:
+    from recloop._schema import entry_name
+
+    data = json.loads(text)
+    ev = next(e for e in data["evaluations"] if e["name"] == evaluation)
+    kind = registry().evaluations[ev["kind"]]
+    names = [agent] if agent is not None else list(ev.get("agents") or ())
+    agents = frozenset(n for n in names if _is_plugin_agent(data, n))
+    estimators = frozenset(entry_name(e) for p in _estimator_params(kind)
+                           for e in ev.get(p.name) or () if _is_plugin_entry(e))
+    if not agents and not estimators:
+        return None
+    # recloop's part: the evaluation without the users' code, if the kind's rules accept it
+    kept = [n for n in names if n not in agents]
+    twin = (kind.apart and not (agent is not None and agent in agents)
+            and len(kept) >= kind.min_agents)
+    probe = None
+    if twin:
+        clean = _clean_evaluation(ev, kind, agents, None)
+        probe = next((p.default[0] for p in _estimator_params(kind)
+                      if not clean.get(p.name) and p.default
+                      and p.default[0] not in estimators), None)
+        twin = _kind_accepts(kind, _clean_evaluation(ev, kind, agents, probe), data, kept)
+    return Split(estimators, agents, twin, probe if twin else None)
+
+
+def split_cell(data: dict, cell: Cell) -> Split | None:
+    """How cell ``cell`` of a resolved scenario runs users' code (:class:`Split`); ``None``
+    when it runs recloop's code only."""
+    return _split_cached(json.dumps(data, sort_keys=True), cell.evaluation, cell.agent)
+
+
+def split_cells(data: dict, cells: list[Cell]) -> list[Cell]:
+    """``cells`` as the parts that run (:func:`split_cell`): a cell that runs users' code
+    becomes its ``"clean"`` part (when it has one) followed by its ``"guest"`` part."""
+    out = []
+    for cell in cells:
+        split = split_cell(data, cell)
+        if split is None:
+            out.append(cell)
+            continue
+        if split.twin:
+            out.append(dataclasses.replace(cell, role="clean"))
+        out.append(dataclasses.replace(cell, role="guest"))
+    return out
+
+
+def _clean_evaluation(ev: dict, kind, agents: frozenset, probe: str | None) -> dict:
+    """An evaluation table without the users' code: its plugin agents and estimators taken
+    out (``probe`` in an estimator list left empty)."""
+    out = dict(ev)
+    if agents and "agents" in out:
+        out["agents"] = [a for a in out["agents"] if a not in agents]
+    for p in _estimator_params(kind):
+        if p.name in out:
+            kept = [e for e in out[p.name] if not _is_plugin_entry(e)]
+            out[p.name] = kept or ([probe] if probe else [])
+    return out
+
+
+def _kind_accepts(kind, ev: dict, data: dict, agents: list) -> bool:
+    """Whether the kind's cross-key rules accept an evaluation (recloop's part of a cell)."""
+    if kind.check is None:
+        return True
+    swept = ev.get("sweep") or {}
+    base = {p.name: ev.get(p.name) for p in kind.params if p.name not in swept}
+    chosen = [a for a in data.get("agents") or () if a.get("name") in agents]
+    try:
+        for combo in sweep_values(ev):
+            if next(iter(kind.check({**base, **combo}, chosen, data.get("world"))), None):
+                return False
+    except Exception:
+        return False
+    return True
+
+
+def role_data(data: dict, cell: Cell) -> dict:
+    """The scenario a part of a cell runs (:func:`split_cell`): the whole scenario for a
+    whole cell and for a guests' part that is the whole cell; for recloop's part, the cell's
+    evaluation without the users' code; for the guests' part beside it, without recloop's
+    estimators (computed in recloop's part) when the cell's agents are all recloop's."""
+    if not cell.role:
+        return data
+    split = split_cell(data, cell)
+    if split is None or (cell.role == "guest" and not split.twin):
+        return data
+    ev = _evaluation(data, cell)
+    kind = registry().evaluations[ev["kind"]]
+    if cell.role == "clean":
+        new = _clean_evaluation(ev, kind, split.agents, split.probe)
+    elif split.agents:  # recloop's estimators evaluate the users' agents: they run here too
+        return data
+    else:
+        new = dict(ev)
+        for p in _estimator_params(kind):
+            if p.name in new:
+                new[p.name] = [e for e in new[p.name] if _is_plugin_entry(e)]
+    return {**data, "evaluations": [new if e is ev else e for e in data["evaluations"]]}
+
+
+#: The columns that identify a row within its cell, and those that identify its truth.
+_ROW_KEY = ("agent", "tick", "variant", "metric", "params", "log")
+_TRUTH_KEY = ("agent", "tick", "metric", "params", "log")
+
+
+def _key(row: dict, columns) -> str:
+    return json.dumps([row.get(c) for c in columns], sort_keys=True, allow_nan=True)
+
+
+def _text(row: dict) -> str:
+    return json.dumps(row, sort_keys=True, allow_nan=True)
+
+
+def _row_problem(row, columns, cell: Cell, scenario: str) -> str | None:
+    """Why a row a guests' part sent cannot be one of the cell's, or ``None``."""
+    import numbers
+
+    if not isinstance(row, dict) or set(row) != set(columns):
+        return "a row without the results' columns"
+    if (row["scenario"], row["cell"], row["seed"], row["evaluation"]) != (
+            scenario, cell.id, cell.seed, cell.evaluation):
+        return f"a row of another cell ({str(row['cell'])[:80]!r})"
+    for c in ("estimate", "stderr", "ci_low", "ci_high", "truth", "error"):
+        if row[c] is not None and (isinstance(row[c], bool)
+                                   or not isinstance(row[c], numbers.Real)):
+            return f"a row whose {c} is not a number"
+    for c in ("agent", "variant", "metric"):
+        if row[c] is not None and not isinstance(row[c], str):
+            return f"a row whose {c} is not a string"
+    for c in ("tick", "n", "log"):
+        if c in row and row[c] is not None and (isinstance(row[c], bool)
+                                                or not isinstance(row[c], int)):
+            return f"a row whose {c} is not an integer"
+    if not isinstance(row["params"], dict):
+        return "a row whose params are not a table"
+    return None
+
+
+def combine_parts(data: dict, cell: Cell, clean: tuple | None, guest: tuple
+                  ) -> tuple[list[dict], float, list[str], list[dict]]:
+    """A cell's result (as :func:`execute_cell` gives it) from its parts' results: recloop's
+    rows and per-log estimates from ``clean`` (``None``: no such part), the guests' own from
+    ``guest``; a :class:`CellError` when the guests' part disagrees with recloop's.
+
+    Checked: every row the guests' part sent has the results' columns and is of this cell;
+    a row of recloop's it also computed (the A/B test, rows of no estimator, recloop's
+    estimators of recloop's targets beside a users' agent) is there in recloop's part, the
+    same byte for byte; the truth beside each of the guests' per-log estimates of the kind's
+    headline metric (``value``: the numbers every summary of bias, RMSE and coverage is
+    computed from) is the truth recloop's part gives the same target, setting and log.
+    The guests' rows' ``error`` is recomputed as ``estimate - truth``. Recloop's rows come
+    first, in their order, then the guests' in theirs (the same order on every run).
+    """
+    from recloop._rundir import COLUMNS, ESTIMATE_COLUMNS
+
+    split = split_cell(data, cell) or Split(frozenset(), frozenset(), False)
+    whole = cell.whole
+    scenario = data["run"]["name"]
+    users = ", ".join(sorted(f"estimator {e!r}" for e in split.estimators)
+                      + sorted(f"agent {a!r}" for a in split.agents))
+
+    def refuse(detail: str) -> CellError:
+        return CellError(whole.id, f"the part of the cell that runs users' code ({users}) "
+                         f"sent {detail}; the cell is not recorded (users' code must not "
+                         "change what recloop computes)", "")
+
+    rows_g, seconds_g, errors_g, est_g = _result_shape(guest, refuse)
+    if clean is None:
+        rows_c, seconds_c, errors_c, est_c = [], 0.0, [], []
+    else:
+        rows_c, seconds_c, errors_c, est_c = clean
+    headline = registry().evaluations[_evaluation(data, whole)["kind"]].headline
+
+    def headlined(row) -> bool:
+        m = row["metric"]
+        return isinstance(m, str) and any(m == h or m.startswith(h + "@") for h in headline)
+
+    out = []
+    for rows, ours, columns in ((rows_g, rows_c, COLUMNS), (est_g, est_c, ESTIMATE_COLUMNS)):
+        by_key = {_key(r, _ROW_KEY): _text(r) for r in ours}
+        truth: dict = {}
+        for r in ours if columns is ESTIMATE_COLUMNS else ():
+            if headlined(r):
+                truth.setdefault(_key(r, _TRUTH_KEY), set()).add(json.dumps(r["truth"],
+                                                                             allow_nan=True))
+        theirs = []
+        for r in rows:
+            problem = _row_problem(r, columns, whole, scenario)
+            if problem:
+                raise refuse(problem)
+            if _theirs(r, split) or clean is None:
+                known = truth.get(_key(r, _TRUTH_KEY))
+                if (known is not None and len(known) == 1
+                        and json.dumps(r["truth"], allow_nan=True) not in known):
+                    who = r["variant"] or r["agent"]
+                    raise refuse(f"the truth {r['truth']!r} beside {who!r} ({r['metric']}"
+                                 f"{_where(r)}) where recloop computes "
+                                 f"{json.loads(next(iter(known)))!r}")
+                r = dict(r)
+                r["error"] = (None if r["estimate"] is None or r["truth"] is None
+                              else r["estimate"] - r["truth"])
+                theirs.append(r)
+            else:
+                mine = by_key.get(_key(r, _ROW_KEY))
+                if mine != _text(r):
+                    who = r["variant"] or r["agent"] or "recloop"
+                    raise refuse(f"a row of {who!r} ({r['metric']}{_where(r)}) "
+                                 + ("that recloop does not compute" if mine is None else
+                                    "different from what recloop computes apart from it"))
+        kept = [r for r in ours if not _theirs(r, split)
+                and (split.probe is None or r["variant"] != split.probe)]
+        out.append(kept + theirs)
+    return out[0], seconds_c + seconds_g, list(errors_c) + errors_g, out[1]
+
+
+def _theirs(row: dict, split: Split) -> bool:
+    """Whether a row is the guests': one of their estimators' or agents', or a row of the
+    cell's agents together (no ``agent``) when one of them is theirs."""
+    return (row["variant"] in split.estimators or row["agent"] in split.agents
+            or (bool(split.agents) and not row["agent"]))
+
+
+def _where(row: dict) -> str:
+    """``", agent uniform, log 3"``: where a row is in its cell."""
+    return "".join(f", {k} {row[k]}" for k in ("agent", "log", "tick") if row.get(k) is not None)
+
+
+def _result_shape(result, refuse) -> tuple:
+    import numbers
+
+    if not isinstance(result, tuple) or len(result) != 4:
+        raise refuse("a result that is not (rows, seconds, errors, estimates)")
+    rows, seconds, errors, estimates = result
+    if not isinstance(rows, list) or not isinstance(estimates, list):
+        raise refuse("rows that are not a list")
+    if not isinstance(seconds, numbers.Real) or isinstance(seconds, bool):
+        raise refuse("a time that is not a number")
+    if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
+        raise refuse("errors that are not lines of text")
+    return rows, float(seconds), list(errors), estimates
 
 
 @dataclass(frozen=True)
@@ -330,7 +637,7 @@ def execute_cell(data: dict, cell: Cell, progress: bool = False, paths=(), execu
     start = time.perf_counter()
     with _failing_as(cell.id):
         use_paths(paths)
-        ctx = _context(data, cell, progress, executor)
+        ctx = _context(role_data(data, cell), cell, progress, executor)
         kind = registry().evaluations[ctx.kind]
         rows, per_log = _rows(kind, ctx, cell, kind.run(ctx))
     return (rows, time.perf_counter() - start, [f"{cell.id}: {e}" for e in ctx.errors],
@@ -347,7 +654,7 @@ def execute_chunk(data: dict, chunk: Chunk, progress: bool = False, paths=()
     with _failing_as(cell.id, f" (in logs {chunk.start}-{chunk.stop - 1}, chunk "
                      f"{chunk.index + 1} of {chunk.count})"):
         use_paths(paths)
-        ctx = _context(data, cell, progress)
+        ctx = _context(role_data(data, cell), cell, progress)
         part = registry().evaluations[ctx.kind].chunks.run(ctx, chunk.start, chunk.stop)
     return part, time.perf_counter() - start, [f"{cell.id}: {e}" for e in ctx.errors]
 
@@ -367,7 +674,7 @@ def merge_chunks(data: dict, cell: Cell, results: list[tuple]
     the whole cell; its seconds are the chunks' added up."""
     start = time.perf_counter()
     with _failing_as(cell.id):
-        ctx = _context(data, cell, False)
+        ctx = _context(role_data(data, cell), cell, False)
         kind = registry().evaluations[ctx.kind]
         measurements = kind.chunks.merge(ctx, [part for part, _, _ in results])
         rows, per_log = _rows(kind, ctx, cell, measurements)
@@ -404,6 +711,15 @@ def _failing_as(cell_id: str, where: str = ""):
                         traceback.format_exc()) from None
     except Exception as exc:  # reported by the parent with the cell's id
         raise CellError(cell_id, f"{type(exc).__name__}: {exc}{where}",
+                        traceback.format_exc()) from None
+    except BaseException as exc:  # KeyboardInterrupt, GeneratorExit, ... of users' code
+        from recloop_base.guard import exception_line, in_guest
+
+        if not in_guest():  # recloop's own process: Ctrl-C, SIGTERM stop the run
+            raise
+        last = last_section()
+        raise CellError(cell_id, f"{exception_line(exc)}: raised by users' code"
+                        + (f" (the users' code called last: {last})" if last else "") + where,
                         traceback.format_exc()) from None
 
 

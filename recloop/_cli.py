@@ -59,16 +59,18 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true",
                      help="continue the newest run directory of the scenario")
     run.add_argument("--dry-run", action="store_true",
-                     help="validate, print each evaluation's memory estimate and list the "
-                          "cells, without running anything")
+                     help="validate, print each evaluation's memory and time estimates and "
+                          "list the cells, without running anything")
     run.add_argument("--force", action="store_true",
                      help="run even when a cell's memory estimate exceeds the memory "
-                          "available, or with more than 4 workers per CPU")
+                          "available, the run's time estimate exceeds a day, or with more "
+                          "than 4 workers per CPU")
     run.add_argument("-q", "--quiet", action="store_true",
                      help="no progress (a bar on a terminal, else a line every 30 s with "
                           "the fraction done and an ETA) and no messages")
     _path_option(run)
     _set_option(run)
+    _cell_timeout_option(run)
 
     val = sub.add_parser("validate", help="check scenario files; report every problem")
     val.add_argument("files", nargs="+", metavar="FILE")
@@ -112,6 +114,8 @@ def _parser() -> argparse.ArgumentParser:
                          "may name (plugins included)")
     _path_option(lst)
 
+    _verify_parser(sub)
+
     rep = sub.add_parser("report", help="verify a run directory, rebuild its tables, "
                          "report.md, report.html and figures from its cell files")
     rep.add_argument("run_dir", metavar="RUN_DIR")
@@ -122,6 +126,78 @@ def _parser() -> argparse.ArgumentParser:
 
     add_evaluate(sub)
     return parser
+
+
+def _cell_timeout_option(parser) -> None:
+    parser.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
+                        help="stop a cell whose worker shows no sign of progress for SECONDS "
+                             "of its own time, recording it as failed (default: [run] "
+                             "cell_timeout, else 3600; see docs/running.md)")
+
+
+def _cell_timeout_problem(args) -> str | None:
+    import math
+
+    value = getattr(args, "cell_timeout", None)
+    if value is not None and not (math.isfinite(value) and 0 < value <= 30 * 86400):
+        return (f"--cell-timeout: expected seconds in (0, {30 * 86400}] (30 days), got "
+                f"{value:g}")
+    return None
+
+
+def _verify_parser(sub) -> None:
+    ver = sub.add_parser("verify", help="recompute a run directory's cells (all, or N chosen) "
+                         "and compare them byte for byte with the stored ones")
+    ver.add_argument("run_dir", metavar="RUN_DIR")
+    ver.add_argument("--cells", type=int, default=None, metavar="N",
+                     help="recompute N cells, spread over the evaluations and drawn with "
+                          "--seed (default: all)")
+    ver.add_argument("--seed", type=int, default=0, metavar="S",
+                     help="seed of the choice of --cells (default 0)")
+    ver.add_argument("--workers", type=int, default=1, metavar="N",
+                     help="parallel workers (default 1)")
+    ver.add_argument("--any-code", action="store_true",
+                     help="recompute even when this code differs from the code that computed "
+                          "the run (differences may then be the code's)")
+    _path_option(ver)
+    _cell_timeout_option(ver)
+
+
+def _cmd_verify(args, out, err) -> int:
+    """``recloop verify``: 0 when every chosen cell agrees, 1 naming each that does not, 2
+    for unusable input."""
+    from recloop._runner import VerifyError, verify_run, workers_problem
+
+    problems = []
+    if args.cells is not None and args.cells < 1:
+        problems.append(f"--cells: expected an integer >= 1, got {args.cells}")
+    if args.workers < 1:
+        problems.append(f"--workers: expected an integer >= 1, got {args.workers}")
+    elif workers_problem(args.workers, "local", None):
+        problems.append(f"--workers: expected {workers_problem(args.workers, 'local', None)}")
+    if not 0 <= args.seed <= 2**63 - 1:
+        problems.append(f"--seed: expected an integer in [0, 2**63 - 1], got {args.seed}")
+    problems += [p for p in [_cell_timeout_problem(args)] if p]
+    for p in problems:
+        print(f"recloop verify: {p}", file=err)
+    if problems or not _use_paths(args, err):
+        return USAGE
+    try:
+        verdicts = verify_run(args.run_dir, cells=args.cells, seed=args.seed,
+                              workers=args.workers, paths=args.path, any_code=args.any_code,
+                              echo=lambda line: print(line, file=out),
+                              cell_timeout=args.cell_timeout)
+    except VerifyError as exc:
+        print(f"recloop verify: {exc}", file=err)
+        return USAGE
+    bad = [v for v in verdicts if not v.ok]
+    for v in bad:
+        print(f"recloop verify: cell {v.cell} does not agree with its recomputation: "
+              f"{v.detail}", file=err)
+    if not bad:
+        print(f"{args.run_dir}: the {len(verdicts)} cell(s) recomputed agree with the stored "
+              "ones byte for byte", file=out)
+    return FAILED if bad else OK
 
 
 def _set_option(parser) -> None:
@@ -139,8 +215,10 @@ def _path_option(parser) -> None:
 
 
 def _use_paths(args, err) -> bool:
-    """Put ``--path`` folders on ``sys.path``; False (after a message) if one is missing or
-    holds a module that would shadow one recloop needs (``logging.py``)."""
+    """Give the ``--path`` folders to the guest processes (recloop's own process never puts
+    them on its import path: users' code is never imported here); False (after a message)
+    if one is missing or holds a module that would shadow one recloop needs
+    (``logging.py``)."""
     from pathlib import Path
 
     ok = True
@@ -155,10 +233,10 @@ def _use_paths(args, err) -> bool:
             print(f"recloop: {line}", file=err)
             ok = False
     if ok:
-        for p in reversed(args.path):
-            resolved = str(Path(p).resolve())
-            if resolved not in sys.path:
-                sys.path.insert(0, resolved)
+        from recloop._plugins import set_guest_paths
+
+        args.path = [str(Path(p).resolve()) for p in args.path]
+        set_guest_paths(args.path)
     return ok
 
 
@@ -200,7 +278,7 @@ def _cmd_validate(args, out, err) -> int:
 
 
 def _cmd_list(args, out, err) -> int:
-    from recloop._registry import PluginError, registry
+    from recloop._registry import registry
     from recloop._scenario import ScenarioError, builtin_scenarios, load_scenario
 
     if not _use_paths(args, err):
@@ -225,22 +303,27 @@ def _cmd_list(args, out, err) -> int:
             print(f"  {name:<24} {run.get('description', '')} [{needs}]", file=out)
             continue
         print(f"  {name:<24} {sc.description}", file=out)
+    from recloop._plugins import GuestTrials
+
     reg = registry()
-    for title, table in (("Evaluation kinds", "evaluations"), ("Agent kinds", "agents"),
-                         ("Estimator kinds", "estimators")):
-        print(f"\n{title}:", file=out)
-        for name in getattr(reg, table):
-            try:
-                kind = reg.get(table, name)
-            except PluginError as exc:
-                print(f"recloop: {exc}", file=err)
-                bad = True
-                continue
-            family = getattr(kind, "family", "") or getattr(kind, "agent_family", "")
-            tag = f"[{family}] " if family and table != "evaluations" else ""
-            origin = "" if kind.origin == "built-in" else f" ({kind.origin})"
-            summary = kind.summary if len(kind.summary) <= 70 else kind.summary[:67] + "..."
-            print(f"  {name:<24} {tag}{summary}{origin}", file=out)
+    with GuestTrials() as trials:  # plugins' kinds are loaded there, never here
+        for title, table in (("Evaluation kinds", "evaluations"), ("Agent kinds", "agents"),
+                             ("Estimator kinds", "estimators")):
+            print(f"\n{title}:", file=out)
+            for name, kind in getattr(reg, table).items():
+                if kind.origin == "built-in":
+                    family = getattr(kind, "family", "") or getattr(kind, "agent_family", "")
+                    summary = kind.summary
+                else:
+                    family, summary, problem = trials.describe(table, name)
+                    if problem is not None:
+                        print(f"recloop: {problem}", file=err)
+                        bad = True
+                        continue
+                tag = f"[{family}] " if family and table != "evaluations" else ""
+                origin = "" if kind.origin == "built-in" else f" ({kind.origin})"
+                summary = summary if len(summary) <= 70 else summary[:67] + "..."
+                print(f"  {name:<24} {tag}{summary}{origin}", file=out)
     return 2 if bad else 0
 
 
@@ -305,54 +388,11 @@ def _threads_problem() -> str | None:
 
 
 def _memory(sc, workers: int, executor: str, scheduler) -> tuple[list[str], list[str]]:
-    """``(lines for --dry-run, problems)``: each evaluation's largest cell against the
-    memory this machine has available (not checked for a remote Dask scheduler: its
-    workers run elsewhere)."""
-    from recloop._cells import plan_cells
-    from recloop._limits import (
-        PROCESS_BYTES,
-        available_memory,
-        drivers,
-        evaluation_bytes,
-        format_bytes,
-    )
-    from recloop._registry import registry
+    """``(lines for --dry-run, problems)``: memory and time (see
+    :func:`recloop._runner.scenario_limits`)."""
+    from recloop._runner import scenario_limits
 
-    avail = None if (executor == "dask" and scheduler) else available_memory()
-    lines, problems = [], []
-    cells = plan_cells(sc.data)
-    per_ev: dict[str, int] = {}
-    for c in cells:
-        per_ev[c.evaluation] = per_ev.get(c.evaluation, 0) + 1
-    for j, ev in enumerate(sc.data["evaluations"]):
-        kind = registry().evaluations[ev["kind"]]
-        found = evaluation_bytes(kind, ev, sc.data.get("world"))
-        n = per_ev.get(ev["name"], 0)
-        cells_text = f"{n} cell{'' if n == 1 else 's'}"
-        if found is None:
-            lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {cells_text}, memory not "
-                         "estimated (the kind declares no estimate)")
-            continue
-        est, breakdown = found
-        why = drivers(breakdown)
-        lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {cells_text}, each up to "
-                     f"about {format_bytes(est)}" + (f" ({why})" if why else ""))
-        parallel = max(1, min(workers, n))
-        # each worker process: its cell's arrays and the process itself
-        if avail is not None and (est + PROCESS_BYTES) * parallel > avail:
-            times = f" x {parallel} workers at once" if parallel > 1 else ""
-            problems.append(
-                f"{sc.path}: evaluations[{j}]: expected cells that fit in the "
-                f"{format_bytes(avail)} of memory available, got about {format_bytes(est)} "
-                f"per cell{times}" + (f" ({why})" if why else "") + ", plus about "
-                f"{format_bytes(PROCESS_BYTES)} per process; lower those keys"
-                + (" or --workers" if parallel > 1 else "") + ", or pass --force to run "
-                "anyway")
-    if avail is not None:
-        lines.append(f"  memory available: {format_bytes(avail)} (each process also needs "
-                     f"about {format_bytes(PROCESS_BYTES)} for Python and the compiled "
-                     "kernels)")
-    return lines, problems
+    return scenario_limits(sc, workers, executor, scheduler)
 
 
 def _cmd_run(args, out, err, argv) -> int:
@@ -380,7 +420,7 @@ def _cmd_run(args, out, err, argv) -> int:
         problems.append("--scheduler: expected --executor dask with it, got --executor local")
     elif args.scheduler is not None:
         problems += [p for p in [_scheduler_problem(args.scheduler)] if p]
-    problems += [p for p in [_threads_problem()] if p]
+    problems += [p for p in [_threads_problem(), _cell_timeout_problem(args)] if p]
     if not _use_paths(args, err) or _registry_problems(err):
         return USAGE
     scenarios = _load_all(args.files, err, args.set)
@@ -423,7 +463,8 @@ def _cmd_run(args, out, err, argv) -> int:
                                    quiet=args.quiet, argv=["recloop"] + list(argv),
                                    paths=args.path, echo=lambda s: print(s, file=out),
                                    on_damage=on_damage,
-                                   scheduler_timeout=args.scheduler_timeout, force=args.force)
+                                   scheduler_timeout=args.scheduler_timeout, force=args.force,
+                                   cell_timeout=args.cell_timeout)
         except (_UsageError, RunDirError) as exc:
             print(f"recloop run: {exc}", file=err)
             return USAGE
@@ -564,7 +605,7 @@ def _main(argv, out, err) -> int:
         args.argv = argv[1:]
         return evaluate_command(args, out, err)
     return {"validate": _cmd_validate, "list": _cmd_list, "report": _cmd_report,
-            "calibrate": _cmd_calibrate}[args.command](args, out, err)
+            "calibrate": _cmd_calibrate, "verify": _cmd_verify}[args.command](args, out, err)
 
 
 def _cmd_calibrate(args, out, err) -> int:

@@ -26,9 +26,10 @@ import math
 import os
 from typing import Iterator, Mapping
 
-__all__ = ["ESTIMATE_BYTES", "F8", "PROCESS_BYTES", "ab_test_rules", "available_memory",
-           "bandit_sizes", "drivers", "evaluation_bytes", "format_bytes", "log_bytes",
-           "traffic_bytes", "world_bytes", "world_config_or_none"]
+__all__ = ["ESTIMATE_BYTES", "F8", "MAX_RUN_SECONDS", "PROCESS_BYTES", "ab_test_rules",
+           "available_memory", "bandit_sizes", "cell_seconds", "drivers", "evaluation_bytes",
+           "format_bytes", "format_seconds", "log_bytes", "traffic_bytes", "world_bytes",
+           "world_config_or_none"]
 
 #: Bytes of a float64 / int64.
 F8 = 8
@@ -41,6 +42,37 @@ ESTIMATE_BYTES = 200
 #: scipy, matplotlib and the compiled kernels (measured: 140 MiB after the imports, about
 #: 250 MiB once the kernels are compiled).
 PROCESS_BYTES = 256 * 2**20
+
+
+#: Estimated wall time of a run (its cells' estimated CPU time over its workers) past which
+#: ``recloop run`` and ``recloop.run`` refuse it without ``--force`` / ``force=True``: a day.
+#: The estimates come from the kinds that declare a cost per log (``Chunks.cost``: ``ope``,
+#: ``estimator_selection``, ...; within a factor of 2 to 5 on an idle machine); other kinds'
+#: cells are not counted.
+MAX_RUN_SECONDS = 24 * 3600.0
+
+
+def cell_seconds(kind, ctx) -> float | None:
+    """Estimated CPU seconds of one cell (``ctx``: its :class:`recloop._cells.CellContext`)
+    on one core of an idle machine: its logs times the kind's cost of a log
+    (:class:`recloop._registry.Chunks`); ``None`` when the kind declares no cost."""
+    if kind.chunks is None:
+        return None
+    try:
+        seconds = float(kind.chunks.n_logs(ctx)) * float(kind.chunks.cost(ctx))
+    except Exception:  # an estimate that fails must not stop a run: no estimate
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def format_seconds(seconds: float) -> str:
+    """``90`` -> ``"90 s"``, ``7200`` -> ``"2 h"``, ``86400`` -> ``"24 h"``, ``3e7`` ->
+    ``"347 days"``."""
+    for unit, size in (("years", 365 * 86400.0), ("days", 86400.0), ("h", 3600.0),
+                       ("min", 60.0)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
 def format_bytes(n: float) -> str:

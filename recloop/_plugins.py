@@ -3,12 +3,12 @@
 An agent table names its kind -- a built-in, a plugin's entry point, or ``kind = "python"``
 with ``factory = "package.module:attribute"`` and ``params = {...}`` -- and an estimator
 entry names a kind or an import path, or is a table ``{name, factory, params}``. The scenario
-validator (:mod:`recloop._validate`) calls :func:`try_agent` and :func:`check_estimators` on
-every user-supplied one before anything is written (so that a broken reference is one line
-at validation, not a traceback an hour into a run); the runner calls :func:`agent_factory`
-and :func:`bind_estimator` in the cells, with the cell's random streams. Users' code runs
-behind the guards of :mod:`recloop_base.guard` (exits, time limits, read-only inputs,
-implausible results).
+validator (:mod:`recloop._validate`) tries every user-supplied one before anything is written
+(so that a broken reference is one line at validation, not a traceback an hour into a run):
+in a guest process (:class:`GuestTrials`), never in recloop's own, where users' code is
+never imported; the runner calls :func:`agent_factory` and :func:`bind_estimator` in the
+cells' guest processes, with the cell's random streams. Users' code runs behind the guards
+of :mod:`recloop_base.guard` (exits, time limits, read-only inputs, implausible results).
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ from recloop_base.guard import (
     section,
 )
 
-__all__ = ["PYTHON_KIND", "EstimatorEntry", "agent_factory", "agent_kind", "agent_params",
-           "bind_estimator", "check_estimators", "estimator_entry", "problem_sizes",
-           "try_agent", "try_estimator", "users_code"]
+__all__ = ["PYTHON_KIND", "EstimatorEntry", "GuestTrials", "agent_factory", "agent_kind",
+           "agent_params", "bind_estimator", "check_estimators", "estimator_entry",
+           "guest_paths", "is_plugin_agent", "is_plugin_entry", "problem_sizes",
+           "set_guest_paths", "try_agent", "try_estimator", "users_code"]
 
 #: The agent kind whose table names a factory by import path.
 PYTHON_KIND = "python"
@@ -251,24 +252,57 @@ def estimator_entry(entry, family: str) -> EstimatorEntry:
 
 def check_estimators(problems, path: str, entries: list, family: str) -> None:
     """Resolve and try every entry of an evaluation's ``estimators`` list (kinds, import
-    paths, tables): each problem goes to ``problems.add(key_path, message)``, a trial call
-    has ``problems.trial_timeout`` seconds; results names must be distinct."""
+    paths, tables): each problem goes to ``problems.add(key_path, message)``; results
+    names must be distinct. recloop's own kinds are resolved here (those with ``params``
+    tried on a small problem); users' code (:func:`is_plugin_entry`) is resolved and tried
+    in the guest process ``problems.trials`` (:class:`GuestTrials`), a call having
+    ``problems.trial_timeout`` seconds."""
+    import re
+
+    from recloop._schema import NAME_PATTERN
+
     seen: set = set()
     for i, entry in enumerate(entries):
         here = f"{path}[{i}]"
-        try:
-            resolved = estimator_entry(entry, family)
-        except PluginError as exc:
-            problems.add(f"{here}.{exc.key}" if exc.key else here, str(exc))
-            continue
-        if resolved.name in seen:
-            problems.add(here, f"expected distinct estimator names, got {resolved.name!r} "
+        if is_plugin_entry(entry):
+            name = entry_name(entry)
+            if isinstance(entry, dict) and not (isinstance(name, str)
+                                                and re.fullmatch(NAME_PATTERN, name)):
+                problems.add(f"{here}.name", f"expected a name of letters, digits, '_', '-', "
+                             f"'.', got {entry.get('name')!r}")
+                continue
+            for key, message in problems.trials.estimator(entry, family,
+                                                           problems.trial_timeout):
+                problems.add(f"{here}.{key}" if key else here, message)
+        else:
+            try:
+                resolved = estimator_entry(entry, family)
+            except PluginError as exc:
+                problems.add(f"{here}.{exc.key}" if exc.key else here, str(exc))
+                continue
+            name = resolved.name
+            if resolved.params:  # recloop's own code: tried here
+                problem = try_estimator(resolved, family, guarded=False)
+                if problem:
+                    problems.add(f"{here}.factory" if isinstance(entry, dict) else here,
+                                 problem)
+        if name in seen:
+            problems.add(here, f"expected distinct estimator names, got {name!r} "
                          "again (give the table a `name`)")
-        seen.add(resolved.name)
-        if resolved.kind.origin != "built-in" or resolved.params:
-            problem = try_estimator(resolved, family, timeout=problems.trial_timeout)
-            if problem:
-                problems.add(f"{here}.factory" if isinstance(entry, dict) else here, problem)
+        seen.add(name)
+
+
+def check_estimator_entry(entry, family: str, timeout: float) -> list[tuple[str, str]]:
+    """In a guest process: resolve and try one entry of users' code; its problems as
+    ``(sub-key, message)`` (``""``: the entry itself)."""
+    try:
+        resolved = estimator_entry(entry, family)
+    except PluginError as exc:
+        return [(exc.key, str(exc))]
+    problem = try_estimator(resolved, family, timeout=timeout)
+    if problem:
+        return [("factory" if isinstance(entry, dict) else "", problem)]
+    return []
 
 
 def bind_estimator(entry: EstimatorEntry, *, on_problem: Callable | None = None) -> Callable:
@@ -335,10 +369,11 @@ _WHAT = {"static": "an estimator callable as estimator(log, action_dist, *, rng,
          "learning": "an evaluator callable as evaluator(log, make_agent, *, rng, **params)"}
 
 
-def try_estimator(entry: EstimatorEntry, family: str, *,
-                  timeout: float = TRIAL_TIMEOUT) -> str | None:
-    """Call a user's estimator once on a small problem (guarded, see :func:`try_agent`);
-    ``None`` or what failed."""
+def try_estimator(entry: EstimatorEntry, family: str, *, timeout: float = TRIAL_TIMEOUT,
+                  guarded: bool = True) -> str | None:
+    """Call an estimator once on a small problem (users' code guarded, see
+    :func:`try_agent`; ``guarded=False``: recloop's own, called as it is); ``None`` or what
+    failed."""
     import numpy as np
 
     from recloop.experiments._common import as_estimate
@@ -352,8 +387,14 @@ def try_estimator(entry: EstimatorEntry, family: str, *,
         if problem:
             return problem
     what = f"estimator {entry.name!r} ({entry.kind.origin})"
+
+    def run(fn, *args):
+        if not guarded:
+            return fn(*args)
+        return run_guarded(fn, *args, what=what, timeout=timeout)
+
     try:
-        call = run_guarded(bind_estimator, entry, what=what, timeout=timeout)
+        call = run(bind_estimator, entry)
     except UserCodeError as exc:
         return f"expected a class that builds an estimator from {entry.params!r}, got: {exc}"
     except Exception as exc:
@@ -367,7 +408,7 @@ def try_estimator(entry: EstimatorEntry, family: str, *,
             return as_estimate(call(log, x, rng=np.random.default_rng(0)), "the estimator")
 
     try:
-        est = run_guarded(trial, what=what, timeout=timeout)
+        est = run(trial)
     except UserCodeError as exc:
         return f"expected {_WHAT[family]} that runs on a small log, got: {exc}"
     except Exception as exc:
@@ -399,6 +440,29 @@ def _small_problem(family: str) -> tuple[Any, Any]:
     return log, make_agent
 
 
+def is_plugin_entry(entry) -> bool:
+    """Whether an ``estimators`` entry is users' code (an import path, or a kind that is not
+    recloop's), read without importing anything."""
+    ref = entry.get("factory") if isinstance(entry, dict) else entry
+    if not isinstance(ref, str):
+        return False
+    if ":" in ref:
+        return True
+    kind = registry().estimators.get(ref)
+    return kind is not None and kind.origin != "built-in"
+
+
+def is_plugin_agent(table) -> bool:
+    """Whether an agent table is users' code (``kind = "python"`` or a plugin's kind), read
+    without importing anything."""
+    if not isinstance(table, dict):
+        return False
+    if table.get("kind") == PYTHON_KIND:
+        return True
+    kind = registry().agents.get(table.get("kind"))
+    return kind is not None and kind.origin != "built-in"
+
+
 def users_code(data: dict, evaluation: str, agent: str | None = None) -> list[str]:
     """What users' code a cell of a resolved scenario runs -- its agents and estimators that
     are plugins (import paths, entry points), each as ``"agent 'mine' (import path
@@ -408,25 +472,168 @@ def users_code(data: dict, evaluation: str, agent: str | None = None) -> list[st
     names = [agent] if agent is not None else list(ev.get("agents") or ())
     found = []
     for table in data.get("agents") or ():
-        if table.get("name") not in names:
+        if table.get("name") not in names or not is_plugin_agent(table):
             continue
         if table.get("kind") == PYTHON_KIND:
             found.append(f"agent {table['name']!r} (import path {table.get('factory')})")
         else:
-            kind = reg.agents.get(table.get("kind"))
-            if kind is not None and kind.origin != "built-in":
-                found.append(f"agent {table['name']!r} ({kind.origin})")
+            found.append(f"agent {table['name']!r} ({reg.agents[table['kind']].origin})")
     for entry in ev.get("estimators") or ():
-        ref = entry.get("factory") if isinstance(entry, dict) else entry
-        if not isinstance(ref, str):
+        if not is_plugin_entry(entry):
             continue
-        if ":" in ref:
-            found.append(f"estimator {entry_name(entry)!r} (import path {ref})")
-        else:
-            kind = reg.estimators.get(ref)
-            if kind is not None and kind.origin != "built-in":
-                found.append(f"estimator {entry_name(entry)!r} ({kind.origin})")
+        ref = entry.get("factory") if isinstance(entry, dict) else entry
+        origin = f"import path {ref}" if ":" in ref else reg.estimators[ref].origin
+        found.append(f"estimator {entry_name(entry)!r} ({origin})")
     return found
+
+
+# --- validation's guest process -------------------------------------------------------------------
+
+#: Folders put first on the import path of guest processes (``--path``): the command line's.
+_GUEST_PATHS: list = []
+
+
+def set_guest_paths(paths) -> None:
+    """The folders (``--path``) guest processes put first on their import path; recloop's own
+    process never has them on its own."""
+    _GUEST_PATHS[:] = [str(p) for p in paths]
+
+
+def guest_paths() -> list:
+    return list(_GUEST_PATHS)
+
+
+#: Seconds of its own time a guest has to start (a fresh interpreter importing recloop).
+_GUEST_STARTUP = 120.0
+
+
+class GuestTrials:
+    """Validation's guest process: users' agents and estimators are imported and tried
+    there, one request at a time (:func:`recloop._validate.trial_server` answers), never in
+    this process. Started on the first request, ended with every process it started by
+    :meth:`close` (``with GuestTrials() as trials:``).
+
+    A call of users' code has ``timeout`` seconds of the guest's own time
+    (:meth:`recloop_base.guard.Guest.own_seconds`); a guest that runs past it, or whose
+    process ends (``os._exit`` from a thread of its own, a crash), is killed and the
+    request answered with a problem naming the users' code it was in; the next request
+    starts a fresh guest.
+    """
+
+    def __init__(self, paths=None):
+        self.paths = guest_paths() if paths is None else [str(p) for p in paths]
+        self.proc = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc = None
+
+    def _ask(self, request: tuple, timeout: float, what: str):
+        """``("answer", value)``, or ``("problem", line)`` when the guest ran past
+        ``timeout`` or ended."""
+        from multiprocessing.connection import wait
+
+        from recloop_base.guard import Guest, UnsafeMessage, death_message
+
+        if self.proc is not None and not self.proc.alive():
+            self.close()
+        if self.proc is None:
+            self.proc = Guest("recloop._validate:trial_server", guest=True, paths=self.paths)
+        proc = self.proc
+        proc.send(request)
+        proc.mark()
+        started, section, last = False, None, ""
+        while True:
+            wait(proc.waitables, timeout=0.5)
+            try:
+                while proc.poll():
+                    msg = proc.recv()
+                    proc.mark()
+                    if not isinstance(msg, tuple) or not msg:
+                        raise UnsafeMessage("a message that is not one of the protocol's")
+                    if msg[0] == "start":
+                        started = True
+                    elif msg[0] == "enter":
+                        section = str(msg[1])[:300] if msg[1] else None
+                        last = section or last
+                    elif msg[0] == "answer" and len(msg) == 2:
+                        return "answer", msg[1]
+                    else:
+                        raise UnsafeMessage("a message that is not one of the protocol's")
+            except (EOFError, OSError):
+                pass
+            except UnsafeMessage as exc:
+                self.close()
+                return "problem", f"{section or last or what}: its process sent {exc}"
+            who = section or last or what
+            if not proc.alive():
+                code = proc.exitcode
+                self.close()
+                return "problem", (f"{who} ended its process: it "
+                                   f"{death_message(code, guest=True)}".replace(
+                                       " in the middle of the cell", ""))
+            limit = timeout if started else max(timeout, _GUEST_STARTUP)
+            if proc.own_seconds() > limit:
+                self.close()
+                if not started:
+                    return "problem", f"the guest process for {what} did not start within " \
+                                      f"{limit:g} s"
+                return "problem", (f"{who} did not return within {timeout:g} s (the time "
+                                   "limit of a trial call at validation)")
+
+    def agent(self, table: dict, sizes: dict, timeout: float):
+        """``(resolved table or None, family, [(key, message), ...])`` of a user's agent
+        table: its kind loaded, its keys checked against the kind's parameters when it
+        declares them, the agent built and checked (:func:`try_agent`)."""
+        what = f"agent {table.get('name')!r}"
+        status, value = self._ask(("agent", table, sizes, timeout), timeout, what)
+        key = "factory" if table.get("kind") == PYTHON_KIND else "kind"
+        if status == "problem":
+            return None, "", [(key, f"expected an agent that passes agents.check_agent, "
+                                    f"got: {value}")]
+        try:
+            resolved, family, problems = value
+            problems = [(str(k), str(m)) for k, m in problems]
+            assert resolved is None or isinstance(resolved, dict)
+            assert family in ("", "bandit", "recommender", "test")
+        except (TypeError, ValueError, AssertionError):
+            return None, "", [(key, "expected an agent, got an answer of the wrong shape "
+                                    "from its guest process")]
+        return resolved, family, problems
+
+    def estimator(self, entry, family: str, timeout: float) -> list[tuple[str, str]]:
+        """The problems of one estimator entry of users' code
+        (:func:`check_estimator_entry`, in the guest)."""
+        what = f"estimator {entry_name(entry)!r}"
+        status, value = self._ask(("estimator", entry, family, timeout), timeout, what)
+        key = "factory" if isinstance(entry, dict) else ""
+        if status == "problem":
+            return [(key, f"expected {_WHAT[family]} that runs on a small log, got: {value}")]
+        try:
+            return [(str(k), str(m)) for k, m in value]
+        except (TypeError, ValueError):
+            return [(key, "expected an estimator, got an answer of the wrong shape from its "
+                          "guest process")]
+
+    def describe(self, table: str, name: str, timeout: float = TRIAL_TIMEOUT):
+        """``(family, summary, problem)`` of a plugin's kind (``recloop list``)."""
+        status, value = self._ask(("describe", table, name), timeout,
+                                  f"the {table[:-1]} kind {name!r}")
+        if status == "problem":
+            return "", "", value
+        try:
+            family, summary, problem = (str(v) if v is not None else None for v in value)
+        except (TypeError, ValueError):
+            return "", "", "an answer of the wrong shape from its guest process"
+        return family, summary, problem
 
 
 def path_problems(paths) -> list[str]:

@@ -161,7 +161,12 @@ class EvaluationKind:
     metric(s) the summaries of the report and of the CLI show first (a name, or a name
     followed by ``@k``: ``loo_hit`` matches ``loo_hit@5``). ``chunks``: a :class:`Chunks`
     when the kind's cells are loops over independent logs that may run in chunks on
-    several workers (``None``: a cell always runs whole).
+    several workers (``None``: a cell always runs whole). ``apart``: each row is one
+    agent's (column ``agent``) for one estimator (``variant``) or for none, and computed
+    without the others' -- so that the harness may compute recloop's agents and estimators
+    in a process apart from users' (:func:`recloop._cells.split_cell`); ``False`` for a
+    kind whose rows compare its agents or estimators with each other (a ranking): a cell of
+    it that runs users' code runs whole in their guest process.
     """
 
     name: str
@@ -183,6 +188,7 @@ class EvaluationKind:
     headline: tuple[str, ...] = ()
     unit: str = "seed"
     chunks: Chunks | None = None
+    apart: bool = True
 
     def __post_init__(self):
         if self.unit not in ("log", "seed"):

@@ -57,7 +57,7 @@ __all__ = [
     "check_cell", "check_json_object", "check_results", "done_cells", "layout_problems",
     "new_run_dir",
     "quarantine", "read_cell", "read_estimates", "read_results", "read_small_text",
-    "remove_temporary", "scenario_hash",
+    "remove_temporary", "scenario_hash", "temporary_name",
     "to_jsonable", "verify_cells", "write_cell", "write_tables",
 ]
 
@@ -98,7 +98,7 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and an atomic rename; the
     temporary file is removed when the write fails (a full disk leaves nothing behind)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temporary_name(path)
     mode = "wb" if isinstance(data, bytes) else "w"
     try:
         with open(tmp, mode, **({} if mode == "wb" else {"encoding": "utf-8",
@@ -230,6 +230,8 @@ def check_cell(path: Path, *, cell_id: str, seed: int, scenario: str) -> tuple[d
         st = os.lstat(path)
     except FileNotFoundError:
         return None, "missing"
+    except OSError as exc:  # cells/ is a file (NotADirectoryError), unreadable, ...
+        return None, f"unreadable ({exc.strerror or exc})"
     if not stat.S_ISREG(st.st_mode):
         return None, "not a regular file"
     if st.st_size == 0:
@@ -339,19 +341,38 @@ def verify_cells(run_dir: Path, expected: dict[str, tuple[str, int]],
 
 # --- temporary files and the lock -----------------------------------------------------------
 
-#: Temporary files of :func:`atomic_write` and :func:`write_tables`: ``.NAME.PID.tmp``.
-_TMP = re.compile(r"\..+\.[0-9]+\.tmp")
+def temporary_name(path: Path) -> Path:
+    """The temporary file :func:`atomic_write` and :func:`write_tables` write before the
+    rename: ``.NAME.recloop-PID.tmp`` beside ``path`` (recognisably recloop's, see
+    :func:`remove_temporary`)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.recloop-{os.getpid()}.tmp")
+
+
+#: A temporary file recloop wrote: ``.NAME.recloop-PID.tmp`` (``.NAME.PID.tmp`` before
+#: 0.1.1), NAME one of the files recloop writes in that folder (:data:`_OWN`).
+_TMP = re.compile(r"\.(?P<name>.+)\.(recloop-)?[0-9]+\.tmp")
+#: The files recloop writes, per folder of a run directory (names, or patterns).
+_OWN = {"": re.compile(r"scenario\.toml|environment\.json|results\.csv|results\.jsonl|"
+                       r"estimates\.csv\.gz|report\.md|report\.html|errors\.log|"
+                       r"fidelity\.md|world\.npz"),
+        "cells": re.compile(r"[0-9a-f]{24}\.json"),
+        "figures": re.compile(r"[A-Za-z0-9_.-]+\.png")}
 
 
 def remove_temporary(run_dir: Path) -> list[Path]:
     """Remove the temporary files a crash or a full disk left in ``run_dir``, ``cells/`` and
-    ``figures/`` (call it holding the run's lock); returns them."""
+    ``figures/`` (call it holding the run's lock); returns them. Only recloop's own: named
+    as :func:`temporary_name` names them, for a file recloop writes in that folder -- a
+    user's ``.notes.2024.tmp`` stays."""
     removed = []
-    for folder in (Path(run_dir), Path(run_dir) / "cells", Path(run_dir) / "figures"):
-        if not folder.is_dir():
+    for sub, own in _OWN.items():
+        folder = Path(run_dir) / sub if sub else Path(run_dir)
+        if not folder.is_dir() or folder.is_symlink():
             continue
         for p in folder.iterdir():
-            if _TMP.fullmatch(p.name) and (p.is_file() or p.is_symlink()):
+            m = _TMP.fullmatch(p.name)
+            if m and own.fullmatch(m["name"]) and (p.is_file() or p.is_symlink()):
                 p.unlink(missing_ok=True)
                 removed.append(p)
     return removed
@@ -628,7 +649,7 @@ class _Table:
 
     def __init__(self, path: Path, *, gz: bool = False):
         self.path = Path(path)
-        self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self.tmp = temporary_name(self.path)
         self.gz = gz
         self.n = 0
         self.problem: str | None = None

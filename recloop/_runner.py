@@ -15,6 +15,7 @@ import platform
 import sys
 import tomllib
 import traceback
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -25,43 +26,56 @@ from recloop._cells import (
     Cell,
     CellError,
     Chunk,
+    combine_parts,
     execute_cell,
     execute_unit,
     iter_cells,
     merge_chunks,
     plan_cells,
     plan_units,
+    split_cell,
+    split_cells,
 )
 from recloop._validate import Scenario
 
-__all__ = ["Damage", "ExecutorError", "ReportError", "out_problem", "run_scenario",
+__all__ = ["Damage", "ExecutorError", "ReportError", "Verdict", "VerifyError", "choose_cells",
+           "code_version", "out_problem", "run_scenario", "scenario_limits", "verify_run",
            "workers_problem"]
 
 
 # --- executors --------------------------------------------------------------------------------
 
 class _Assembly:
-    """Units of work (cells and chunks of cells) to finished cells: wraps the run's
-    ``on_done(cell, *result)``, ``on_failed(cell, CellError)`` and progress so that the
-    executors run units and the run sees cells. A cell's chunks are merged in log order
-    (:func:`recloop._cells.merge_chunks`, in this process) when the last one is in; the
-    first chunk that fails fails its cell (once; its other chunks are then ignored). The
-    progress of a chunked cell is its chunks' fractions weighted by their logs."""
+    """Units of work to finished cells: wraps the run's ``on_done(cell, *result)``,
+    ``on_failed(cell, CellError)`` and progress so that the executors run units and the run
+    sees cells.
+
+    A unit is a cell, a part of a cell that runs users' code (``cell.role``: recloop's part
+    ``"clean"`` and the guests' part ``"guest"``, see :func:`recloop._cells.split_cell`) or
+    a chunk of either. A part's chunks are merged in log order
+    (:func:`recloop._cells.merge_chunks`, in this process) when the last one is in; a cell's
+    parts are combined (:func:`recloop._cells.combine_parts`) when both are in. The first
+    unit that fails fails its cell (once; its other units are then skipped). The progress
+    of a cell is its units' fractions weighted by their logs, averaged over its parts."""
 
     def __init__(self, data, units, on_done, on_failed, reporter=None):
         self.data, self.on_done, self.on_failed, self.reporter = (
             data, on_done, on_failed, reporter)
         self.parts: dict[Cell, dict[int, tuple]] = {}
         self.fractions: dict[Cell, dict[int, float]] = {}
+        self.roles: dict[Cell, dict[str, tuple]] = {}
+        self.role_fraction: dict[Cell, dict[str, float]] = {}
         self.failed: set[Cell] = set()
-        self.chunks = {(u.cell.id, u.index): u for u in units if isinstance(u, Chunk)}
+        self.chunks = {(u.cell, u.index): u for u in units if isinstance(u, Chunk)}
+        self.by_id = {(u.cell.id, u.cell.role, u.index) if isinstance(u, Chunk)
+                      else (u.id, u.role, None): u for u in units}
 
     def done(self, unit, *result) -> None:
         if not isinstance(unit, Chunk):
-            self.on_done(unit, *result)
+            self._part_done(unit, result)
             return
         cell = unit.cell
-        if cell in self.failed:
+        if cell.whole in self.failed:
             return
         parts = self.parts.setdefault(cell, {})
         parts[unit.index] = result
@@ -74,45 +88,75 @@ class _Assembly:
         try:
             merged = merge_chunks(self.data, cell, [parts[k] for k in range(unit.count)])
         except CellError as exc:
-            self.failed.add(cell)
-            self.on_failed(cell, exc)
+            self._fail(cell, exc)
             return
-        self.on_done(cell, *merged)
+        self._part_done(cell, merged)
+
+    def _part_done(self, cell: Cell, result: tuple) -> None:
+        whole = cell.whole
+        if whole in self.failed:
+            return
+        if not cell.role:
+            self.on_done(cell, *result)
+            return
+        roles = self.roles.setdefault(whole, {})
+        roles[cell.role] = result
+        split = split_cell(self.data, whole)
+        if len(roles) < (2 if split is not None and split.twin else 1):
+            self._role_progress(cell, 1.0)
+            return
+        del self.roles[whole]
+        self.role_fraction.pop(whole, None)
+        try:
+            combined = combine_parts(self.data, whole, roles.get("clean"), roles["guest"])
+        except CellError as exc:
+            self._fail(whole, exc)
+            return
+        self.on_done(whole, *combined)
 
     def skip(self, unit) -> bool:
-        """Whether ``unit`` is a chunk of a cell that has already failed (not worth running:
-        a hanging plugin would otherwise hang every chunk in turn)."""
-        return isinstance(unit, Chunk) and unit.cell in self.failed
+        """Whether ``unit`` belongs to a cell that has already failed (not worth running: a
+        hanging plugin would otherwise hang every chunk in turn)."""
+        cell = unit.cell if isinstance(unit, Chunk) else unit
+        return (isinstance(unit, Chunk) or bool(cell.role)) and cell.whole in self.failed
+
+    def _fail(self, cell: Cell, exc: CellError) -> None:
+        whole = cell.whole
+        if whole in self.failed:
+            return
+        self.failed.add(whole)
+        for table in (self.parts, self.fractions):
+            for key in [k for k in table if k.whole == whole]:
+                del table[key]
+        self.roles.pop(whole, None)
+        self.role_fraction.pop(whole, None)
+        self.on_failed(whole, exc)
 
     def failed_unit(self, unit, exc: CellError) -> None:
         if not isinstance(unit, Chunk):
-            self.on_failed(unit, exc)
+            self._fail(unit, exc)
             return
-        cell = unit.cell
-        if cell in self.failed:
-            return
-        self.failed.add(cell)
-        self.parts.pop(cell, None)
-        self.fractions.pop(cell, None)
-        if exc.cell_id != cell.id:  # the pool's words (a death, a time limit): name the logs
-            exc = CellError(cell.id, f"{exc.message} (in logs {unit.start}-{unit.stop - 1}, "
-                            f"chunk {unit.index + 1} of {unit.count})", exc.tb)
-        self.on_failed(cell, exc)
+        if exc.cell_id != unit.cell.id or not exc.tb:  # the pool's words: name the logs
+            exc = CellError(unit.cell.id, f"{exc.message} (in logs {unit.start}-"
+                            f"{unit.stop - 1}, chunk {unit.index + 1} of {unit.count})",
+                            exc.tb)
+        self._fail(unit.cell, exc)
 
     def progress(self, unit, fraction, label) -> None:
         if self.reporter is None:
             return
         if not isinstance(unit, Chunk):
-            self.reporter.cell_progress(unit.id, fraction, label)
+            self._role_progress(unit, fraction or 0.0, label)
             return
-        if unit.cell in self.failed:
+        if unit.cell.whole in self.failed:
             return
         self.fractions.setdefault(unit.cell, {})[unit.index] = fraction or 0.0
         self._progress(unit)
 
-    def chunk_progress(self, cell_id: str, index: int, fraction, label) -> None:
-        """:meth:`progress` of chunk ``index`` of cell ``cell_id`` (Dask's events)."""
-        unit = self.chunks.get((cell_id, index))
+    def event(self, cell_id: str, role: str, index: int | None, fraction, label) -> None:
+        """:meth:`progress` of the unit a Dask event names: chunk ``index`` (``None``: the
+        whole) of the part ``role`` of cell ``cell_id``."""
+        unit = self.by_id.get((cell_id, role, index))
         if unit is not None:
             self.progress(unit, fraction, label)
 
@@ -122,15 +166,31 @@ class _Assembly:
         cell = unit.cell
         n = self._logs(cell)
         done = sum(f * self._size(cell, k) for k, f in self.fractions.get(cell, {}).items())
-        self.reporter.cell_progress(cell.id, done / n if n else 0.0,
-                                    f"logs {int(done)}/{n} in {unit.count} chunks")
+        self._role_progress(cell, done / n if n else 0.0,
+                            f"logs {int(done)}/{n} in {unit.count} chunks")
+
+    def _role_progress(self, cell: Cell, fraction: float, label: str | None = None) -> None:
+        if self.reporter is None:
+            return
+        if not cell.role:
+            self.reporter.cell_progress(cell.id, fraction, label)
+            return
+        whole = cell.whole
+        split = split_cell(self.data, whole)
+        n = 2 if split is not None and split.twin else 1
+        mine = self.role_fraction.setdefault(whole, {})
+        mine[cell.role] = fraction
+        self.reporter.cell_progress(whole.id, sum(mine.values()) / n,
+                                    label if n == 1 or label is None else
+                                    f"{'recloop' if cell.role == 'clean' else 'plugins'}: "
+                                    f"{label}")
 
     def _size(self, cell, k) -> int:
-        u = self.chunks[cell.id, k]
+        u = self.chunks[cell, k]
         return u.stop - u.start
 
     def _logs(self, cell) -> int:
-        return max(u.stop for (cid, _), u in self.chunks.items() if cid == cell.id)
+        return max(u.stop for (c, _), u in self.chunks.items() if c == cell)
 
 
 def _run_inline(data, todo, on_done, on_failed, reporter=None, paths=()):
@@ -151,9 +211,13 @@ def _run_inline(data, todo, on_done, on_failed, reporter=None, paths=()):
 
 
 def _executes_users_code(data, todo) -> bool:
-    from recloop._plugins import users_code
+    return any(split_cell(data, c) is not None for c in todo)
 
-    return any(users_code(data, c.evaluation, c.agent) for c in todo)
+
+def _is_guest(unit) -> bool:
+    """Whether a unit runs users' code (the guests' part of a cell, or a chunk of it)."""
+    cell = unit.cell if isinstance(unit, Chunk) else unit
+    return cell.role == "guest"
 
 
 def _worker_env(workers: int) -> dict:
@@ -169,34 +233,32 @@ def _worker_env(workers: int) -> dict:
     return {k: n for k in names if k not in os.environ}
 
 
-@contextlib.contextmanager
-def _environ(extra: dict):
-    """``os.environ`` with ``extra`` added while the block runs (spawned children copy it)."""
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        for k in extra:
-            os.environ.pop(k, None)
-
 def _run_pool(data, todo, workers, on_done, on_failed, *, reporter=None, paths=(),
-              timeout=600.0, note=lambda line: None, on_progress=None,
+              limits=None, note=lambda line: None, on_progress=None,
               skip=lambda unit: False):
-    """The units (cells, chunks) on local worker processes
-    (:class:`recloop._workers.WorkerPool`); ``on_progress(unit, fraction, label)``; units
+    """The units (cells, their parts, chunks) on local worker processes
+    (:class:`recloop._workers.WorkerPool`): recloop's workers for the units that run
+    recloop's code only, a guest process each for the units that run users' code;
+    ``limits`` the run's :class:`_Limits`; ``on_progress(unit, fraction, label)``; units
     for which ``skip(unit)`` is true when their turn comes are dropped."""
     from recloop._plugins import users_code
     from recloop._workers import WorkerPool
+
+    limits = limits or _Limits()
 
     def progress(cell, fraction, label):
         if reporter is not None:
             reporter.cell_progress(cell.id, fraction, label)
 
-    pool = WorkerPool(data, workers, paths=paths, timeout=timeout, note=note,
-                      users_code=lambda c: users_code(data, c.evaluation, c.agent),
-                      on_progress=on_progress or progress)
-    with _environ(_worker_env(workers)):
-        pool.run(todo, on_done, on_failed, skip)
+    def code(unit):
+        cell = unit.cell if isinstance(unit, Chunk) else unit
+        return users_code(data, cell.evaluation, cell.agent) if _is_guest(unit) else []
+
+    pool = WorkerPool(data, workers, paths=paths, note=note, guest=_is_guest, users_code=code,
+                      limit=lambda u: limits.of(_is_guest(u)),
+                      limit_name=lambda u: limits.name(_is_guest(u)),
+                      on_progress=on_progress or progress, env=_worker_env(workers))
+    pool.run(todo, on_done, on_failed, skip)
 
 
 class _UsageError(Exception):
@@ -206,6 +268,27 @@ class _UsageError(Exception):
 #: Seconds a cell running users' code may go without a sign of progress (``[run]
 #: plugin_timeout``'s default).
 DEFAULT_PLUGIN_TIMEOUT = 600.0
+#: Seconds any unit of work may go without a sign of progress (``[run] cell_timeout``'s and
+#: ``--cell-timeout``'s default): generous, since a built-in cell reports from its loops
+#: at least every few seconds, and a step that is silent for an hour is a stopped or a
+#: dead-locked worker, not a slow one.
+DEFAULT_CELL_TIMEOUT = 3600.0
+
+
+class _Limits:
+    """The liveness limits of a run: ``cell`` seconds for every unit, and at most
+    ``plugin`` seconds for the units that run users' code (each counted in the worker's
+    own time, see :mod:`recloop._workers`)."""
+
+    def __init__(self, cell: float = DEFAULT_CELL_TIMEOUT,
+                 plugin: float = DEFAULT_PLUGIN_TIMEOUT, cell_name: str = "run.cell_timeout"):
+        self.cell, self.plugin, self.cell_name = float(cell), float(plugin), cell_name
+
+    def of(self, guest: bool) -> float:
+        return min(self.cell, self.plugin) if guest else self.cell
+
+    def name(self, guest: bool) -> str:
+        return "run.plugin_timeout" if guest and self.plugin < self.cell else self.cell_name
 
 #: Local workers per CPU above which a run is refused without ``force``: each worker is a
 #: process of about 256 MiB running its own kernels, and beyond a few per CPU they only
@@ -225,6 +308,88 @@ def workers_problem(workers: int, executor: str, scheduler: str | None) -> str |
         return (f"at most {MAX_WORKERS_PER_CPU} per CPU ({most} on the {cpus()} CPU(s) "
                 f"here), got {workers}")
     return None
+
+
+def scenario_limits(scenario, workers: int, executor: str = "local",
+                    scheduler: str | None = None) -> tuple[list[str], list[str]]:
+    """``(lines, problems)``: each evaluation's largest cell against the memory this machine
+    has available, and the run's estimated time (:mod:`recloop._limits`) against
+    :data:`recloop._limits.MAX_RUN_SECONDS` -- ``lines`` for ``--dry-run``, ``problems``
+    for what is refused without ``--force`` (memory is not checked for a remote Dask
+    scheduler: its workers run elsewhere)."""
+    from recloop._cells import _context
+    from recloop._limits import (
+        MAX_RUN_SECONDS,
+        PROCESS_BYTES,
+        available_memory,
+        cell_seconds,
+        drivers,
+        evaluation_bytes,
+        format_bytes,
+        format_seconds,
+    )
+    from recloop._registry import registry
+
+    avail = None if (executor == "dask" and scheduler) else available_memory()
+    lines, problems = [], []
+    cells = plan_cells(scenario.data)
+    per_ev: dict[str, int] = {}
+    seconds: dict[str, float] = {}
+    for c in cells:
+        per_ev[c.evaluation] = per_ev.get(c.evaluation, 0) + 1
+        kind = registry().evaluations[next(e["kind"] for e in scenario.data["evaluations"]
+                                           if e["name"] == c.evaluation)]
+        if kind.chunks is not None:
+            found = cell_seconds(kind, _context(scenario.data, c, False))
+            if found is not None:
+                seconds[c.evaluation] = seconds.get(c.evaluation, 0.0) + found
+    total = sum(seconds.values())
+    wall = total / max(1, min(workers, len(cells)))
+    for j, ev in enumerate(scenario.data["evaluations"]):
+        kind = registry().evaluations[ev["kind"]]
+        found = evaluation_bytes(kind, ev, scenario.data.get("world"))
+        n = per_ev.get(ev["name"], 0)
+        cells_text = f"{n} cell{'' if n == 1 else 's'}"
+        time_text = (f"; about {format_seconds(seconds[ev['name']])} of CPU in all"
+                     if ev["name"] in seconds else "")
+        if found is None:
+            lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {cells_text}, memory not "
+                         f"estimated (the kind declares no estimate){time_text}")
+            continue
+        est, breakdown = found
+        why = drivers(breakdown)
+        lines.append(f"  evaluation {ev['name']} ({ev['kind']}): {cells_text}, each up to "
+                     f"about {format_bytes(est)}" + (f" ({why})" if why else "") + time_text)
+        parallel = max(1, min(workers, n))
+        # each worker process: its cell's arrays and the process itself
+        if avail is not None and (est + PROCESS_BYTES) * parallel > avail:
+            times = f" x {parallel} workers at once" if parallel > 1 else ""
+            problems.append(
+                f"{scenario.path}: evaluations[{j}]: expected cells that fit in the "
+                f"{format_bytes(avail)} of memory available, got about {format_bytes(est)} "
+                f"per cell{times}" + (f" ({why})" if why else "") + ", plus about "
+                f"{format_bytes(PROCESS_BYTES)} per process; lower those keys"
+                + (" or --workers" if parallel > 1 else "") + ", or pass --force to run "
+                "anyway")
+    if seconds:
+        lines.append(f"  time: about {format_seconds(total)} of CPU on an idle machine, "
+                     f"{format_seconds(wall)} on {max(1, min(workers, len(cells)))} "
+                     "worker(s) (the kinds that estimate their cost; within a factor of 2 to 5)")
+    if wall > MAX_RUN_SECONDS:
+        j, name = max(((j, ev["name"]) for j, ev in enumerate(scenario.data["evaluations"])
+                       if ev["name"] in seconds), key=lambda x: seconds[x[1]])
+        problems.append(
+            f"{scenario.path}: evaluations[{j}]: expected a run of at most "
+            f"{format_seconds(MAX_RUN_SECONDS)} (estimated on an idle machine), got about "
+            f"{format_seconds(wall)} on {max(1, min(workers, len(cells)))} worker(s) "
+            f"({format_seconds(seconds[name])} of CPU in evaluation {name}: its n_logs, "
+            "n_rounds, targets and estimators); lower those keys, or pass --force to run "
+            "anyway")
+    if avail is not None:
+        lines.append(f"  memory available: {format_bytes(avail)} (each process also needs "
+                     f"about {format_bytes(PROCESS_BYTES)} for Python and the compiled "
+                     "kernels)")
+    return lines, problems
 
 
 #: What the run directory adds below ``--out``: NAME-NNN/cells/quarantine/<24 hex>.json and
@@ -369,12 +534,13 @@ def _dask_cell(data, cell, progress, paths):
     from recloop_base.progress import reporting_to
 
     worker = get_worker()
-    cell_id, chunk = ((cell.cell.id, cell.index) if isinstance(cell, Chunk) else
-                      (cell.id, None))
+    whole = cell.cell if isinstance(cell, Chunk) else cell
+    chunk = cell.index if isinstance(cell, Chunk) else None
 
     def send(fraction, label):
-        worker.log_event(_PROGRESS_TOPIC, {"cell": cell_id, "chunk": chunk,
-                                           "fraction": fraction, "label": label})
+        worker.log_event(_PROGRESS_TOPIC, {"cell": whole.id, "role": whole.role,
+                                           "chunk": chunk, "fraction": fraction,
+                                           "label": label})
 
     with reporting_to(send):
         return execute_unit(data, cell, True, paths)
@@ -443,9 +609,9 @@ class _Dask:
                 def on_event(event):
                     msg = event[1] if isinstance(event, tuple) else event
                     with contextlib.suppress(Exception):
-                        if msg.get("chunk") is not None and assembly is not None:
-                            assembly.chunk_progress(msg["cell"], msg["chunk"],
-                                                    msg["fraction"], msg["label"])
+                        if assembly is not None:
+                            assembly.event(msg["cell"], msg.get("role", ""), msg["chunk"],
+                                           msg["fraction"], msg["label"])
                         else:
                             reporter.cell_progress(msg["cell"], msg["fraction"], msg["label"])
 
@@ -469,8 +635,7 @@ class _Dask:
         from recloop_base.progress import reporting_to
 
         progress = reporter is not None and not reporter.quiet
-        if len(todo) == 1 and isinstance(todo[0], Cell) \
-                and not _executes_users_code(data, todo):
+        if len(todo) == 1 and isinstance(todo[0], Cell) and not todo[0].role:
             # the only cell: run it here, its inner work partitioned over the cluster
             # (never tasks inside tasks: no nested deadlock, the same numbers); users' code
             # never runs in this process (an os._exit would end the run)
@@ -556,7 +721,8 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
                  argv: list[str] | None = None, report: bool = True, paths=(),
                  echo: Callable[[str], None] = print,
                  on_damage: Callable[[Damage], None] | None = None,
-                 scheduler_timeout: float = 30.0, force: bool = False) -> Path:
+                 scheduler_timeout: float = 30.0, force: bool = False,
+                 cell_timeout: float | None = None) -> Path:
     """Run (or resume) ``scenario`` into a run directory under ``out``; returns its path.
 
     Parameters
@@ -594,7 +760,14 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
         Seconds the Dask ``scheduler`` has to answer before the run gives up (one that
         accepts the connection and stays silent included).
     force : bool
-        Run with more than :data:`MAX_WORKERS_PER_CPU` local workers per CPU.
+        Run with more than :data:`MAX_WORKERS_PER_CPU` local workers per CPU, or a scenario
+        whose estimated memory or time exceeds the bounds of :mod:`recloop._limits`.
+    cell_timeout : float, optional
+        Seconds any unit of work may go without a sign of progress before it is stopped and
+        its cell recorded as failed (default: ``[run] cell_timeout``, else
+        :data:`DEFAULT_CELL_TIMEOUT`); units that run users' code have at most ``[run]
+        plugin_timeout``. Counted in the worker's own time (``docs/running.md``). Cells run
+        in this process (one worker, recloop's code only) have no such limit.
 
     Raises
     ------
@@ -603,9 +776,11 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
         CPUs (without ``force``), or an environment variable ``RECLOOP_THREADS`` that is not
         an integer in [1, 1024].
     CellError
-        A cell failed: it raised, its worker died (the signal is named) or it ran users'
-        code past ``[run] plugin_timeout``. The other cells run first and are kept; every
-        failure and its traceback are in ``errors.log``; ``resume=True`` retries them.
+        A cell failed: it raised, its worker died (the signal is named), it made no
+        progress for ``cell_timeout`` seconds (``[run] plugin_timeout`` for users' code),
+        or its users' code changed what recloop computes. The other cells run first and
+        are kept; every failure and its traceback are in ``errors.log``; ``resume=True``
+        retries them.
     ExecutorError
         The Dask scheduler could not be reached or went away during the run (finished
         cells are kept).
@@ -631,6 +806,10 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
     problem = out_problem(out, scenario.name)
     if problem:
         raise _UsageError(problem)
+    if not force:  # memory and time (the command line checked them already)
+        problems = scenario_limits(scenario, workers, executor, scheduler)[1]
+        if problems:
+            raise _UsageError("; ".join(problems))
     from recloop._plugins import path_problems
 
     shadowing = path_problems(paths)
@@ -647,7 +826,8 @@ def run_scenario(scenario: Scenario, *, out, workers: int = 1, executor: str = "
         return _run(scenario, cells, dask, out=out, workers=workers, executor=executor,
                     scheduler=scheduler, resume=resume, quiet=quiet, argv=argv, report=report,
                     paths=[str(Path(p).resolve()) for p in paths], echo=echo,
-                    on_damage=on_damage or _print_damage, world=world)
+                    on_damage=on_damage or _print_damage, world=world,
+                    cell_timeout=cell_timeout)
     finally:
         if dask is not None:
             dask.close()
@@ -706,7 +886,7 @@ def _save_world(run_dir: Path, cal, resuming: bool, echo, quiet, seed: int = 0) 
 
 
 def _run(scenario, cells, dask, *, out, workers, executor, scheduler, resume, quiet, argv,
-         report, paths, echo, on_damage, world=None) -> Path:
+         report, paths, echo, on_damage, world=None, cell_timeout=None) -> Path:
     try:
         run_dir, resuming = _rundir.new_run_dir(Path(out), scenario.name, resume=resume)
         lock = _rundir.RunLock(run_dir).acquire()
@@ -719,7 +899,7 @@ def _run(scenario, cells, dask, *, out, workers, executor, scheduler, resume, qu
         return _run_locked(scenario, cells, dask, run_dir, resuming, out=out, workers=workers,
                            executor=executor, scheduler=scheduler, quiet=quiet, argv=argv,
                            report=report, paths=paths, echo=echo, on_damage=on_damage,
-                           world=world)
+                           world=world, cell_timeout=cell_timeout)
     finally:
         lock.release()
 
@@ -775,12 +955,37 @@ def _fresh_env(scenario, cells, *, argv, executor, workers, scheduler, paths) ->
             "seeds": scenario.data["run"]["seeds"],
             "command": argv if argv is not None else sys.argv, "cwd": os.getcwd(),
             "executor": executor, "workers": workers, "scheduler": scheduler, "paths": paths,
-            "platform": platform.platform(), "versions": _versions(), "cells": len(cells),
-            "start": _now(), "end": None}
+            "platform": platform.platform(), "versions": _versions(), "code": code_version(),
+            "cells": len(cells), "start": _now(), "end": None}
+
+
+#: The packages whose source is the code version of a run (:func:`code_version`).
+CODE_PACKAGES = ("recloop", "recloop_base", "simulator", "agents", "evaluators")
+
+
+def code_version() -> str:
+    """SHA-256 of the source of recloop's packages (every ``.py`` file, by its path within
+    its package, and its bytes): what computed a run, recorded in ``environment.json`` as
+    ``code`` -- the version number alone does not change with every change of the code.
+    ``recloop verify`` recomputes a run's cells only with the same code."""
+    import hashlib
+    import importlib.util
+
+    h = hashlib.sha256()
+    for name in CODE_PACKAGES:
+        root = Path(importlib.util.find_spec(name).submodule_search_locations[0])
+        for path in sorted(root.rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            h.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
+            h.update(path.read_bytes())
+            h.update(b"\0")
+    return h.hexdigest()
 
 
 def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, executor,
-                scheduler, quiet, argv, report, paths, echo, on_damage, world=None) -> Path:
+                scheduler, quiet, argv, report, paths, echo, on_damage, world=None,
+                cell_timeout=None) -> Path:
     data = scenario.data
     wrong = _rundir.layout_problems(run_dir)
     if wrong:
@@ -795,7 +1000,10 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
     env_path = run_dir / "environment.json"
     fresh = dict(argv=argv, executor=executor, workers=workers, scheduler=scheduler,
                  paths=paths)
-    plugin_timeout = scenario.options.get("plugin_timeout", DEFAULT_PLUGIN_TIMEOUT)
+    limits = _Limits(cell_timeout if cell_timeout is not None else
+                     scenario.options.get("cell_timeout", DEFAULT_CELL_TIMEOUT),
+                     scenario.options.get("plugin_timeout", DEFAULT_PLUGIN_TIMEOUT),
+                     "--cell-timeout" if cell_timeout is not None else "run.cell_timeout")
     if resuming:
         _check_scenario_file(run_dir, text, digest, on_damage)
         env, problem = _rundir.check_json_object(env_path)
@@ -811,7 +1019,8 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
                                  "cell files at the end of the run"))
         if not isinstance(env.get("resumed"), list):
             env["resumed"] = []
-        env["resumed"].append({"time": _now(), "command": argv or sys.argv})
+        env["resumed"].append({"time": _now(), "command": argv or sys.argv,
+                               "code": code_version()})
     else:
         env = _fresh_env(scenario, cells, **fresh)
     if world is not None:  # the cells load the fitted world from the run directory
@@ -856,9 +1065,11 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
             echo(f"{scenario.name}: cell {cell.id} failed: {exc.message.splitlines()[0]} "
                  "(the other cells go on)")
 
-    # units of work: with several workers, large cells of kinds that declare chunks are
-    # cut into chunks of logs (merged here, in log order, into their cell's file)
-    units = plan_units(data, todo, dask.workers if dask is not None else workers)
+    # units of work: a cell that runs users' code is two parts, recloop's and the
+    # guests', combined here; with several workers, large cells of kinds that declare
+    # chunks are cut into chunks of logs (merged here, in log order, into their cell's file)
+    units = plan_units(data, split_cells(data, todo),
+                       dask.workers if dask is not None else workers)
     assembly = _Assembly(data, units, on_done, on_failed, progress)
     try:
         if dask is not None:
@@ -868,7 +1079,7 @@ def _run_locked(scenario, cells, dask, run_dir, resuming, *, out, workers, execu
             _run_inline(data, todo, on_done, on_failed, progress, paths)  # no pool start-up
         else:  # users' code never runs in this process (os._exit, a hang, a segfault)
             _run_pool(data, units, workers, assembly.done, assembly.failed_unit,
-                      reporter=progress, paths=paths, timeout=plugin_timeout,
+                      reporter=progress, paths=paths, limits=limits,
                       note=lambda line: echo(f"recloop: {line}"),
                       on_progress=assembly.progress, skip=assembly.skip)
     except ExecutorError as exc:
@@ -924,3 +1135,192 @@ def _write_report(run_dir: Path) -> None:
             _rundir.atomic_write(run_dir / "errors.log",
                                  (old or "") + message + "\n" + traceback.format_exc())
         raise ReportError(message) from None
+
+
+# --- recloop verify ------------------------------------------------------------------------------
+
+class VerifyError(Exception):
+    """A run directory ``recloop verify`` cannot use (not a run directory, a damaged or
+    invalid ``scenario.toml`` or ``environment.json``, another code version): exit code 2."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What :func:`verify_run` found for one cell: ``ok`` when its recomputed rows and
+    per-log estimates are the stored ones byte for byte; else ``detail`` says how not."""
+
+    cell: str
+    ok: bool
+    detail: str = ""
+
+
+def choose_cells(cells: list[Cell], n: int | None, seed: int = 0) -> list[Cell]:
+    """``n`` of ``cells`` (all when ``None``), spread over the evaluations: each
+    evaluation's cells in a random order drawn from ``seed``, then taken in turn, one
+    evaluation after the other, until ``n`` are chosen; returned in the cells' order."""
+    import numpy as np
+
+    if n is None or n >= len(cells):
+        return list(cells)
+    rng = np.random.default_rng(seed)
+    groups: dict[str, list[Cell]] = {}
+    for c in cells:
+        groups.setdefault(c.evaluation, []).append(c)
+    queues = [[g[i] for i in rng.permutation(len(g))] for g in groups.values()]
+    chosen: list[Cell] = []
+    while len(chosen) < n:
+        for q in queues:
+            if q and len(chosen) < n:
+                chosen.append(q.pop(0))
+    order = {c: i for i, c in enumerate(cells)}
+    return sorted(chosen, key=order.__getitem__)
+
+
+def _canonical(value) -> str:
+    import json
+
+    return json.dumps(json.loads(json.dumps(value, allow_nan=True)), sort_keys=True,
+                      allow_nan=True)
+
+
+def _difference(stored: dict, rows: list, estimates: list) -> str:
+    """How a cell's recomputed rows and per-log estimates differ from the stored ones
+    (``""``: they do not)."""
+    import json
+
+    for what, mine, theirs in (("rows", rows, stored["rows"]),
+                               ("per-log estimates", estimates, stored["estimates"])):
+        mine = json.loads(_canonical(mine))
+        if _canonical(mine) == _canonical(theirs):
+            continue
+        if len(mine) != len(theirs):
+            return f"{len(theirs)} {what} stored, {len(mine)} recomputed"
+        j = next(j for j, (a, b) in enumerate(zip(mine, theirs, strict=True))
+                 if _canonical(a) != _canonical(b))
+        a, b = mine[j], theirs[j]
+        keys = [k for k in sorted(set(a) | set(b)) if _canonical(a.get(k)) != _canonical(b.get(k))]
+        n = sum(_canonical(x) != _canonical(y) for x, y in zip(mine, theirs, strict=True))
+        where = ", ".join(f"{k} {b.get(k)!r}" for k in ("agent", "variant", "metric", "log")
+                          if b.get(k) not in (None, ""))
+        first = keys[0] if keys else "?"
+        return (f"{n} of {len(theirs)} {what} differ; the first, {what[:-1]} {j} ({where}): "
+                f"{first} {b.get(first)!r} stored, {a.get(first)!r} recomputed")
+    return ""
+
+
+def verify_run(run_dir, *, cells: int | None = None, seed: int = 0, workers: int = 1,
+               paths=(), any_code: bool = False, echo: Callable[[str], None] = print,
+               cell_timeout: float | None = None) -> list[Verdict]:
+    """``recloop verify``: recompute ``cells`` chosen cells of a finished run directory
+    (all when ``None``; :func:`choose_cells` with ``seed``) from its ``scenario.toml``,
+    seeds and code, and compare their rows and per-log estimates byte for byte with the
+    stored cell files.
+
+    A cell file's checksum (SHA-256 of its content) shows damage, not forgery: anyone can
+    recompute it. A recomputation shows that the stored numbers are those this code gives
+    for this scenario and these seeds. It proves nothing when the code differs from the
+    one that ran (``environment.json``'s ``code``, :func:`code_version`): refused then
+    (:class:`VerifyError`) unless ``any_code``. ``paths``: the ``--path`` folders of the
+    plugins the scenario names (run in guest processes, as in a run; a run directory's own
+    record of paths is not used). Cells run on ``workers`` processes.
+
+    Returns a :class:`Verdict` per chosen cell (a missing or damaged stored file, or a cell
+    that fails to recompute, is not ok); :class:`VerifyError` for unusable input.
+    """
+    import tomllib
+
+    from recloop import _calibrated_world
+    from recloop._scenario import ScenarioError, validate
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise VerifyError(f"{run_dir}: expected a run directory, got "
+                          f"{'no such folder' if not run_dir.exists() else 'a file'}")
+    text, problem = _rundir.read_small_text(run_dir / "scenario.toml")
+    if problem is not None:
+        raise VerifyError(f"{run_dir / 'scenario.toml'}: {problem}; nothing can be recomputed "
+                          "without the scenario")
+    try:
+        raw = tomllib.loads(text)
+        scenario = validate(raw, str(run_dir / "scenario.toml"))
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:
+        raise VerifyError(f"{run_dir / 'scenario.toml'}: not valid TOML ({str(exc)[:80]})"
+                          ) from None
+    except ScenarioError as exc:
+        raise VerifyError(f"{run_dir / 'scenario.toml'}: not a valid scenario: "
+                          f"{exc.problems[0]}" + (f" (and {len(exc.problems) - 1} more)"
+                                                  if len(exc.problems) > 1 else "")) from None
+    if scenario.to_toml() != text:
+        raise VerifyError(f"{run_dir / 'scenario.toml'}: not a resolved scenario as recloop "
+                          "writes it (edited?); its cells cannot be matched to it")
+    env, problem = _rundir.check_json_object(run_dir / "environment.json")
+    if problem is not None:
+        raise VerifyError(f"{run_dir / 'environment.json'}: {problem}; the code that computed "
+                          "the run is unknown")
+    codes = [env.get("code")] + [r.get("code") for r in env.get("resumed") or ()
+                                 if isinstance(r, dict)]
+    here = code_version()
+    if not any_code and any(c != here for c in codes):
+        found = sorted({str(c)[:12] if c else "none recorded" for c in codes})
+        raise VerifyError(f"{run_dir} was computed by other code ({', '.join(found)}; this is "
+                          f"{here[:12]}): a recomputation would compare two codes, not check "
+                          "the run; run verify with the code that computed it, or pass "
+                          "--any-code to compare anyway")
+    data = scenario.data
+    if _calibrated_world.is_calibrated(data.get("world")):
+        npz = run_dir / "world.npz"
+        if not npz.is_file():
+            raise VerifyError(f"{npz}: missing; the run's fitted world is needed")
+        data = {**data, "world": {"file": str(npz),
+                                  "campaigns": data["world"].get("campaigns", [])}}
+    digest = _rundir.scenario_hash(text)
+    plan = plan_cells(data)
+    chosen = choose_cells(plan, cells, seed)
+    echo(f"verify {run_dir}: {len(chosen)} of {len(plan)} cells"
+         + (f" (spread over the evaluations, seed {seed})" if len(chosen) < len(plan) else ""))
+    stored, verdicts = {}, {}
+    for c in chosen:
+        payload, problem = _rundir.check_cell(_rundir.cell_path(run_dir, c.filename),
+                                              cell_id=c.id, seed=c.seed, scenario=digest)
+        if problem is None:
+            stored[c] = payload
+        else:
+            verdicts[c] = Verdict(c.id, False, f"its file is {problem}"
+                                  if problem in ("missing", "empty") else f"its file: {problem}")
+    todo = [c for c in chosen if c in stored]
+
+    def on_done(cell, rows, seconds, errors, estimates):
+        detail = _difference(stored[cell], rows, estimates)
+        verdicts[cell] = Verdict(cell.id, not detail, detail)
+
+    def on_failed(cell, exc):
+        verdicts[cell] = Verdict(cell.id, False, f"could not be recomputed: "
+                                 f"{exc.message.splitlines()[0]}")
+
+    limits = _Limits(cell_timeout if cell_timeout is not None else
+                     scenario.options.get("cell_timeout", DEFAULT_CELL_TIMEOUT),
+                     scenario.options.get("plugin_timeout", DEFAULT_PLUGIN_TIMEOUT),
+                     "--cell-timeout" if cell_timeout is not None else "run.cell_timeout")
+    lock = _rundir.RunLock(run_dir)
+    try:
+        lock.acquire()  # a run that writes its cells meanwhile: refused
+    except _rundir.RunDirError as exc:
+        if "is in use by" in str(exc):
+            raise VerifyError(str(exc)) from None
+        lock = None  # a directory we may not write (received read-only): read it as it is
+    try:
+        units = plan_units(data, split_cells(data, todo), workers)
+        assembly = _Assembly(data, units, on_done, on_failed)
+        if (workers <= 1 or len(units) <= 1) and not _executes_users_code(data, todo):
+            _run_inline(data, todo, on_done, on_failed)
+        elif todo:
+            _run_pool(data, units, workers, assembly.done, assembly.failed_unit,
+                      paths=[str(Path(p).resolve()) for p in paths], limits=limits,
+                      skip=assembly.skip)
+    finally:
+        if lock is not None:
+            lock.release()
+    out = [verdicts[c] for c in chosen]
+    for v in out:
+        echo(f"  {'ok' if v.ok else 'DIFFERS'} {v.cell}" + (f": {v.detail}" if v.detail else ""))
+    return out

@@ -59,8 +59,10 @@ def run_selfcheck(cell) -> list[Measurement]:
                 evaluation=cell.evaluation, agent=name, metric="mean_reward", estimate=mean,
                 stderr=se, ci_low=mean - _Z95 * se, ci_high=mean + _Z95 * se, n=p["n"],
                 truth=float(means[arm]), tick=tick if p["ticks"] > 1 else None))
-    if p["delay"]:
-        time.sleep(p["delay"])
+    if p["delay"]:  # in steps of at most 0.1 s, each a sign of progress (the time limits)
+        steps = max(1, int(np.ceil(p["delay"] / 0.1)))
+        for _ in cell.bar(range(steps), desc="delay"):
+            time.sleep(p["delay"] / steps)
     return rows
 
 
@@ -86,7 +88,8 @@ KINDS = (
             Param("ticks", Int(low=1, high=1000), 1, "Repeated estimates per cell, reported "
                   "on the tick column (fresh pulls each tick)."),
             Param("delay", Float(low=0.0, high=60.0), 0.0, "Seconds each cell sleeps before "
-                  "it returns (to test interruption and resume)."),
+                  "it returns, reporting its progress every 0.1 s (to test interruption, "
+                  "resume and the time limits)."),
         ),
         per_agent=True,
         agent_family="test",

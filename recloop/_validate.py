@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,13 @@ from typing import Any
 from recloop import _calibrated_world as _calibrated
 from recloop import _schema as sch
 from recloop import _worlds
-from recloop._plugins import PYTHON_KIND, check_estimators, problem_sizes, try_agent
+from recloop._plugins import (
+    PYTHON_KIND,
+    GuestTrials,
+    check_estimators,
+    is_plugin_agent,
+    problem_sizes,
+)
 from recloop._registry import PluginError, registry
 from recloop._schema import (
     NAME_PATTERN,
@@ -45,7 +52,7 @@ from recloop._worlds import MAX_TICKS, campaign_params, config_fields, world_con
 __all__ = [
     "AGENT_KEYS", "EVALUATION_KEYS", "EXECUTION_KEYS", "MAX_CELLS", "PYTHON_AGENT_KEYS",
     "RUN_PARAMS", "Scenario", "ScenarioError", "TOP_KEYS", "WORLD_KEYS", "count_cells",
-    "validate",
+    "trial_server", "validate",
 ]
 
 _NAME = Str(pattern=NAME_PATTERN,
@@ -73,12 +80,20 @@ RUN_PARAMS: tuple[Param, ...] = (
           "validation each trial call of your code has min(60, this) seconds. How the run "
           "executes, not what it computes: it is left out of `scenario.toml` and recorded in "
           "`environment.json`, so raising it and resuming keeps the finished cells."),
+    Param("cell_timeout", Float(low=0.0, high=30 * 86400.0, low_open=True), 3600.0,
+          "Seconds any cell (recloop's own included) may go without a sign of progress "
+          "before its worker is stopped and the cell recorded as failed (the run goes on; "
+          "`--resume` retries it); `--cell-timeout` overrides it. Counted in the worker's own "
+          "time: waiting for a CPU that other processes hold does not count, a stopped "
+          "(`kill -STOP`) or dead-locked worker does. Cells run in recloop's own process "
+          "(`--workers 1`, no plugins) have no such limit. Like `plugin_timeout`, left out "
+          "of `scenario.toml`."),
 )
 
 #: ``[run]`` keys that say how a run executes, not what it computes: kept out of the
 #: resolved scenario (whose text is the scenario's identity in its cells) in
 #: :attr:`Scenario.options`.
-EXECUTION_KEYS = ("plugin_timeout",)
+EXECUTION_KEYS = ("plugin_timeout", "cell_timeout")
 
 AGENT_KEYS: tuple[Param, ...] = (
     Param("name", _IDENT, REQUIRED, "Name of the agent in results and in evaluations' "
@@ -162,14 +177,16 @@ class Scenario:
 class _Problems:
     """The problems found so far, and what the checks of users' code need to know: the
     time limit of a trial call (:data:`recloop_base.guard.TRIAL_TIMEOUT`, or a smaller
-    ``run.plugin_timeout``)."""
+    ``run.plugin_timeout``) and the guest process that runs them (``trials``, started on
+    its first request)."""
 
-    def __init__(self, file: str):
+    def __init__(self, file: str, trials: GuestTrials | None = None):
         from recloop_base.guard import TRIAL_TIMEOUT
 
         self.file = file
         self.items: list[str] = []
         self.trial_timeout = TRIAL_TIMEOUT
+        self.trials = trials if trials is not None else GuestTrials()
 
     def add(self, path: str, message: str) -> None:
         self.items.append(f"{self.file}: {path}: {message}" if path else f"{self.file}: {message}")
@@ -269,7 +286,8 @@ def _validate_world(problems, raw, horizon: int) -> dict:
 
 def _validate_agents(problems, raw, world: dict | None = None) -> tuple[list[dict], dict]:
     """Agent tables resolved, and each agent's family (``{name: family}``). Users' agents
-    (plugins, import paths) are built and checked here, before anything runs."""
+    (plugins, import paths) are loaded, built and checked in validation's guest process
+    (``problems.trials``), before anything runs; recloop's process never imports them."""
     agents = []
     families: dict = {}
     names: set[str] = set()
@@ -277,17 +295,14 @@ def _validate_agents(problems, raw, world: dict | None = None) -> tuple[list[dic
     for j, table in enumerate(_expect_tables(problems, "agents", raw)):
         prefix = f"agents[{j}]."
         kind_name = table.get("kind")
-        kind = None
-        if isinstance(kind_name, str) and kind_name != PYTHON_KIND:
-            try:
-                kind = reg.get("agents", kind_name)
-            except PluginError as exc:
-                problems.add(f"{prefix}kind", f"expected a usable agent kind, got {exc}")
-                agents.append(_check_table(problems, prefix, table, AGENT_KEYS,
-                                           extra=set(table)))
-                continue
+        kind = reg.agents.get(kind_name) if isinstance(kind_name, str) else None
+        guest = is_plugin_agent(table)
         if kind_name == PYTHON_KIND:
             resolved = _check_table(problems, prefix, table, AGENT_KEYS + PYTHON_AGENT_KEYS)
+        elif guest:  # a plugin's kind: its parameters are checked where it is loaded
+            resolved = _check_table(problems, prefix, table, AGENT_KEYS,
+                                    extra=set(table) - {"name", "kind"})
+            resolved.update({k: v for k, v in table.items() if k not in resolved})
         elif kind is None:
             # kind unknown: accept any kind's parameter, still catch typos of the rest
             head = _check_table(problems, prefix, table, AGENT_KEYS,
@@ -297,29 +312,160 @@ def _validate_agents(problems, raw, world: dict | None = None) -> tuple[list[dic
                 problems.add(f"{prefix}kind", Str(tuple(sorted(reg.agents)) + (PYTHON_KIND,))
                              .check(kind_name))
             resolved = head
-        elif kind.params is None:  # a plugin without a declared schema: its factory decides
-            resolved = _check_table(problems, prefix, table, AGENT_KEYS,
-                                    extra=set(table) - {"name", "kind"})
-            resolved.update({k: v for k, v in table.items() if k not in resolved})
         else:
             resolved = _check_table(problems, prefix, table, AGENT_KEYS + kind.params)
         if "name" in resolved and resolved["name"] in names:
             problems.add(f"{prefix}name", f"expected a name not used by another agent, got "
                          f"{resolved['name']!r} again")
         names.add(resolved.get("name"))
-        agents.append(resolved)
-        if kind is not None and kind.origin == "built-in":
+        if kind is not None and not guest:
             families[resolved.get("name")] = kind.family
-        elif {"name", "kind"} <= set(resolved) and (kind is not None or "factory" in resolved):
-            family, problem = try_agent(resolved, **problem_sizes(world),
-                                        timeout=problems.trial_timeout)
-            if problem:
-                key = "factory" if kind_name == PYTHON_KIND else "kind"
-                problems.add(f"{prefix}{key}", problem)
-            else:
+        elif guest and {"name", "kind"} <= set(resolved) and (kind_name != PYTHON_KIND
+                                                              or "factory" in resolved):
+            loaded, family, found = problems.trials.agent(
+                resolved, problem_sizes(world), problems.trial_timeout)
+            for key, message in found:
+                problems.add(f"{prefix}{key}", message)
+            if loaded is not None:
+                resolved = _as_toml_data(loaded, resolved)
+            if not found:
                 families[resolved["name"]] = family
+        agents.append(resolved)
     return agents, families
 
+
+def _as_toml_data(table, fallback: dict) -> dict:
+    """An agent table a guest sent back, if it is plain TOML data naming the same agent
+    (its kind's defaults filled in); else ``fallback``."""
+    try:
+        text = dumps_toml({"agents": [table]})
+    except (TypeError, ValueError):
+        return fallback
+    import tomllib
+
+    back = tomllib.loads(text)["agents"][0]
+    if back.get("name") != fallback.get("name") or back.get("kind") != fallback.get("kind"):
+        return fallback
+    return back
+
+
+# --- validation's guest process: where users' code is imported and tried -------------------------
+
+def trial_server(conn, args) -> None:
+    """The loop of validation's guest process (:class:`recloop._plugins.GuestTrials`):
+    answer each request -- ``("agent", table, sizes, timeout)``, ``("estimator", entry,
+    family, timeout)``, ``("describe", table, name)`` -- with ``("answer", value)``,
+    announcing each call of users' code (``("enter", what)``) so that the parent can name
+    it when the guest hangs or ends."""
+    import pickle
+    import threading
+
+    from recloop_base import guard
+
+    lock = threading.Lock()
+
+    def send(*msg) -> None:
+        data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+        with lock:
+            try:
+                conn.send_bytes(data)
+            except (OSError, EOFError):
+                os._exit(1)
+
+    guard.set_section_hook(lambda what: send("enter", what))
+    _warm_up()
+    while True:
+        try:
+            request = pickle.loads(conn.recv_bytes())  # the parent's
+        except (EOFError, OSError):
+            return
+        if request is None:
+            return
+        send("start")
+        try:
+            answer = _answer(request)
+        except Exception as exc:  # recloop's own code failing on a request: say so
+            answer = _failed_answer(request, f"{type(exc).__name__}: {exc}")
+        send("answer", answer)
+
+
+def _warm_up() -> None:
+    """Import what recloop's trials and most plugins use (recloop's packages, the registry)
+    before the first request: the guest's start-up, not a trial's time (a plugin module's
+    import would otherwise be charged with importing numpy, scipy and evaluators)."""
+    import agents  # noqa: F401
+    import evaluators  # noqa: F401
+    import recloop.testing  # noqa: F401
+    import simulator  # noqa: F401
+
+    registry()
+
+
+def _answer(request: tuple):
+    from recloop._plugins import check_estimator_entry
+
+    what = request[0]
+    if what == "estimator":
+        _, entry, family, timeout = request
+        return check_estimator_entry(entry, family, _NO_LIMIT)
+    if what == "agent":
+        _, table, sizes, timeout = request
+        return _trial_agent(table, sizes)
+    if what == "describe":
+        _, table, name = request
+        try:
+            kind = registry().get(table, name)
+        except PluginError as exc:
+            return None, None, str(exc)
+        family = getattr(kind, "family", "")
+        return family, kind.summary, None
+    raise ValueError(f"unknown request {what!r}")
+
+
+#: The guest's own limit of a trial call: none (its parent stops it, counting the guest's
+#: own time, see recloop._plugins.GuestTrials).
+_NO_LIMIT = 365 * 86400.0
+
+
+def _failed_answer(request: tuple, text: str):
+    if request[0] == "estimator":
+        return [("", f"expected a usable estimator, got {text}")]
+    if request[0] == "agent":
+        return None, "", [("kind", f"expected a usable agent, got {text}")]
+    return None, None, text
+
+
+def _trial_agent(table: dict, sizes: dict):
+    """In the guest: ``(resolved table, family, [(key, message)])`` of a user's agent."""
+    from recloop._plugins import try_agent
+
+    key = "factory" if table.get("kind") == PYTHON_KIND else "kind"
+    resolved = dict(table)
+    if table.get("kind") != PYTHON_KIND:
+        try:
+            kind = registry().get("agents", table["kind"])
+        except PluginError as exc:
+            return None, "", [("kind", f"expected a usable agent kind, got {exc}")]
+        if kind is not None and kind.params is not None:
+            local = _Collected()
+            resolved = _check_table(local, "", table, AGENT_KEYS + kind.params)
+            if local.found:
+                return None, "", local.found
+    family, problem = try_agent(resolved, **sizes, timeout=_NO_LIMIT)
+    if problem:
+        return None, family, [(key, problem)]
+    return resolved, family, []
+
+
+class _Collected(_Problems):
+    """In a guest: problems kept as ``(key, message)`` pairs for the parent."""
+
+    def __init__(self):
+        super().__init__("", trials=False)
+        self.found: list = []
+
+    def add(self, path: str, message: str) -> None:
+        self.found.append((path, message))
 
 
 def _validate_evaluations(problems, raw, agents: list[dict], world: dict | None,
@@ -454,7 +600,11 @@ def validate(data: Any, file: str, *, fitted: bool = False) -> Scenario:
     A world to be fitted to a log (``[world] calibrate_from``) is read but not fitted: the
     rules that need the fitted world (ticks within its horizon, ...) wait for ``fitted=True``,
     which the runner passes once it has fitted the world (before anything is written)."""
-    problems = _Problems(file)
+    with GuestTrials() as trials:  # users' code is tried there; ended with its processes
+        return _validate(data, file, fitted, _Problems(file, trials))
+
+
+def _validate(data: Any, file: str, fitted: bool, problems: _Problems) -> Scenario:
     if not isinstance(data, dict):
         problems.add("", f"expected a TOML document, got {sch.fmt(data)}")
         raise ScenarioError(problems.items)

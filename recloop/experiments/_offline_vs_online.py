@@ -481,6 +481,7 @@ KIND = EvaluationKind(
     headline=("kendall_tau",),
     unit="log",
     function=offline_vs_online,
+    apart=False,  # its rows rank the agents and the estimators: each depends on all
 )
 
 #: The kinds this module declares (the registry reads them: recloop._registry.BUILTIN_MODULES).

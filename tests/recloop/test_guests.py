@@ -183,11 +183,18 @@ estimators = [{estimators}]
 
 
 def _run(tmp_path, name, estimators, **kw):
+    from recloop._plugins import guest_paths, set_guest_paths
     from recloop._runner import run_scenario
     from recloop._scenario import loads_scenario
 
     text = SHARED.format(estimators=", ".join(f'"{e}"' for e in estimators))
-    return run_scenario(loads_scenario(text), out=tmp_path / name, quiet=True, report=False,
+    saved = guest_paths()
+    set_guest_paths([PLUGINS])  # validation's guest process imports them from there
+    try:
+        scenario = loads_scenario(text)
+    finally:
+        set_guest_paths(saved)
+    return run_scenario(scenario, out=tmp_path / name, quiet=True, report=False,
                         paths=[PLUGINS], **kw)
 
 

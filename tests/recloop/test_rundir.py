@@ -443,15 +443,19 @@ def test_run_lock_in_process(tmp_path):
 
 def test_temporary_files_of_a_crash_are_removed_on_resume(run, capsys):
     scenario, run_dir = run
-    tmps = [run_dir / "cells" / ".abc.json.4242.tmp", run_dir / ".results.csv.17.tmp",
-            run_dir / "figures" / ".x.png.99.tmp"]
+    tmps = [run_dir / "cells" / f".{'0a' * 12}.json.recloop-4242.tmp",
+            run_dir / ".results.csv.17.tmp",  # (the name before 0.1.1)
+            run_dir / "figures" / ".x.png.recloop-99.tmp"]
     for p in tmps:
         p.write_text("half")
-    keep = run_dir / "cells" / ".hidden"  # not one of ours: left alone
-    keep.write_text("x")
+    # not ours: a user's files, however they are named, are left alone (issue 36, item 7)
+    keep = [run_dir / "cells" / ".hidden", run_dir / ".notes.2024.tmp",
+            run_dir / ".notes.recloop-2024.tmp", run_dir / "cells" / ".abc.json.4242.tmp"]
+    for p in keep:
+        p.write_text("x")
     code, err = resume(scenario, run_dir, capsys)
     assert code == 0 and "3 temporary file(s)" in err
-    assert not any(p.exists() for p in tmps) and keep.exists()
+    assert not any(p.exists() for p in tmps) and all(p.exists() for p in keep)
 
 
 def test_remove_temporary_and_verify_cells_on_an_empty_directory(tmp_path):

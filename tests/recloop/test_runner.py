@@ -407,3 +407,99 @@ estimators = ["replay"]
     run_scenario(sc, out=tmp_path, workers=1, quiet=True, report=False)
     assert list(seen["makers"]) == ["u", "e"] and seen["T"] == 50
     assert seen["estimators"] == ["replay"] and seen["evaluation"] == "offline_vs_online"
+
+
+# -- cells that run users' code: recloop's part apart, the same numbers ---------------------------
+
+SPLIT = """
+[run]
+name = "split"
+
+[world]
+preset = "bred_linear"
+
+[[agents]]
+name = "lin"
+kind = "epsilon_greedy"
+
+[[agents]]
+name = "ucb"
+kind = "ucb1"
+
+[[agents]]
+name = "mine"
+kind = "python"
+factory = "agents:UniformRandom"
+
+[[evaluations]]
+kind = "ope"
+n_logs = 2
+n_rounds = 150
+n_train = 40
+ab_users = 50
+estimators = ["ips", "direct_method", "evaluators:snips",
+              { name = "my_dr", factory = "evaluators:doubly_robust" }]
+
+[[evaluations]]
+kind = "ope"
+name = "only_mine"
+agents = []
+n_logs = 2
+n_rounds = 150
+estimators = [{ name = "my_ips", factory = "evaluators:ips" }]
+
+[[evaluations]]
+kind = "bred_vs_replay"
+agents = ["lin", "mine"]
+T = 30
+n_logs = 2
+n_bootstrap = 2
+n_truth_runs = 2
+estimators = ["replay", { name = "my_replay", factory = "recloop._builtins:replay" }]
+"""
+
+
+@pytest.mark.slow
+def test_a_cell_with_users_code_gives_the_numbers_of_the_whole_cell(tmp_path):
+    """A cell that runs users' code is computed apart -- recloop's part in a process that
+    never imports it, the users' part in a guest -- and combined: every row and per-log
+    estimate is the one the whole cell gives in one process (here: plugins that are
+    recloop's own estimators and agent named by import path), whatever the kind."""
+    from recloop._cells import execute_cell, split_cell, split_cells
+    from recloop._rundir import read_cell, scenario_hash
+
+    scenario = loads_scenario(SPLIT)
+    data = scenario.data
+    cells = plan_cells(data)
+    splits = {c.id: split_cell(data, c) for c in cells}
+    # ope: both parts; only_mine: recloop's part runs the probe (ips) for the truth only;
+    # bred_vs_replay of `mine`: its own agent is the users' -- one part, the whole cell
+    assert splits["ope/*/seed=0"].twin and splits["ope/*/seed=0"].probe is None
+    assert splits["only_mine/*/seed=0"].probe == "ips"
+    assert not splits["bred_vs_replay/mine/seed=0"].twin
+    assert splits["bred_vs_replay/lin/seed=0"].twin
+    assert len(split_cells(data, cells)) == 2 * len(cells) - 1
+    # a kind whose rows rank its agents runs whole in the guest
+    ranked = loads_scenario(SPLIT.split("[[evaluations]]")[0] + """
+[[evaluations]]
+kind = "offline_vs_online"
+T = 30
+""").data
+    assert not split_cell(ranked, plan_cells(ranked)[0]).twin
+    run_dir = run_scenario(scenario, out=tmp_path, workers=2, quiet=True, report=False)
+    digest = scenario_hash(scenario.to_toml())
+    for cell in cells:
+        stored = read_cell(run_dir, cell.filename, cell_id=cell.id, seed=cell.seed,
+                           scenario=digest)
+        rows, _, _, estimates = execute_cell(data, cell)
+        for got, want in ((stored["rows"], rows), (stored["estimates"], estimates)):
+            assert sorted(map(_canonical, got)) == sorted(map(_canonical, want)), cell.id
+            assert got, cell.id
+        if splits[cell.id] is not None and splits[cell.id].twin:  # recloop's rows first
+            mine = [r for r in stored["rows"] if r["agent"] in ("mine", None) or (
+                r["variant"] or "").startswith("my_") or r["variant"] == "snips"]
+            assert stored["rows"][-len(mine):] == mine if mine else True
+
+
+def _canonical(row: dict) -> str:
+    return json.dumps(row, sort_keys=True, allow_nan=True)

@@ -56,16 +56,25 @@ def _children(pid: int) -> list[int]:
 
 
 def _workers(pid: int) -> list[int]:
-    """The pool's worker processes of ``pid`` (not multiprocessing's resource tracker)."""
+    """The pool's worker processes of ``pid``."""
     found = []
     for child in _children(pid):
         try:
             cmd = Path(f"/proc/{child}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"multiprocessing.spawn" in cmd:
+        if b"recloop._workers:_worker_main" in cmd:
             found.append(child)
     return found
+
+
+def _sleeping(pid: int) -> bool:
+    """Whether ``pid`` sleeps in ``time.sleep`` (the ``delay`` of a selfcheck cell): inside
+    its cell, not starting up nor waiting for one."""
+    try:
+        return "nanosleep" in Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
 
 
 def _alive(pids) -> list[int]:
@@ -90,15 +99,17 @@ def _start(tmp_path, delays="30.0, 30.1, 30.2, 30.3", first_quick=False):
         [sys.executable, "-m", "recloop", "run", str(scenario), "--out", str(tmp_path / "out"),
          "--workers", "2", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=_default_signals)
-    deadline = time.monotonic() + 60
+    # wait for what the tests need: both workers inside a long cell (sleeping in its delay)
+    deadline = time.monotonic() + 180
     workers: list[int] = []
-    while time.monotonic() < deadline and len(workers) < 2 and proc.poll() is None:
-        time.sleep(0.2)
+    while time.monotonic() < deadline and proc.poll() is None and not (
+            len(workers) == 2 and all(_sleeping(w) for w in workers)):
+        time.sleep(0.05)
         workers = _workers(proc.pid)
     if proc.poll() is not None:
         pytest.fail(f"recloop run ended early: {proc.communicate()}")
-    assert len(workers) == 2, "the pool's two workers should be running"
-    time.sleep(1.5)  # inside their first cell
+    assert len(workers) == 2 and all(_sleeping(w) for w in workers), \
+        "the pool's two workers should be inside their cells"
     return proc, workers
 
 
