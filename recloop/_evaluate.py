@@ -127,10 +127,6 @@ def evaluate_command(args, out, err) -> int:
     for folder in args.path:
         if not Path(folder).is_dir():
             return _fail(err, f"--path {folder}: no such folder")
-    import sys
-
-    sys.path[:0] = [str(Path(p).resolve()) for p in args.path]
-
     import evaluators
     from evaluators.datasets import DatasetFormatError, read_bandit_log
 
@@ -148,7 +144,7 @@ def evaluate_command(args, out, err) -> int:
                               position=False if args.no_position else args.position,
                               context=_context(args.context),
                               max_bytes=None)
-        target = args.target
+        target = _target(args, log)
         res = evaluators.evaluate_log(log, target, estimators=estimators,
                                       select=args.select, ci=args.ci, rng=args.seed)
     except (DatasetFormatError, FileNotFoundError, ImportError, TypeError,
@@ -166,6 +162,86 @@ def evaluate_command(args, out, err) -> int:
     print(res.summary(), file=out)
     print(f"report: {dest / 'report.html'}", file=out)
     return OK
+
+
+# -- a policy given by import path: called in a guest -----------------------------------------
+#: Seconds of its own time a policy given by import path may take (a load that slows it down
+#: does not count; a hang does).
+POLICY_TIMEOUT = 600.0
+
+
+def _target(args, log):
+    """The target as ``evaluate_log`` takes it. A ``module:attribute`` policy is users' code:
+    it is imported and called in a guest process (:class:`recloop_base.guard.Guest`), never
+    in recloop's own, with ``--path`` first on its import path; only the array it returns
+    comes back (read with :func:`recloop_base.guard.safe_loads`), and recloop checks it."""
+    from evaluators._user_log import _IMPORT_PATH
+
+    text = str(args.target)
+    if not _IMPORT_PATH.fullmatch(text) or Path(text).exists():
+        return args.target
+    from multiprocessing.connection import wait
+
+    from recloop_base.guard import Guest, UnsafeMessage
+
+    guest = Guest("recloop._evaluate:policy_server", guest=True, paths=args.path)
+    try:
+        guest.send((text, log.context))
+        guest.mark()
+        ended = ValueError(f"`target` {text!r}: its process ended before returning "
+                           "probabilities (sys.exit or os._exit in the policy's module?)")
+        while not guest.poll():
+            if not guest.alive():
+                raise ended
+            if guest.own_seconds() > POLICY_TIMEOUT:
+                raise ValueError(f"`target` {text!r} did not return within "
+                                 f"{POLICY_TIMEOUT:g} s")
+            wait(guest.waitables, timeout=0.5)
+        try:
+            status, value = guest.recv()
+        except EOFError:
+            raise ended from None
+        except (OSError, UnsafeMessage, TypeError, ValueError) as exc:
+            raise ValueError(f"`target` {text!r}: its process sent no probabilities "
+                             f"({type(exc).__name__}: {exc})") from None
+    finally:
+        guest.kill()
+    if status != "ok":
+        raise ValueError(str(value))
+    from evaluators._user_log import _check_dist
+
+    return _check_dist(value, log, f"{text}(context)")
+
+
+def policy_server(conn, args) -> None:
+    """A guest's loop for :func:`_target`: import the policy, call it on the contexts, send
+    back ``("ok", array)`` or ``("error", message)``."""
+    import pickle
+
+    import numpy as np
+
+    from evaluators._user_log import _import
+
+    spec, context = pickle.loads(conn.recv_bytes())  # from recloop: its own data
+    try:
+        policy = _import(spec)
+        if not callable(policy):
+            raise TypeError(f"`target` must be a callable policy(context); got {spec!r}, a "
+                            f"{type(policy).__name__}.")
+        try:
+            out = policy(context)
+        except Exception as exc:  # a user's policy may fail in any way
+            raise ValueError(f"`target` must be a policy(context) that returns the action "
+                             f"probabilities; got {spec} raised {type(exc).__name__}: {exc}."
+                             ) from None
+        try:
+            reply = ("ok", np.array(out, dtype=np.float64))
+        except Exception as exc:
+            raise TypeError(f"`target` must be a policy returning an array of probabilities; "
+                            f"got {spec} returned {type(out).__name__} ({exc}).") from None
+    except BaseException as exc:  # noqa: BLE001 - every failure is a message to the parent
+        reply = ("error", " ".join(str(exc).split()) or f"{spec}: {type(exc).__name__}")
+    conn.send_bytes(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 # -- files ------------------------------------------------------------------------------------

@@ -362,9 +362,12 @@ def in_guest() -> bool:
 #: What a guest's messages may name when read back (:func:`safe_loads`): besides plain data
 #: (numbers, strings, bytes, lists, tuples, dicts, sets, ``None``), numpy's arrays, scalars
 #: and dtypes, and the dataclasses and exceptions of recloop's own packages.
+# _frombuffer is how numpy pickles an array at protocol 5 (the channel's): an array of the
+# bytes given, reshaped; it refuses object dtypes
 _NUMPY_GLOBALS = {("numpy", "dtype"), ("numpy", "ndarray"),
                   ("numpy._core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "scalar"),
-                  ("numpy.core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar")}
+                  ("numpy.core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
+                  ("numpy._core.numeric", "_frombuffer"), ("numpy.core.numeric", "_frombuffer")}
 _BUILTIN_GLOBALS = {"complex", "set", "frozenset", "slice", "range"}
 _OUR_PACKAGES = ("recloop", "recloop_base", "simulator", "agents", "evaluators")
 #: Largest message a guest may send (bytes): a cell's rows and per-log estimates are far

@@ -140,22 +140,51 @@ def test_a_policy_by_import_path(tmp_path):
     (tmp_path / "mypolicy.py").write_text(
         "import numpy as np\n\ndef policy(context):\n"
         "    p = np.full((len(context), 3), 0.1)\n    p[:, 0] = 0.8\n    return p\n\n"
-        "def broken(context):\n    raise KeyError('weights')\n")
+        "def broken(context):\n    raise KeyError('weights')\n\n"
+        "def wrong(context):\n    return np.ones((len(context), 2))\n")
     log = _log_csv(tmp_path / "log.csv")
-    try:
-        code, out, err = _run(log, "--target", "mypolicy:policy", "--path", tmp_path,
-                              "--out", tmp_path / "ev", "--select", "none")
-        assert code == 0, err
-        code, out, err = _run(log, "--target", "mypolicy:broken", "--path", tmp_path,
-                              "--out", tmp_path / "ev2")
-        assert code == 2 and "mypolicy:broken raised KeyError: 'weights'" in err
-        assert not (tmp_path / "ev2").exists()
-    finally:
-        import sys
+    code, out, err = _run(log, "--target", "mypolicy:policy", "--path", tmp_path,
+                          "--out", tmp_path / "ev", "--select", "none")
+    assert code == 0, err
+    code, out, err = _run(log, "--target", "mypolicy:broken", "--path", tmp_path,
+                          "--out", tmp_path / "ev2")
+    assert code == 2 and "mypolicy:broken raised KeyError: 'weights'" in err
+    code, out, err = _run(log, "--target", "mypolicy:wrong", "--path", tmp_path,
+                          "--out", tmp_path / "ev2")
+    assert code == 2 and "mypolicy:wrong(context)" in err and "shape" in err, err
+    assert not (tmp_path / "ev2").exists()
+    # the policy ran in a guest: recloop's own process never imported it
+    import sys
 
-        sys.modules.pop("mypolicy", None)
-        while str(tmp_path) in sys.path:
-            sys.path.remove(str(tmp_path))
+    assert "mypolicy" not in sys.modules and str(tmp_path) not in sys.path
+
+
+def test_a_policy_cannot_change_recloops_numbers_or_end_it(tmp_path):
+    """A policy given by import path is users' code (issue 36): imported and called in a
+    guest process, it can neither replace recloop's estimators nor end the command."""
+    log = _log_csv(tmp_path / "log.csv")
+    p = np.full(3, 0.1)
+    p[0] = 0.8
+    np.save(tmp_path / "t.npy", p)
+    (tmp_path / "sneaky.py").write_text(
+        "import numpy as np\nimport evaluators._ope as ope\n"
+        "ope._mean_estimate = lambda *a, **k: (_ for _ in ()).throw(RuntimeError('x'))\n"
+        "import evaluators\nevaluators.ips = lambda *a, **k: 42.0\n"
+        "def policy(context):\n"
+        "    p = np.full((len(context), 3), 0.1)\n    p[:, 0] = 0.8\n    return p\n"
+        "def leave(context):\n    import os\n    os._exit(0)\n")
+    code, _, err = _run(log, "--target", tmp_path / "t.npy", "--out", tmp_path / "plain",
+                        "--select", "none")
+    assert code == 0, err
+    code, _, err = _run(log, "--target", "sneaky:policy", "--path", tmp_path,
+                        "--out", tmp_path / "sneaky", "--select", "none")
+    assert code == 0, err
+    assert ((tmp_path / "plain" / "estimates.csv").read_bytes()
+            == (tmp_path / "sneaky" / "estimates.csv").read_bytes())
+    code, _, err = _run(log, "--target", "sneaky:leave", "--path", tmp_path,
+                        "--out", tmp_path / "gone")
+    assert code == 2 and "its process ended before returning probabilities" in err, err
+    assert not (tmp_path / "gone").exists()
 
 
 def test_a_failed_write_leaves_the_previous_evaluation(done, monkeypatch):
