@@ -170,23 +170,27 @@ def evaluate_command(args, out, err) -> int:
 POLICY_TIMEOUT = 600.0
 
 
+#: ``module:attribute``: a target given by import path (a file of that name wins).
+_IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+
+
 def _target(args, log):
     """The target as ``evaluate_log`` takes it. A ``module:attribute`` policy is users' code:
     it is imported and called in a guest process (:class:`recloop_base.guard.Guest`), never
     in recloop's own, with ``--path`` first on its import path; only the array it returns
-    comes back (read with :func:`recloop_base.guard.safe_loads`), and recloop checks it."""
-    from evaluators._user_log import _IMPORT_PATH
-
+    comes back (read with :func:`recloop_base.guard.safe_loads`), and recloop checks it
+    again (``read_target`` of the array)."""
     text = str(args.target)
     if not _IMPORT_PATH.fullmatch(text) or Path(text).exists():
         return args.target
     from multiprocessing.connection import wait
 
+    from evaluators.datasets import read_target
     from recloop_base.guard import Guest, UnsafeMessage
 
     guest = Guest("recloop._evaluate:policy_server", guest=True, paths=args.path)
     try:
-        guest.send((text, log.context))
+        guest.send((text, log))
         guest.mark()
         ended = ValueError(f"`target` {text!r}: its process ended before returning "
                            "probabilities (sys.exit or os._exit in the policy's module?)")
@@ -208,37 +212,19 @@ def _target(args, log):
         guest.kill()
     if status != "ok":
         raise ValueError(str(value))
-    from evaluators._user_log import _check_dist
-
-    return _check_dist(value, log, f"{text}(context)")
+    return read_target(value, log)
 
 
 def policy_server(conn, args) -> None:
-    """A guest's loop for :func:`_target`: import the policy, call it on the contexts, send
-    back ``("ok", array)`` or ``("error", message)``."""
+    """A guest's loop for :func:`_target`: the policy imported, called on the log's contexts
+    and checked (``read_target``); sends back ``("ok", array)`` or ``("error", message)``."""
     import pickle
 
-    import numpy as np
+    from evaluators.datasets import read_target
 
-    from evaluators._user_log import _import
-
-    spec, context = pickle.loads(conn.recv_bytes())  # from recloop: its own data
+    spec, log = pickle.loads(conn.recv_bytes())  # from recloop: its own data
     try:
-        policy = _import(spec)
-        if not callable(policy):
-            raise TypeError(f"`target` must be a callable policy(context); got {spec!r}, a "
-                            f"{type(policy).__name__}.")
-        try:
-            out = policy(context)
-        except Exception as exc:  # a user's policy may fail in any way
-            raise ValueError(f"`target` must be a policy(context) that returns the action "
-                             f"probabilities; got {spec} raised {type(exc).__name__}: {exc}."
-                             ) from None
-        try:
-            reply = ("ok", np.array(out, dtype=np.float64))
-        except Exception as exc:
-            raise TypeError(f"`target` must be a policy returning an array of probabilities; "
-                            f"got {spec} returned {type(out).__name__} ({exc}).") from None
+        reply = ("ok", read_target(spec, log))
     except BaseException as exc:  # noqa: BLE001 - every failure is a message to the parent
         reply = ("error", " ".join(str(exc).split()) or f"{spec}: {type(exc).__name__}")
     conn.send_bytes(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))

@@ -461,6 +461,13 @@ class BanditLog:
                            first_position=first_position, len_list=len_list,
                            max_categories=max_categories, metadata=metadata)
 
+    def __reduce__(self):
+        """Pickled as its constructor's arguments (``metadata`` as a dict): a log sent to
+        another process (a guest) arrives whole, checked again and read-only."""
+        kw = {f.name: getattr(self, f.name) for f in fields(self)}
+        kw["metadata"] = dict(self.metadata)
+        return (_bandit_log, (kw,))
+
     # -- files ---------------------------------------------------------------------------
     def save(self, path) -> Path:
         """Write the log to ``path`` (``.npz``, no pickle, atomic); returns the path written."""
@@ -501,6 +508,10 @@ class BanditLog:
         except (TypeError, ValueError) as exc:
             raise LogFormatError(f"{path}: the arrays do not make a valid BanditLog: "
                                  f"{exc}") from None
+
+
+def _bandit_log(kw: dict) -> BanditLog:
+    return BanditLog(**kw)
 
 
 @dataclass(frozen=True, eq=False)

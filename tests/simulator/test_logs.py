@@ -27,6 +27,23 @@ def test_bandit_log_save_load_round_trip(tmp_path_factory, n, k, d, seed):
     assert dict(back.metadata) == {"seed": seed, "config": "abc"}
 
 
+def test_bandit_log_pickles_whole_and_read_only():
+    """A log crosses to a guest process by pickle: every field back, metadata a read-only
+    mapping again, arrays read-only (the constructor checks it on the way in)."""
+    import pickle
+
+    log = _log(tick=np.arange(20), position=np.arange(20) % 2, len_list=2,
+               metadata={"actions": ["a", "b", "c", "d"]})
+    back = pickle.loads(pickle.dumps(log))
+    for name in ("context", "action", "reward", "pscore", "tick", "position"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(log, name))
+        assert not getattr(back, name).flags.writeable
+    assert (back.n_actions, back.len_list) == (4, 2)
+    assert dict(back.metadata) == {"actions": ["a", "b", "c", "d"]}
+    with pytest.raises(TypeError):
+        back.metadata["x"] = 1
+
+
 def test_bandit_log_obp_round_trip():
     log = _log(available=np.ones((20, 4), bool))
     fb = log.to_obp()
