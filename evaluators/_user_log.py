@@ -209,7 +209,16 @@ max_categories
 
     Examples
     --------
-    >>> log = read_bandit_log("my_log.csv", context="user_")  # doctest: +SKIP
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "my_log.csv")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("item_id,click,propensity_score,user_age,user_city\\n"
+    ...                 "shoes,1,0.5,31,Lyon\\nhat,0,0.25,45,Paris\\nshoes,0,0.5,27,Paris\\n")
+    >>> log = read_bandit_log(path, context="user_")
+    >>> log.n_actions, list(log.metadata["actions"]), log.reward.tolist()
+    (2, ['hat', 'shoes'], [1.0, 0.0, 0.0])
+    >>> list(log.metadata["context_columns"])
+    ['user_age', 'user_city=Paris']
     """
     if not isinstance(path, (str, os.PathLike)):
         raise ArgumentTypeError("path", "a str or os.PathLike", type(path).__name__)
