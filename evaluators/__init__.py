@@ -7,6 +7,7 @@ through the agents' protocol (duck typing).
 from evaluators import datasets, metrics, splits  # public submodules
 from evaluators._ab import ABTestResult, ab_test
 from evaluators._bred import JITTER_C, BredEstimate, bred
+from evaluators._cv_ope import select_by_cv
 from evaluators._estimate import EmptySampleWarning, Estimate, normal_estimate, wilson_estimate
 from evaluators._loo_knn import LooKnnWarning, LooResult, kfold_loo_knn, loo_knn
 from evaluators._mips import mips
@@ -24,8 +25,10 @@ from evaluators._ope import (
                              subgaussian_ips,
                              switch_dr,
 )
+from evaluators._pasif import select_by_pasif
 from evaluators._replay import NoMatchWarning, ReplayEstimate, replay
 from evaluators._reward_models import RewardModel, fit_reward_model
+from evaluators._select import CANDIDATES, CandidateScore, ImplausibleEstimateWarning, Selection
 from evaluators._slate_ope import (
                              SLATE_ESTIMATORS,
                              SlateRewardModel,
@@ -35,8 +38,8 @@ from evaluators._slate_ope import (
                              reward_interaction_ips,
                              slate_ips,
 )
-from evaluators._slope import SLOPE_DEFAULTS, SelectionEstimate, select_estimator
-from evaluators._twin import TWIN_CANDIDATES, TwinScore, TwinSelection, select_by_twin
+from evaluators._slope import SLOPE_DEFAULTS, SelectionEstimate, select_by_slope, select_estimator
+from evaluators._twin import select_by_twin
 from evaluators._weights import (
                              ItemWeights,
                              UnmatchedItemsWarning,
@@ -73,9 +76,13 @@ __all__ = [
     "SelectionEstimate",
     "SLOPE_DEFAULTS",
     "select_by_twin",
-    "TwinSelection",
-    "TwinScore",
-    "TWIN_CANDIDATES",
+    "select_by_cv",
+    "select_by_pasif",
+    "select_by_slope",
+    "Selection",
+    "CandidateScore",
+    "CANDIDATES",
+    "ImplausibleEstimateWarning",
     "OPEEstimate",
     "NoSupportWarning",
     "SLATE_ESTIMATORS",

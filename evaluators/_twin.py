@@ -1,142 +1,38 @@
 """Choose an off-policy estimator for a real log by scoring the candidates on simulated twins
-of that log, where the target's value is exact."""
+of that log, where the target's value is exact, with the bias the twins cannot see read from
+the log itself."""
 
 from __future__ import annotations
 
-import functools
 import math
-import warnings
-from dataclasses import dataclass
 
 import numpy as np
 
 from evaluators import _reward_models as _rm
-from evaluators._estimate import Estimate, _z
-from evaluators._ope import (
-    OPEEstimate,
-    _check_action_dist,
-    _rows,
-    direct_method,
-    doubly_robust,
-    dr_os,
-    ips,
-    sndr,
-    snips,
-    subgaussian_ips,
-    switch_dr,
-)
+from evaluators import _select
+from evaluators._ope import _check_action_dist, _rows, doubly_robust
 from evaluators._validation import check_log as _check_log
+from recloop_base.guard import TRIAL_TIMEOUT
 from recloop_base.validation import (
-    ArgumentTypeError,
-    ArgumentValueError,
     as_seed_sequence,
+    check_choice,
     check_int,
     check_level,
 )
 from simulator.logs import BanditLog
 
-__all__ = ["TWIN_CANDIDATES", "TwinScore", "TwinSelection", "select_by_twin"]
+__all__ = ["BIAS_SOURCES", "select_by_twin"]
+
+#: Where :func:`select_by_twin` reads each candidate's bias: the log (against the
+#: reference estimator) or the twins.
+BIAS_SOURCES = ("log", "twin")
+#: |z| above which a candidate's difference from the reference on the log is one the twins
+#: do not predict (the Bonferroni bound of 10 two-sided tests at 5%).
+UNFAITHFUL_Z = 2.81
 
 
-def _label(fn, **kw) -> str:
-    args = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v!r}"
-                     for k, v in kw.items())
-    return f"{fn.__name__}({args})" if kw else fn.__name__
-
-
-def _candidate(fn, **kw):
-    return (_label(fn, **kw), functools.partial(fn, **kw) if kw else fn)
-
-
-#: The default candidates: ten estimators and hyper-parameters, ``(label, estimator)``.
-TWIN_CANDIDATES = (
-    _candidate(ips), _candidate(ips, clip=10.0), _candidate(snips),
-    _candidate(subgaussian_ips), _candidate(direct_method), _candidate(doubly_robust),
-    _candidate(sndr), _candidate(switch_dr, tau=10.0), _candidate(dr_os, lambda_=10.0),
-    _candidate(dr_os, lambda_=100.0),
-)
-
-_MODEL_BASED = (direct_method, doubly_robust, sndr, switch_dr, dr_os)
-
-
-@dataclass(frozen=True)
-class TwinScore:
-    """One candidate on the twins: ``rmse``, ``bias`` and ``sd`` of its error against the
-    twins' exact values, over the ``n`` twins where it gave a number (``n_nan`` where it
-    did not), and its ``estimate`` on the real log."""
-
-    label: str
-    rmse: float
-    bias: float
-    sd: float
-    n: int
-    n_nan: int
-    estimate: Estimate
-
-
-@dataclass(frozen=True)
-class TwinSelection(OPEEstimate):
-    """The chosen candidate's estimate on the real log (its value, standard error and
-    interval), with ``selected`` (its label), ``leaderboard`` (every candidate's
-    :class:`TwinScore`, best first), ``twin_values`` (the target's exact value on each twin),
-    ``reward`` ("bernoulli" or "gaussian") and ``logging`` ("pi_b", "uniform" or "logged":
-    how the twins choose their actions)."""
-
-    selected: str = ""
-    leaderboard: tuple = ()
-    twin_values: tuple = ()
-    reward: str = ""
-    logging: str = ""
-
-
-def _check_candidates(candidates) -> list:
-    if candidates is None:
-        return list(TWIN_CANDIDATES)
-    if isinstance(candidates, dict):
-        items = list(candidates.items())
-    elif isinstance(candidates, (str, bytes)) or not hasattr(candidates, "__iter__"):
-        raise ArgumentTypeError("candidates", "a sequence of (label, estimator) pairs or "
-                                "estimator functions, or a mapping label -> estimator",
-                                type(candidates).__name__)
-    else:
-        items = []
-        for j, c in enumerate(candidates):
-            if isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], str):
-                items.append(c)
-            elif callable(c):
-                items.append((getattr(c, "__name__", f"candidate {j}"), c))
-            else:
-                raise ArgumentTypeError(f"candidates[{j}]", "a (label, estimator) pair or an "
-                                        "estimator function", type(c).__name__)
-    if len(items) < 2:
-        raise ArgumentValueError("candidates", "at least 2 candidates (one leaves nothing to "
-                                 "choose)", f"{len(items)}")
-    labels = set()
-    for label, f in items:
-        if not callable(f):
-            raise ArgumentTypeError(f"candidates[{label!r}]", "a callable estimator(log, "
-                                    "action_dist)", type(f).__name__)
-        if label in labels:
-            raise ArgumentValueError("candidates", "distinct labels", f"{label!r} twice")
-        labels.add(label)
-    return items
-
-
-def _model_spec(f):
-    """The reward-model specification a built-in model-based candidate fits itself (a
-    name or a regressor; ``None``: the candidate is called as it is)."""
-    fn, kw = getattr(f, "func", f), dict(getattr(f, "keywords", None) or {})
-    if fn not in _MODEL_BASED:
-        return None
-    import inspect
-
-    model = kw.get("model", inspect.signature(fn).parameters["model"].default)
-    if isinstance(model, str) or callable(getattr(model, "fit", None)):
-        return model
-    return None
-
-
-def _logging_mode(log) -> str:
+def logging_mode(log) -> str:
+    """How a twin chooses its actions: "pi_b", "uniform" or "logged"."""
     if log.pi_b is not None:
         return "pi_b"
     n_avail = log.available_mask().sum(axis=1)
@@ -149,7 +45,7 @@ def _draw_actions(probs, u) -> np.ndarray:
     return np.minimum((np.cumsum(probs, axis=1) <= u[:, None]).sum(axis=1), K - 1)
 
 
-def _twin_log(log, idx, mu, sigma, mode, gen) -> BanditLog:
+def twin_log(log, idx, mu, sigma, mode, gen) -> BanditLog:
     """One twin: the records ``idx`` of ``log`` (contexts, positions, availability), actions
     from the logging policy, rewards around ``mu`` (Bernoulli when ``sigma`` is None)."""
     n = idx.shape[0]
@@ -176,32 +72,12 @@ def _twin_log(log, idx, mu, sigma, mode, gen) -> BanditLog:
                      len_list=log.len_list)
 
 
-def _resampled(a, idx) -> np.ndarray:
-    """``action_dist``'s records ``idx`` (a broadcast row stays a broadcast)."""
-    if a.shape[0] and a.strides[0] == 0:
-        return np.broadcast_to(a[:1], (idx.shape[0], *a.shape[1:]))
-    return a[idx]
-
-
-def _estimate(f, log, a, model, what):
-    """One candidate's estimate (``None`` where it gave no finite number)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            est = f(log, a, model=model) if model is not None else f(log, a)
-    except Exception as exc:  # a user's estimator may fail in any way
-        raise ValueError(f"`candidates`: {what} failed: {type(exc).__name__}: {exc}") from exc
-    value = getattr(est, "value", est)
-    if not isinstance(value, (float, int, np.floating)) or not math.isfinite(value):
-        return None
-    return est if isinstance(est, Estimate) else Estimate(float(value), math.nan, math.nan,
-                                                          math.nan, log.n_rounds)
-
-
 def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, model="ridge",
-                   ci: float = 0.95, rng=None) -> TwinSelection:
-    """Choose an estimator for ``log`` by its RMSE on simulated twins of the log, where the
-    target's value is exact; return the winner's estimate on the real log.
+                   bias: str = "log", ci: float = 0.95, rng=None,
+                   timeout: float = TRIAL_TIMEOUT) -> _select.Selection:
+    """Choose an estimator for ``log`` by its mean squared error on simulated twins of the
+    log, where the target's value is exact, with its bias read from the log; return the
+    winner's estimate on the real log.
 
     Parameters
     ----------
@@ -215,33 +91,48 @@ def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, mode
         action_dist)`` returns an :class:`Estimate` or a float. Give hyper-parameters with
         ``functools.partial`` (``("dr_os(lambda_=10)", partial(dr_os, lambda_=10.0))``).
         recloop's model-based estimators (and partials of them) share one reward model per
-        twin, fitted from their ``model`` (default "ridge"). Default
-        :data:`TWIN_CANDIDATES` (ten).
+        log, fitted from their ``model`` (default "ridge"). Default
+        :data:`evaluators.CANDIDATES` (ten). Users' estimators run behind guards
+        (:mod:`evaluators._select`).
     n_twins : int >= 2, default 20
         Simulated logs.
     model : "ridge", "mean", regressor or RewardModel, default "ridge"
         The twin's reward function: this model cross-fitted on the log
         (:func:`evaluators.fit_reward_model`; a :class:`RewardModel` fitted on ``log`` is
         used as it is).
+    bias : {"log", "twin"}, default "log"
+        Where each candidate's bias comes from: the log, against the reference
+        (:func:`evaluators.doubly_robust`), or the twins (their mean error).
     ci : float in (0, 1)
         Level of the returned interval.
     rng : None, int, SeedSequence or Generator
         Source of everything drawn: the model's folds, then twin ``i``'s records, actions,
-        rewards and its candidates' folds from child ``i`` (the result does not depend on
-        the order the twins are computed in).
+        rewards (its first child) and its candidates' folds (its second child) from child
+        ``i`` (the result does not depend on the order the twins are computed in).
+    timeout : float > 0
+        Seconds a call of a user's candidate may take.
 
     Returns
     -------
-    TwinSelection
-        The winner's estimate on the real log (its own standard error and interval, which do
-        not account for the choice), ``selected`` and the ``leaderboard``.
+    Selection
+        ``method="twin"``: the winner's estimate on the real log (its own standard error
+        and interval, which do not account for the choice), ``selected``, the
+        ``leaderboard`` (``score`` the estimated RMSE on this log, ``bias`` and ``sd`` the
+        candidate's error over the twins), ``how_sure``, ``warnings`` (the self-check) and
+        ``details``: ``twin_values`` (the target's exact value on each twin), ``reward``
+        ("bernoulli" or "gaussian"), ``logging`` ("pi_b", "uniform" or "logged": how the
+        twins choose their actions), ``reference`` and ``z`` (each candidate's self-check
+        statistic).
 
     Raises
     ------
     TypeError, ValueError
         As :func:`evaluators.ips` for ``log`` and ``action_dist``; fewer than 2 candidates,
         a label twice, a candidate that is not callable or raises (named, with its error), a
-        reward model that fails to fit or predicts nan (``model`` named), ``n_twins < 2``.
+        reward model that fails to fit or predicts nan (``model`` named), ``n_twins < 2``,
+        every candidate without a number on the log.
+    recloop_base.guard.UserCodeError
+        A user's candidate that exits, runs past ``timeout`` or changes its input.
 
     Notes
     -----
@@ -253,13 +144,29 @@ def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, mode
     clipped to [0, 1] with Bernoulli rewards when every logged reward is 0 or 1, else
     Gaussian rewards around it with the standard deviation of the cross-fitted residuals.
     The target's value on twin ``i`` (records ``idx_i``) is exact: ``mean_{j in idx_i}
-    sum_a pi(a | x_j) mu(x_j, a)``. Every candidate estimates it on every twin; the one with
-    the least RMSE wins. The twin shares the log's size, contexts, propensities and reward
-    scale, so its leaderboard reflects the variance and weight problems of this log; its
-    reward function is a regression, so a model-based candidate whose model can represent it
-    is favoured (the real rewards may be further from its model than the twin's are).
-    Compare with SLOPE (:func:`evaluators.select_estimator`), which tunes one family's
-    hyper-parameter from the log alone.
+    sum_a pi(a | x_j) mu(x_j, a)``, and every candidate's error on it is known.
+
+    A twin's reward function is a regression, smoother than real rewards: a model-based
+    candidate whose model can represent it looks better on the twins than it is on the log
+    (on real labels, ``1[a == y]``, the direct method's bias on the twins was a tenth of its
+    bias on the log: docs/real_data.md). Its variance, and the variance of its difference
+    from another estimator on the same records, the twins reproduce far better. So the
+    score of candidate ``c`` is ``var_c + b_c^2`` with ``var_c`` the variance of its error
+    over the twins and, with ``bias="log"``, ``b_c^2 = max(0, d_c^2 - v_c)``: ``d_c`` its
+    estimate minus the reference's (:func:`evaluators.doubly_robust`, unbiased when the
+    propensities are right and the model cross-fitted) on the log, ``v_c`` the variance of
+    that difference over the twins; ``E[d_c^2] = bias_c^2 + v_c``, so ``d_c^2 - v_c`` is an
+    unbiased estimate of the squared bias (clipped at 0). With ``bias="twin"`` the score is
+    the RMSE over the twins (the twins' own bias). The winner has the least score; the
+    leaderboard's ties come from paired comparisons over the same twins
+    (:func:`evaluators._select.leaderboard`, the bias term's uncertainty included).
+
+    Self-check: ``z_c = (d_c - m_c) / sqrt(v_c)``, ``m_c`` the twins' mean of that
+    difference, says whether the log shows the difference the twins predict. Where
+    ``|z_c| > 2.81`` (10 two-sided tests at 5%, Bonferroni) for some candidate the twin is
+    not faithful to this log; the result's ``warnings`` say so in words, naming the
+    candidates, and with ``bias="twin"`` the selection falls back to the log's bias (the
+    documented safe choice; ``fallback=True``).
 
     Examples
     --------
@@ -275,18 +182,18 @@ def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, mode
     """
     log = _check_log(log)
     a3 = _check_action_dist(log, action_dist)  # values checked (every position)
-    items = _check_candidates(candidates)
+    cands = _select.Candidates(candidates, timeout=timeout, reference=doubly_robust)
     n_twins = check_int(n_twins, "n_twins", low=2)
+    bias = check_choice(bias, "bias", BIAS_SOURCES)
     level = check_level(ci)
     root = as_seed_sequence(rng)
     model_seq, twin_seqs = root.spawn(2)
     n = log.n_rounds
     if isinstance(model, _rm.RewardModel):
         base = _rm.prepare(log, model)
-        spec = base.model
     else:
-        spec = model
-        base = _fit(log, model, np.random.default_rng(model_seq), "model")
+        base = _select.fit_model(log, model, np.random.default_rng(model_seq),
+                                 "`model`: the reward model failed to fit on the log")
     q = base.cross_fitted
     binary = bool(np.all((log.reward == 0) | (log.reward == 1)))
     if binary:
@@ -296,89 +203,89 @@ def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, mode
         sigma = float(np.std(log.reward - q[np.arange(n), log.action]))
     pi = np.asarray(_rows(log, a3), dtype=np.float64)
     v = np.einsum("jk,jk->j", pi, mu)  # each record's expected reward under the target
-    mode = _logging_mode(log)
-    specs = {label: _model_spec(f) for label, f in items}
-    err = np.full((n_twins, len(items)), np.nan)
+    mode = logging_mode(log)
+    m = len(cands.items)
+    err = np.full((n_twins, m), np.nan)
     truths = np.empty(n_twins)
     for i, seq in enumerate(twin_seqs.spawn(n_twins)):
         gen_log, gen_models = (np.random.default_rng(s) for s in seq.spawn(2))
         idx = gen_log.integers(0, n, n)
-        twin = _twin_log(log, idx, mu, sigma, mode, gen_log)
+        twin = twin_log(log, idx, mu, sigma, mode, gen_log)
         truths[i] = float(v[idx].mean())
-        a_twin = _resampled(a3, idx)
-        models = _shared_models(twin, specs, gen_models)
-        for c, (label, f) in enumerate(items):
-            est = _estimate(f, twin, a_twin, models.get(specs[label]) if specs[label]
-                            is not None else None, f"{label!r} on twin {i}")
+        for c, est in enumerate(cands.run(twin, _select.resampled(a3, idx), gen_models,
+                                          f"twin {i}")):
             if est is not None:
                 err[i, c] = est.value - truths[i]
     # the candidates on the real log, with models fitted on it (the twin's own reused)
-    real_models = _shared_models(log, specs, np.random.default_rng(model_seq.spawn(1)[0]),
-                                 reuse={_key(spec): base})
-    board = []
-    for c, (label, f) in enumerate(items):
-        e = err[:, c][np.isfinite(err[:, c])]
-        est = _estimate(f, log, a3, real_models.get(specs[label]) if specs[label] is not None
-                        else None, f"{label!r} on the log")
-        board.append(TwinScore(
-            label=label, rmse=float(np.sqrt(np.mean(e ** 2))) if e.size else math.nan,
-            bias=float(e.mean()) if e.size else math.nan,
-            sd=float(e.std(ddof=1)) if e.size > 1 else math.nan, n=int(e.size),
-            n_nan=n_twins - int(e.size),
-            estimate=est if est is not None else Estimate(math.nan, math.nan, math.nan,
-                                                          math.nan, n)))
-    # the least RMSE among the candidates with a number on the real log and on most twins
-    order = sorted(range(len(board)), key=lambda c: (
-        not (board[c].n * 2 > n_twins and math.isfinite(board[c].estimate.value)),
-        board[c].rmse if math.isfinite(board[c].rmse) else math.inf, c))
-    ranked = tuple(board[c] for c in order)
-    win = ranked[0]
-    e = win.estimate
-    lo, hi = e.ci_low, e.ci_high
-    if e.level != level:  # the candidates ran at 0.95: the normal interval at `ci`
-        lo, hi = e.value - _z(level) * e.stderr, e.value + _z(level) * e.stderr
-    return TwinSelection(e.value, e.stderr, lo, hi, e.n, level,
-                         ess=getattr(e, "ess", math.nan), estimator="select_by_twin",
-                         selected=win.label, leaderboard=ranked,
-                         twin_values=tuple(truths.tolist()),
-                         reward="bernoulli" if binary else "gaussian", logging=mode)
+    reuse = {} if isinstance(model, _rm.RewardModel) else {_select._key(model): base}
+    models = cands.models(log, np.random.default_rng(model_seq.spawn(1)[0]),
+                          "`candidates`: the reward model failed to fit on the log",
+                          reuse=reuse)
+    ests = cands.run(log, a3, None, "the log", models=models)
+    cands.warn_refused()
+    C, ref = len(cands), cands.reference
+    z, b2, b2_se = _log_bias(err, ests, ref, C)
+    unfaithful = [c for c in range(C) if math.isfinite(z[c]) and abs(z[c]) > UNFAITHFUL_Z]
+    notes = [_unfaithful_words(cands.labels, unfaithful, z, err, ests, ref)] \
+        if unfaithful else []
+    use_log = bias == "log" or bool(unfaithful)
+    k = np.isfinite(err[:, :C]).sum(axis=0)
+    centred = err[:, :C] - np.nansum(err[:, :C], axis=0) / np.maximum(k, 1)
+    if use_log:
+        losses = centred ** 2 * (k / np.maximum(k - 1, 1))  # mean: the variance (ddof=1)
+        board, _ = _select.leaderboard(cands.labels, losses, ests[:C], errors=err[:, :C],
+                                       offset=b2, offset_se=b2_se)
+    else:
+        board, _ = _select.leaderboard(cands.labels, err[:, :C] ** 2, ests[:C],
+                                       errors=err[:, :C])
+    if unfaithful and bias == "twin":
+        notes.append("The selection falls back to each candidate's bias read from the log "
+                     "against the reference (bias='log').")
+    what = f"{n_twins} twins" + (" with its bias from the log" if use_log else "")
+    return _select.finish(
+        board, method="twin", level=level, n_replicates=n_twins,
+        sentence=_select.how_sure(board, what), warnings_=notes,
+        fallback=bool(unfaithful) and bias == "twin",
+        details={"twin_values": tuple(truths.tolist()),
+                 "reward": "bernoulli" if binary else "gaussian", "logging": mode,
+                 "reference": cands.items[ref][0], "bias": bias,
+                 "z": dict(zip(cands.labels, (float(x) for x in z), strict=True))})
 
 
-def _key(spec):
-    return spec if isinstance(spec, str) else id(spec)
-
-
-def _fit(log, spec, gen, name):
-    """``fit_reward_model(log, spec)`` with its predictions computed; a failure names
-    ``name``."""
-    try:
-        m = _rm.fit_reward_model(log, spec, rng=gen)
-        m.cross_fitted, m.in_sample  # noqa: B018 (fitted now)
-    except (TypeError, ArgumentTypeError, ArgumentValueError):
-        raise
-    except Exception as exc:  # a user's regressor may fail in any way
-        raise ValueError(f"`{name}`: the reward model failed to fit on "
-                         f"{'the log' if name == 'model' else 'a twin of the log'}: "
-                         f"{type(exc).__name__}: {exc}") from exc
-    return m
-
-
-class _Models(dict):
-    """Fitted reward models of one log by specification."""
-
-    def get(self, spec):
-        return super().get(_key(spec))
-
-
-def _shared_models(log, specs, gen, reuse=None) -> _Models:
-    """One fitted reward model per distinct specification of the candidates, folds from
-    ``gen`` (``reuse``: already fitted ones by key)."""
-    out = _Models()
-    for spec in specs.values():
-        if spec is None or _key(spec) in out:
+def _log_bias(err, ests, ref, C):
+    """Per candidate (the first ``C`` columns): the self-check statistic ``z``, the squared
+    bias read from the log against the reference ``max(0, d^2 - v)`` and its standard error
+    ``2 |d| sqrt(v)``."""
+    z, b2, se = np.full(C, math.nan), np.zeros(C), np.zeros(C)
+    e_ref = ests[ref]
+    for c in range(C):
+        e = ests[c]
+        diff = err[:, c] - err[:, ref]
+        diff = diff[np.isfinite(diff)]
+        if e is None or e_ref is None or diff.size < 2:
             continue
-        if reuse and _key(spec) in reuse:
-            out[_key(spec)] = reuse[_key(spec)]
-        else:
-            out[_key(spec)] = _fit(log, spec, gen, "candidates")
-    return out
+        d = e.value - e_ref.value
+        v = float(diff.var(ddof=1))
+        b2[c] = max(0.0, d * d - v)
+        se[c] = 2 * abs(d) * math.sqrt(v)
+        if v > 0:
+            z[c] = (d - float(diff.mean())) / math.sqrt(v)
+        else:  # the reference itself, or a candidate equal to it on every twin
+            z[c] = 0.0 if d == float(diff.mean()) else math.copysign(math.inf, d)
+    return z, b2, se
+
+
+def _unfaithful_words(labels, which, z, err, ests, ref) -> str:
+    """The self-check's finding, in words."""
+    ref_label = "the reference"
+    parts = []
+    for c in sorted(which, key=lambda c: -abs(z[c]))[:3]:
+        diff = err[:, c] - err[:, ref]
+        diff = diff[np.isfinite(diff)]
+        d = ests[c].value - ests[ref].value
+        parts.append(f"{labels[c]!r} is {d:+.4g} from {ref_label} on the log where the twins "
+                     f"put it at {diff.mean():+.4g} +- {diff.std(ddof=1):.2g} (z = {z[c]:+.1f})")
+    more = len(which) - len(parts)
+    return ("The twins are not faithful to this log: " + "; ".join(parts)
+            + (f"; and {more} more candidate{'s' if more > 1 else ''}" if more > 0 else "")
+            + ". Their biases are read from the log instead.")
