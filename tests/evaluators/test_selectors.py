@@ -165,7 +165,7 @@ def test_pasif_scores_the_candidates_on_pseudo_logs_written_out(uniform):
         for c, (_, f) in enumerate(CANDS):
             err[b, c] = f(pseudo, pe).value - truth
     board = got.scores()
-    for c, (label, f) in enumerate(CANDS):
+    for c, (label, _) in enumerate(CANDS):
         assert board[label].score == pytest.approx(math.sqrt(np.mean(err[:, c] ** 2)),
                                                    rel=1e-9)
     assert got.selected == CANDS[int(np.argmin((err ** 2).mean(axis=0)))][0]
