@@ -295,8 +295,11 @@ def ope_real(source: str = "digits", *, data=None, campaign: str = "all",
                 sel = _select(f, log, d, candidates,
                               child_rng(root, 3, name_key(e), name_key(t), i), on_error,
                               f"selector {e!r} on target {t!r}, log {i}")
-                values[t, e].append(sel)
-                picks[t, e].append(getattr(sel, "selected", None))
+                # the pick's estimate as the harness computed it (the shared reward model
+                # of the log): the selector is scored by its pick alone
+                pick = getattr(sel, "selected", None)
+                values[t, e].append(values[t, pick][-1] if pick is not None else None)
+                picks[t, e].append(pick)
                 warned[t, e].append(bool(getattr(sel, "warnings", ())))
     out = []
     for t in names:
