@@ -83,31 +83,39 @@ def select_by_cv(log, action_dist, *, candidates=None, n_splits: int = 10,
     if n < 4:
         raise ValueError(f"`log` must have at least 4 records to split; got {n}.")
     model_seq, split_seqs = as_seed_sequence(rng).spawn(2)
-    ests = cands.run(log, a3, np.random.default_rng(model_seq), "the log")
     val_fn = _VALIDATORS[validator]
-    v_val = _select.quiet(val_fn, log, a3).stderr ** 2
+    with _select.silenced():
+        ests = cands.run(log, a3, np.random.default_rng(model_seq), "the log")
+        v_val = val_fn(log, a3).stderr ** 2
     share = []
     for e in ests:
         v = e.stderr ** 2 if e is not None else math.nan
         share.append(v / (v + v_val) if math.isfinite(v) and math.isfinite(v_val)
                      and v + v_val > 0 else 0.5)
-    n_train = [min(n - 2, max(2, int(n * s))) for s in share]
     C = len(cands)
-    losses = np.full((n_splits, C), np.nan)
-    for k, seq in enumerate(split_seqs.spawn(n_splits)):
-        gen_split, gen_models = (np.random.default_rng(s) for s in seq.spawn(2))
+    n_train = [min(n - 2, max(2, int(n * s))) for s in share[:C]]
+    by_size: dict = {}
+    for c, m in enumerate(n_train):
+        by_size.setdefault(m, []).append(c)
+    seqs = split_seqs.spawn(n_splits)
+
+    def one_split(k):
+        gen_split, gen_models = (np.random.default_rng(s) for s in seqs[k].spawn(2))
         perm = gen_split.permutation(n)
-        by_size: dict = {}
-        for c, m in enumerate(n_train):
-            by_size.setdefault(m, []).append(c)
+        row = np.full(C, np.nan)
         for m, group in by_size.items():
             train, valid = np.sort(perm[:m]), np.sort(perm[m:])
-            v = _select.quiet(val_fn, log.take(valid), _select.resampled(a3, valid)).value
+            v = val_fn(log.take(valid), _select.resampled(a3, valid)).value
             got = cands.run(log.take(train), _select.resampled(a3, train), gen_models,
-                            f"split {k}", only=set(group))
+                            f"split {k}", only=set(group), order=k)
             for c in group:
                 if got[c] is not None and math.isfinite(v):
-                    losses[k, c] = (got[c].value - v) ** 2
+                    row[c] = (got[c].value - v) ** 2
+        return row
+
+    with _select.silenced():
+        losses = np.array(_select.replicates(one_split, n_splits,
+                                             cells=n * log.n_actions * C))
     cands.warn_refused()
     cnt = np.isfinite(losses).sum(axis=0)
     mean = np.where(cnt > 0, np.nansum(losses, axis=0) / np.maximum(cnt, 1), np.nan)

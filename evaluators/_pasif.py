@@ -160,21 +160,23 @@ def select_by_pasif(log, action_dist, *, candidates=None, n_subsamples: int = 10
     pie = np.asarray(_rows(log, a3), dtype=np.float64)
     n, K, L = log.n_rounds, log.n_actions, log.len_list
     model_seq, sub_seqs = as_seed_sequence(rng).spawn(2)
-    ests = cands.run(log, a3, np.random.default_rng(model_seq), "the log")
+    with _select.silenced():
+        ests = cands.run(log, a3, np.random.default_rng(model_seq), "the log")
     rho_all = subsampling_rule(pi0, pie, k)
     p_all = np.einsum("ik,ik->i", pi0, rho_all)
     C = len(cands)
-    losses = np.full((n_subsamples, C), np.nan)
-    errors = np.full((n_subsamples, C), np.nan)
-    for b, seq in enumerate(sub_seqs.spawn(n_subsamples)):
-        gen, gen_models = (np.random.default_rng(s) for s in seq.spawn(2))
+    seqs = sub_seqs.spawn(n_subsamples)
+
+    def one_subsample(b):
+        gen, gen_models = (np.random.default_rng(s) for s in seqs[b].spawn(2))
         idx = gen.integers(0, n, n)
         act = log.action[idx]
         rho, p = rho_all[idx], p_all[idx]
         to_target = gen.random(n) < rho[np.arange(n), act]
         train = np.flatnonzero(~to_target)
+        err = np.full(C, np.nan)
         if to_target.sum() < 2 or train.size < 2:
-            continue
+            return err
         truth = float(log.reward[idx][to_target].mean())
         sub = idx[train]
         p0 = pi0[sub] * (1.0 - rho[train]) / (1.0 - p[train])[:, None]
@@ -186,11 +188,16 @@ def select_by_pasif(log, action_dist, *, candidates=None, n_subsamples: int = 10
                            position=None if log.position is None else log.position[sub],
                            len_list=L)
         dist = np.repeat(pe[:, :, None], L, axis=2)
-        got = cands.run(pseudo, dist, gen_models, f"pseudo-log {b}")
-        for c, e in enumerate(got):
+        got = cands.run(pseudo, dist, gen_models, f"pseudo-log {b}", order=b)
+        for c, e in enumerate(got[:C]):
             if e is not None:
-                errors[b, c] = e.value - truth
-                losses[b, c] = errors[b, c] ** 2
+                err[c] = e.value - truth
+        return err
+
+    with _select.silenced():
+        errors = np.array(_select.replicates(one_subsample, n_subsamples,
+                                             cells=n * K * C))
+    losses = errors ** 2
     cands.warn_refused()
     board, _ = _select.leaderboard(cands.labels, losses, ests)
     used = int(np.isfinite(losses).any(axis=1).sum())

@@ -17,6 +17,7 @@ with an :class:`ImplausibleEstimateWarning` naming the candidate.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
@@ -261,7 +262,8 @@ class Candidates:
         self.timeout = check_float(timeout, "timeout", low=0.0, low_open=True)
         self.specs = [model_spec(f) for _, f in self.items]
         self.own = [_own(f) for _, f in self.items]
-        #: label -> reasons its estimates were refused (implausible), for one warning each
+        #: label -> [(replicate, reason)] of the estimates refused (implausible), for one
+        #: warning each
         self.refused: dict = {}
 
     def __len__(self) -> int:
@@ -281,9 +283,11 @@ class Candidates:
                 out[_key(spec)] = fit_model(log, spec, gen, what)
         return out
 
-    def run(self, log, action_dist, gen, where: str, *, models=None, only=None) -> list:
+    def run(self, log, action_dist, gen, where: str, *, models=None, only=None,
+            order: int = -1) -> list:
         """Every candidate's estimate on ``log`` (``None``: no finite number); with
-        ``only`` (indices), those candidates' (the others ``None``)."""
+        ``only`` (indices), those candidates' (the others ``None``). ``order``: the
+        replicate's index (-1: the real log), which orders the refusals' messages."""
         if models is None:
             models = self.models(log, gen, f"`candidates`: the reward model failed to fit "
                                            f"on {where}", only=only)
@@ -303,7 +307,7 @@ class Candidates:
                     guest = (guard.read_only(_copy_log(log)),
                              guard.read_only(np.array(action_dist)))
                 est = self._call_guest(f, guest, label, what)
-            out.append(self._plausible(est, log, label, what))
+            out.append(self._plausible(est, log, label, what, order))
         return out
 
     def _call_guest(self, f, guest, label, what):
@@ -326,7 +330,7 @@ class Candidates:
                 "had a copy)")
         return est
 
-    def _plausible(self, est, log, label, what):
+    def _plausible(self, est, log, label, what, order):
         value = getattr(est, "value", est)
         if isinstance(value, (bool, np.bool_)) or not isinstance(
                 value, (float, int, np.floating, np.integer)):
@@ -338,7 +342,8 @@ class Candidates:
         else:
             why = guard.implausible(value, math.nan, math.nan, math.nan, log)
         if why is not None:
-            self.refused.setdefault(label, []).append(f"{why} on {what.split(' on ', 1)[1]}")
+            self.refused.setdefault(label, []).append(
+                (order, f"{why} on {what.split(' on ', 1)[1]}"))
             return None
         if not math.isfinite(value):
             return None
@@ -348,26 +353,65 @@ class Candidates:
     def warn_refused(self, stacklevel: int = 3) -> None:
         """One :class:`ImplausibleEstimateWarning` per candidate whose estimates were
         refused."""
-        for label, why in self.refused.items():
+        for label in self.labels:
+            why = [text for _, text in sorted(self.refused.get(label, ()))]
+            if not why:
+                continue
             more = f" (and {len(why) - 1} more)" if len(why) > 1 else ""
             warnings.warn(f"candidate {label!r} returned {why[0]}{more}: recorded as nan.",
                           ImplausibleEstimateWarning, stacklevel=stacklevel)
 
 
 def quiet(f, log, a):
-    """``f(log, a)`` with its warnings silenced."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return f(log, a)
+    """``f(log, a)`` (the selectors silence the candidates' warnings once, around all their
+    calls, in the calling thread: ``warnings.catch_warnings`` is not thread-safe)."""
+    return f(log, a)
 
 
 def _call_own(f, log, a, model, what):
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return f(log, a, model=model) if model is not None else f(log, a)
+        return f(log, a, model=model) if model is not None else f(log, a)
     except Exception as exc:  # a partial with a bad hyper-parameter, ...
         raise ValueError(f"`candidates`: {what} failed: {type(exc).__name__}: {exc}") from exc
+
+
+#: Cells (records x actions x candidates) of one replicate above which the replicates run
+#: on threads (numpy releases the GIL on large arrays; on small ones threads only cost).
+THREADED_CELLS = 1 << 21
+
+
+def replicates(fn, n: int, *, cells: int) -> list:
+    """``[fn(i) for i in range(n)]``, on :func:`recloop_base.threads.n_threads` threads
+    when one replicate is large (``cells`` above :data:`THREADED_CELLS`). Each replicate
+    draws from its own streams, so the results do not depend on the threads; an exception
+    is re-raised once every replicate has ended, the lowest replicate's first (the same
+    message on every run)."""
+    from recloop_base.threads import n_threads, thread_map
+
+    threads = n_threads() if cells > THREADED_CELLS else 1
+    if threads <= 1 or n <= 1:
+        return [fn(i) for i in range(n)]
+
+    def caught(i):
+        try:
+            return True, fn(i)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, in replicate order
+            return False, exc
+
+    out = thread_map(caught, range(n), threads)
+    for ok, value in out:
+        if not ok:
+            raise value
+    return [value for _, value in out]
+
+
+@contextlib.contextmanager
+def silenced():
+    """The candidates' own warnings silenced (no-support, undefined standard errors, ...):
+    a selector reports what matters in its result."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 def resampled(a, idx) -> np.ndarray:

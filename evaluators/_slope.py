@@ -237,7 +237,8 @@ def select_by_slope(log, action_dist, *, candidates=None, delta: float = 0.1,
                                else timeout)
     delta = check_float(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True)
     level = check_level(ci)
-    ests = cands.run(log, a3, as_generator(rng), "the log")
+    with _select.silenced():
+        ests = cands.run(log, a3, as_generator(rng), "the log")
     cands.warn_refused()
     n, C = log.n_rounds, len(cands)
     t = float(stdtrit(n - 1, 1.0 - delta)) if n > 1 else math.nan

@@ -204,24 +204,27 @@ def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, mode
     pi = np.asarray(_rows(log, a3), dtype=np.float64)
     v = np.einsum("jk,jk->j", pi, mu)  # each record's expected reward under the target
     mode = logging_mode(log)
-    m = len(cands.items)
-    err = np.full((n_twins, m), np.nan)
-    truths = np.empty(n_twins)
-    for i, seq in enumerate(twin_seqs.spawn(n_twins)):
-        gen_log, gen_models = (np.random.default_rng(s) for s in seq.spawn(2))
+    seqs = twin_seqs.spawn(n_twins)
+
+    def one_twin(i):
+        gen_log, gen_models = (np.random.default_rng(s) for s in seqs[i].spawn(2))
         idx = gen_log.integers(0, n, n)
         twin = twin_log(log, idx, mu, sigma, mode, gen_log)
-        truths[i] = float(v[idx].mean())
-        for c, est in enumerate(cands.run(twin, _select.resampled(a3, idx), gen_models,
-                                          f"twin {i}")):
-            if est is not None:
-                err[i, c] = est.value - truths[i]
-    # the candidates on the real log, with models fitted on it (the twin's own reused)
-    reuse = {} if isinstance(model, _rm.RewardModel) else {_select._key(model): base}
-    models = cands.models(log, np.random.default_rng(model_seq.spawn(1)[0]),
-                          "`candidates`: the reward model failed to fit on the log",
-                          reuse=reuse)
-    ests = cands.run(log, a3, None, "the log", models=models)
+        truth = float(v[idx].mean())
+        got = cands.run(twin, _select.resampled(a3, idx), gen_models, f"twin {i}", order=i)
+        return truth, [math.nan if e is None else e.value - truth for e in got]
+
+    with _select.silenced():
+        done = _select.replicates(one_twin, n_twins,
+                                  cells=n * log.n_actions * len(cands.items))
+        # the candidates on the real log, with models fitted on it (the twin's own reused)
+        reuse = {} if isinstance(model, _rm.RewardModel) else {_select._key(model): base}
+        models = cands.models(log, np.random.default_rng(model_seq.spawn(1)[0]),
+                              "`candidates`: the reward model failed to fit on the log",
+                              reuse=reuse)
+        ests = cands.run(log, a3, None, "the log", models=models)
+    truths = np.array([t for t, _ in done])
+    err = np.array([row for _, row in done], dtype=np.float64)
     cands.warn_refused()
     C, ref = len(cands), cands.reference
     z, b2, b2_se = _log_bias(err, ests, ref, C)

@@ -275,3 +275,26 @@ def test_recloops_own_estimators_run_unguarded_and_anything_else_as_a_guest():
 
     mine.__name__ = mine.__qualname__ = "ips"
     assert not _own(mine)
+
+
+@pytest.mark.parametrize("name", [n for n in SELECTORS if n != "slope"])
+def test_replicates_on_threads_give_the_same_bytes_and_the_first_replicates_error(
+        name, monkeypatch):
+    import evaluators._select as sel
+
+    log = small_log(2)
+    pi = np.random.default_rng(3).dirichlet(np.ones(3), size=log.n_rounds)
+    serial = SELECTORS[name](log, pi, rng=5)
+    monkeypatch.setattr(sel, "THREADED_CELLS", 0)
+    monkeypatch.setenv("RECLOOP_THREADS", "3")
+    threaded = SELECTORS[name](log, pi, rng=5)
+    assert threaded == serial and threaded.details == serial.details
+
+    def failing(log, action_dist):  # on every replicate (the twins come before the log;
+        if name == "twin" or log.n_rounds < 150:  # the splits and pseudo-logs after it)
+            raise RuntimeError("no")
+        return ips(log, action_dist)
+
+    where = {"twin": "twin 0", "cv": "split 0", "pasif": "pseudo-log 0"}[name]
+    with pytest.raises(ValueError, match=rf"'failing' on {where} failed: RuntimeError: no"):
+        SELECTORS[name](small_log(2, uniform=True), pi, candidates=[ips, failing], rng=5)
