@@ -298,3 +298,39 @@ def test_replicates_on_threads_give_the_same_bytes_and_the_first_replicates_erro
     where = {"twin": "twin 0", "cv": "split 0", "pasif": "pseudo-log 0"}[name]
     with pytest.raises(ValueError, match=rf"'failing' on {where} failed: RuntimeError: no"):
         SELECTORS[name](small_log(2, uniform=True), pi, candidates=[ips, failing], rng=5)
+
+
+def test_the_leaderboard_ties_what_a_paired_comparison_cannot_separate():
+    """Losses built so that the paired t of b over a is 1.9 (tied at 1.96) and of c over a
+    is 2.5 (separated); the offsets (the twin's bias term) enter the comparison with their
+    standard errors."""
+    from evaluators._estimate import Estimate
+    from evaluators._select import leaderboard
+
+    R = 10
+    base = np.linspace(1.0, 2.0, R)
+    noise = np.array([1, -1] * 5, dtype=float)  # mean 0, sd(ddof=1) = sqrt(10/9)
+    sd = math.sqrt(10 / 9)
+
+    def shifted(t):  # paired differences with mean m and sd sd: t = m / (sd / sqrt(R))
+        return base + t * sd / math.sqrt(R) + noise
+
+    losses = np.column_stack([base, shifted(1.9), shifted(2.5)])
+    est = [Estimate(0.5, 0.1, 0.3, 0.7, 100)] * 3
+    board, best = leaderboard(["a", "b", "c"], losses, est)
+    by = {s.label: s for s in board}
+    assert best == 0 and [s.label for s in board] == ["a", "b", "c"]
+    assert by["a"].tied and by["b"].tied and not by["c"].tied
+    # b beats c in every replicate by the same amount (no spread): separated too
+    assert (by["a"].rank, by["b"].rank, by["c"].rank) == (1, 1, 3)
+    assert by["b"].score == pytest.approx(math.sqrt(losses[:, 1].mean()))
+    assert by["b"].stderr == pytest.approx(
+        np.std(losses[:, 1], ddof=1) / math.sqrt(R) / (2 * by["b"].score))
+    # an offset with its own uncertainty: c's lead of 2.5 standard errors over a, in a's
+    # offset, is no longer a separation once that offset's standard error is counted
+    board, _ = leaderboard(["a", "b", "c"], np.column_stack([shifted(2.5), base, base + 5]),
+                           est, offset=np.zeros(3), offset_se=np.array([0.0, 0.0, 0.0]))
+    assert not {s.label: s for s in board}["a"].tied
+    board, _ = leaderboard(["a", "b", "c"], np.column_stack([shifted(2.5), base, base + 5]),
+                           est, offset=np.zeros(3), offset_se=np.array([0.0, 0.6, 0.0]))
+    assert {s.label: s for s in board}["a"].tied
