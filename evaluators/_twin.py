@@ -23,9 +23,13 @@ from simulator.logs import BanditLog
 
 __all__ = ["BIAS_SOURCES", "select_by_twin"]
 
-#: Where :func:`select_by_twin` reads each candidate's bias: the log (against the
-#: reference estimator) or the twins.
-BIAS_SOURCES = ("log", "twin")
+#: Where :func:`select_by_twin` reads each candidate's bias: the log where it resolves one
+#: and the twins elsewhere ("auto"), always the log (against the reference estimator), or
+#: the twins (their own RMSE).
+BIAS_SOURCES = ("auto", "log", "twin")
+#: "auto" reads a candidate's bias from the log when its squared difference from the
+#: reference exceeds this many times that difference's variance over the twins.
+LOG_RESOLVES = 2.0
 #: |z| above which a candidate's difference from the reference on the log is one the twins
 #: do not predict (the Bonferroni bound of 10 two-sided tests at 5%).
 UNFAITHFUL_Z = 2.81
@@ -45,9 +49,10 @@ def _draw_actions(probs, u) -> np.ndarray:
     return np.minimum((np.cumsum(probs, axis=1) <= u[:, None]).sum(axis=1), K - 1)
 
 
-def twin_log(log, idx, mu, sigma, mode, gen) -> BanditLog:
+def twin_log(log, idx, mu, sigma, mode, gen, outcomes=None) -> BanditLog:
     """One twin: the records ``idx`` of ``log`` (contexts, positions, availability), actions
-    from the logging policy, rewards around ``mu`` (Bernoulli when ``sigma`` is None)."""
+    from the logging policy, rewards ``outcomes[idx, action]`` (0/1 potential outcomes of
+    the log's records) or, without them, Gaussian around ``mu`` with sd ``sigma``."""
     n = idx.shape[0]
     rows = np.arange(n)
     available = None if log.available is None else log.available[idx]
@@ -62,9 +67,8 @@ def twin_log(log, idx, mu, sigma, mode, gen) -> BanditLog:
         pscore = 1.0 / avail.sum(axis=1)
     else:
         action, pscore = log.action[idx], log.pscore[idx]
-    m = mu[idx, action]
-    reward = ((gen.random(n) < m).astype(np.float64) if sigma is None
-              else m + sigma * gen.standard_normal(n))
+    reward = (outcomes[idx, action].astype(np.float64) if outcomes is not None
+              else mu[idx, action] + sigma * gen.standard_normal(n))
     return BanditLog(context=log.context[idx], action=action, reward=reward, pscore=pscore,
                      n_actions=log.n_actions, available=available, pi_b=pi_b,
                      action_embeddings=log.action_embeddings,
@@ -73,7 +77,7 @@ def twin_log(log, idx, mu, sigma, mode, gen) -> BanditLog:
 
 
 def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, model="ridge",
-                   bias: str = "log", ci: float = 0.95, rng=None,
+                   bias: str = "auto", ci: float = 0.95, rng=None,
                    timeout: float = TRIAL_TIMEOUT) -> _select.Selection:
     """Choose an estimator for ``log`` by its mean squared error on simulated twins of the
     log, where the target's value is exact, with its bias read from the log; return the
@@ -209,8 +213,13 @@ def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, mode
     def one_twin(i):
         gen_log, gen_models = (np.random.default_rng(s) for s in seqs[i].spawn(2))
         idx = gen_log.integers(0, n, n)
-        twin = twin_log(log, idx, mu, sigma, mode, gen_log)
-        truth = float(v[idx].mean())
+        if binary:  # every record's outcome of every action, fixed for this twin
+            outcomes = gen_log.random(mu.shape) < mu
+            values = np.einsum("jk,jk->j", pi, outcomes)
+        else:
+            outcomes, values = None, v
+        twin = twin_log(log, idx, mu, sigma, mode, gen_log, outcomes)
+        truth = float(values[idx].mean())
         got = cands.run(twin, _select.resampled(a3, idx), gen_models, f"twin {i}", order=i)
         return truth, [math.nan if e is None else e.value - truth for e in got]
 
@@ -227,27 +236,41 @@ def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, mode
     err = np.array([row for _, row in done], dtype=np.float64)
     cands.warn_refused()
     C, ref = len(cands), cands.reference
-    z, b2, b2_se = _log_bias(err, ests, ref, C)
+    z, d2, v, b2_se = _log_bias(err, ests, ref, C)
     unfaithful = [c for c in range(C) if math.isfinite(z[c]) and abs(z[c]) > UNFAITHFUL_Z]
     notes = [_unfaithful_words(cands.labels, unfaithful, z, err, ests, ref)] \
         if unfaithful else []
-    use_log = bias == "log" or bool(unfaithful)
-    k = np.isfinite(err[:, :C]).sum(axis=0)
-    centred = err[:, :C] - np.nansum(err[:, :C], axis=0) / np.maximum(k, 1)
-    if use_log:
-        losses = centred ** 2 * (k / np.maximum(k - 1, 1))  # mean: the variance (ddof=1)
-        board, _ = _select.leaderboard(cands.labels, losses, ests[:C], errors=err[:, :C],
-                                       offset=b2, offset_se=b2_se)
+    E = err[:, :C]
+    k = np.isfinite(E).sum(axis=0)
+    mean = np.where(k > 0, np.nansum(E, axis=0) / np.maximum(k, 1), np.nan)
+    var_pop = np.where(k > 0, np.nansum((E - mean) ** 2, axis=0) / np.maximum(k, 1), np.nan)
+    var = var_pop * k / np.maximum(k - 1, 1)  # the twins' variance (ddof=1)
+    use_log = bias == "log" or (bias == "twin" and bool(unfaithful))
+    if bias == "twin" and not unfaithful:  # the twins' own RMSE
+        board, _ = _select.leaderboard(cands.labels, E ** 2, ests[:C], errors=E)
+        read = "from the twins"
     else:
-        board, _ = _select.leaderboard(cands.labels, err[:, :C] ** 2, ests[:C],
-                                       errors=err[:, :C])
+        own = np.array([e.stderr ** 2 if e is not None and math.isfinite(e.stderr) else
+                        math.nan for e in ests[:C]])
+        s2 = np.where(np.isfinite(own), own, var)  # the log's own variance where it has one
+        if use_log:  # every bias from the log: max(0, d^2 - v)
+            from_log = np.ones(C, dtype=bool)
+        else:  # "auto": the log's where it resolves one, the twins' elsewhere
+            from_log = d2 > LOG_RESOLVES * v
+        # per twin: s^2 + the twin's squared error less its variance (mean: s^2 + bias^2)
+        losses = np.where(from_log, s2, s2 + E ** 2 - var_pop)
+        offset = np.where(from_log, np.maximum(0.0, d2 - v), 0.0)
+        board, _ = _select.leaderboard(cands.labels, losses, ests[:C], errors=E,
+                                       offset=offset,
+                                       offset_se=np.where(from_log, b2_se, 0.0))
+        read = ("with each bias from the log" if use_log else
+                f"with {int(from_log.sum())} of {C} biases read from the log")
     if unfaithful and bias == "twin":
-        notes.append("The selection falls back to each candidate's bias read from the log "
-                     "against the reference (bias='log').")
-    what = f"{n_twins} twins" + (" with its bias from the log" if use_log else "")
+        notes.append("The selection falls back to each candidate's own standard error and "
+                     "its bias read from the log against the reference (bias='log').")
     return _select.finish(
         board, method="twin", level=level, n_replicates=n_twins,
-        sentence=_select.how_sure(board, what), warnings_=notes,
+        sentence=_select.how_sure(board, f"{n_twins} twins, {read}"), warnings_=notes,
         fallback=bool(unfaithful) and bias == "twin",
         details={"twin_values": tuple(truths.tolist()),
                  "reward": "bernoulli" if binary else "gaussian", "logging": mode,
@@ -257,9 +280,10 @@ def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, mode
 
 def _log_bias(err, ests, ref, C):
     """Per candidate (the first ``C`` columns): the self-check statistic ``z``, the squared
-    bias read from the log against the reference ``max(0, d^2 - v)`` and its standard error
-    ``2 |d| sqrt(v)``."""
-    z, b2, se = np.full(C, math.nan), np.zeros(C), np.zeros(C)
+    difference from the reference on the log ``d^2``, that difference's variance over the
+    twins ``v`` (ddof=1) and the standard error of ``d^2`` as an estimate, ``2 |d|
+    sqrt(v)``."""
+    z, d2, v, se = (np.full(C, math.nan), np.zeros(C), np.zeros(C), np.zeros(C))
     e_ref = ests[ref]
     for c in range(C):
         e = ests[c]
@@ -268,14 +292,13 @@ def _log_bias(err, ests, ref, C):
         if e is None or e_ref is None or diff.size < 2:
             continue
         d = e.value - e_ref.value
-        v = float(diff.var(ddof=1))
-        b2[c] = max(0.0, d * d - v)
-        se[c] = 2 * abs(d) * math.sqrt(v)
-        if v > 0:
-            z[c] = (d - float(diff.mean())) / math.sqrt(v)
+        d2[c], v[c] = d * d, float(diff.var(ddof=1))
+        se[c] = 2 * abs(d) * math.sqrt(v[c])
+        if v[c] > 0:
+            z[c] = (d - float(diff.mean())) / math.sqrt(v[c])
         else:  # the reference itself, or a candidate equal to it on every twin
             z[c] = 0.0 if d == float(diff.mean()) else math.copysign(math.inf, d)
-    return z, b2, se
+    return z, d2, v, se
 
 
 def _unfaithful_words(labels, which, z, err, ests, ref) -> str:
