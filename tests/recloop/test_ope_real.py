@@ -255,3 +255,29 @@ def test_selectors_choose_among_the_estimators_and_are_scored_against_the_oracle
         ope_real("iris", estimators=["ips", "snips"], selectors=["ips"], n_logs=2)
     with pytest.raises(ValueError, match="`estimators` must be at least 2"):
         ope_real("iris", estimators=["ips"], selectors=["select_by_cv"], n_logs=2)
+
+
+def test_the_selectors_beside_slope_give_the_same_rows_in_chunks():
+    """estimator_selection's selectors (the twin, CV-OPE, PAS-IF) on every log, the logs cut
+    into chunks as the harness cuts a large cell: the same rows as in one piece; each
+    selector's variant has SLOPE's metrics and `warned`."""
+    import pickle
+
+    from recloop.experiments._selection import _Selection, finish
+
+    kw = dict(family="dr_os", values=[1.0, 100.0, float("inf")], within=0.1,
+              logging="softmax", beta=10.0, epsilon=0.2, n_rounds=80, n_logs=4, n_actions=5,
+              reward_noise=0.0, n_twins=2, selectors=["cv", "pasif"], n_resamples=20,
+              rng=seed_sequence(3), evaluation="sel")
+    study = _Selection("bred_linear", [{"name": "t", "policy": "epsilon_greedy",
+                                        "epsilon": 0.1}], **kw)
+    whole = finish(study.header, study.logs(0, 4))
+    parts = pickle.loads(pickle.dumps([study.logs(0, 1), study.logs(1, 4)]))  # as workers
+    assert repr(finish(study.header, parts[0] + parts[1])) == repr(whole)
+    got = {(m.variant, m.metric) for m in whole}
+    for sel in ("twin", "cv", "pasif"):
+        assert {(sel, m) for m in ("value", "rmse", "regret", "within", "warned")} <= got
+    with pytest.raises(ValueError, match="`selectors` must be a list of 'twin', 'cv', "
+                       "'pasif'"):
+        _Selection("bred_linear", [{"name": "t", "policy": "uniform"}],
+                   **{**kw, "selectors": ["oracle"]})
