@@ -584,7 +584,7 @@ KIND = EvaluationKind(
               "`evaluators.select_by_twin`, which then picks among the same candidates "
               "(variant `twin`, scored as SLOPE); 0: no twin (20 when `selectors` names "
               "it), >= 2 otherwise."),
-        Param("selectors", ListOf(Str(choices=tuple(SELECTORS)), unique=True), [],
+        Param("selectors", ListOf(Str(choices=tuple(SELECTORS)), min_len=0, unique=True), [],
               "Selectors that pick among the same candidates beside SLOPE, scored as SLOPE "
               "is: `twin` (`evaluators.select_by_twin`), `cv` (`select_by_cv`), `pasif` "
               "(`select_by_pasif`).", sweepable=False),
