@@ -7,6 +7,7 @@ through the agents' protocol (duck typing).
 from evaluators import datasets, metrics, splits  # public submodules
 from evaluators._ab import ABTestResult, ab_test
 from evaluators._bred import JITTER_C, BredEstimate, bred
+from evaluators._cv_ope import select_by_cv
 from evaluators._estimate import EmptySampleWarning, Estimate, normal_estimate, wilson_estimate
 from evaluators._evaluate import (
                              EstimatorRow,
@@ -30,8 +31,10 @@ from evaluators._ope import (
                              subgaussian_ips,
                              switch_dr,
 )
+from evaluators._pasif import select_by_pasif
 from evaluators._replay import NoMatchWarning, ReplayEstimate, replay
 from evaluators._reward_models import RewardModel, fit_reward_model
+from evaluators._select import CANDIDATES, CandidateScore, ImplausibleEstimateWarning, Selection
 from evaluators._slate_ope import (
                              SLATE_ESTIMATORS,
                              SlateRewardModel,
@@ -41,8 +44,8 @@ from evaluators._slate_ope import (
                              reward_interaction_ips,
                              slate_ips,
 )
-from evaluators._slope import SLOPE_DEFAULTS, SelectionEstimate, select_estimator
-from evaluators._twin import TWIN_CANDIDATES, TwinScore, TwinSelection, select_by_twin
+from evaluators._slope import SLOPE_DEFAULTS, SelectionEstimate, select_by_slope, select_estimator
+from evaluators._twin import select_by_twin
 from evaluators._weights import (
                              ItemWeights,
                              UnmatchedItemsWarning,
@@ -83,9 +86,13 @@ __all__ = [
     "SelectionEstimate",
     "SLOPE_DEFAULTS",
     "select_by_twin",
-    "TwinSelection",
-    "TwinScore",
-    "TWIN_CANDIDATES",
+    "select_by_cv",
+    "select_by_pasif",
+    "select_by_slope",
+    "Selection",
+    "CandidateScore",
+    "CANDIDATES",
+    "ImplausibleEstimateWarning",
     "OPEEstimate",
     "NoSupportWarning",
     "SLATE_ESTIMATORS",

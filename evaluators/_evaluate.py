@@ -16,8 +16,11 @@ import numpy as np
 from evaluators._estimate import Estimate
 from evaluators._ope import _rows, _target_at_logged
 from evaluators._reward_models import fit_reward_model
-from evaluators._slope import select_estimator
-from evaluators._twin import TWIN_CANDIDATES, select_by_twin
+from evaluators._cv_ope import select_by_cv
+from evaluators._pasif import select_by_pasif
+from evaluators._select import CANDIDATES
+from evaluators._slope import select_by_slope
+from evaluators._twin import select_by_twin
 from evaluators._user_log import read_target
 from evaluators._validation import check_log
 from recloop_base.validation import (
@@ -30,7 +33,7 @@ from recloop_base.validation import (
 __all__ = ["EstimatorRow", "LogDiagnostics", "LogEvaluation", "SELECTORS", "evaluate_log"]
 
 #: The selectors ``select=`` names.
-SELECTORS = ("twin", "slope", "none")
+SELECTORS = ("twin", "cv", "pasif", "slope", "none")
 
 
 @dataclass(frozen=True)
@@ -101,14 +104,18 @@ class LogEvaluation:
     selected : str or None
         The estimator the selector says to use (``None`` without selection).
     selector : str
-        ``"twin"``, ``"slope"``, ``"none"`` or a callable's name.
+        ``"twin"``, ``"cv"``, ``"pasif"``, ``"slope"``, ``"none"`` or a callable's name.
     score_name : str
-        What ``score`` is (``"twin RMSE"``: lower is better), empty when none.
+        What ``score`` is (``"est. RMSE"``: the selector's estimate of each estimator's
+        RMSE on this log; ``"interval width"`` for SLOPE; lower is better), empty when none.
     confidence : str
-        ``"clear"``, ``"likely"``, ``"uncertain"`` (the runner-up's score within one
-        standard error of the winner's) or ``""`` when the selector gives no scores.
-    runner_up : str or None
-        The second best by score.
+        ``"clear"`` (a paired comparison over the selector's replicates separates the chosen
+        estimator from every other), ``"tied"`` (it cannot, for those in ``tied``) or ``""``
+        when the selector gives no scores.
+    tied : tuple of str
+        The other estimators the selector cannot separate from the chosen one.
+    how_sure : str
+        The selector's own sentence on how sure it is (empty without one).
     diagnostics : LogDiagnostics
     level : float
         Level of every interval.
@@ -123,7 +130,8 @@ class LogEvaluation:
     selector: str
     score_name: str
     confidence: str
-    runner_up: str | None
+    tied: tuple
+    how_sure: str
     diagnostics: LogDiagnostics
     level: float
     note: str = ""
@@ -242,20 +250,22 @@ def _row(label, f, log, a, model, gen, level) -> EstimatorRow:
 
 # -- the selection adapter --------------------------------------------------------------------
 # Everything that depends on a selector's signature or on the fields of its result lives in
-# this block (the selectors are being rewritten: adapt here, and only here).
+# this block.
+_BY_NAME = {"twin": select_by_twin, "cv": select_by_cv, "pasif": select_by_pasif,
+            "slope": select_by_slope}
+
+
 def _default_candidates() -> tuple:
-    """The estimators evaluated and chosen from by default: the twin's candidates."""
-    return tuple(TWIN_CANDIDATES)
+    """The estimators evaluated and chosen from by default: the selectors' candidates."""
+    return tuple(CANDIDATES)
 
 
 def _run_selector(select, log, a, items, seq) -> tuple:
     """``(name, result)``: the selector called through its public API."""
     if select is None or select == "none":
         return "none", None
-    if select == "twin":
-        return "twin", select_by_twin(log, a, candidates=items, rng=seq)
-    if select == "slope":
-        return "slope", select_estimator(log, a, rng=seq)
+    if isinstance(select, str):
+        return select, _BY_NAME[select](log, a, candidates=items, rng=seq)
     name = getattr(select, "__name__", type(select).__name__)
     try:
         return name, select(log, a, candidates=items, rng=seq)
@@ -268,51 +278,35 @@ class _Pick:
     selected: str | None
     scores: dict  # label -> (score, standard error)
     score_name: str = ""
-    extra: EstimatorRow | None = None  # the pick's row when it is not among the estimators
+    tied: tuple = ()  # the other candidates a paired comparison cannot separate from it
+    how_sure: str = ""
     note: str = ""
 
 
 def _read_selection(name, result, labels) -> _Pick:
-    """What the rest of evaluate_log needs from a selector's result."""
+    """What the rest of evaluate_log needs from a selector's result: recloop's selectors
+    return a :class:`evaluators.Selection` (a leaderboard of scores with their standard
+    errors and paired ties, a sentence saying how sure, the self-checks' warnings); a
+    user's selector may return anything whose ``selected`` names one of the estimators."""
     if result is None:
         return _Pick(None, {})
-    note = str(getattr(result, "warning", "") or getattr(result, "note", "") or "")
-    board = getattr(result, "leaderboard", None)
-    if board:  # select_by_twin's TwinSelection and look-alikes: a score per candidate
-        scores = {}
-        for s in board:
-            rmse, bias, sd, n = (float(getattr(s, k, math.nan)) for k in
-                                 ("rmse", "bias", "sd", "n"))
-            scores[s.label] = (rmse, _rmse_se(rmse, bias, sd, n))
-        return _Pick(str(result.selected), scores, "twin RMSE", note=note)
     selected = getattr(result, "selected", None)
-    if name == "slope" or hasattr(result, "parameter"):  # SLOPE's SelectionEstimate
-        label = f"SLOPE: ips({result.parameter}={float(result.selected):g})"
-        return _Pick(label, {}, "", extra=_as_row(label, result),
-                     note=f"SLOPE chose {result.parameter} = {float(result.selected):g} "
-                          f"among {len(result.candidates)} values; its interval is the "
-                          "union of the accepted candidates' intervals.")
-    if isinstance(selected, str) and selected in labels:
-        return _Pick(selected, {}, note=note)
-    if isinstance(result, Estimate):
-        label = f"{name}: {selected}" if selected is not None else name
-        return _Pick(label, {}, extra=_as_row(label, result), note=note)
-    raise ValueError(f"`select`: {name} returned {type(result).__name__}; expected a result "
-                     "with `selected` naming one of the estimators, or an Estimate.")
-
-
-def _rmse_se(rmse, bias, sd, n) -> float:
-    """Standard error of an RMSE over ``n`` twins from the errors' mean and spread, errors
-    taken as normal: ``var(e^2) = 2 sd^4 + 4 bias^2 sd^2``, then the delta method."""
-    if not (n > 1 and math.isfinite(sd) and rmse > 0):
-        return math.nan
-    var_sq = 2 * sd ** 4 + 4 * bias ** 2 * sd ** 2
-    return math.sqrt(var_sq / n) / (2 * rmse)
-
-
-def _as_row(label, est) -> EstimatorRow:
-    return EstimatorRow(label, float(est.value), float(est.stderr), float(est.ci_low),
-                        float(est.ci_high), float(getattr(est, "ess", math.nan)))
+    if not (isinstance(selected, str) and selected in labels):
+        raise ValueError(f"`select`: {name} returned {type(result).__name__} whose "
+                         f"`selected` is {selected!r}; expected the label of one of the "
+                         "estimators (" + ", ".join(labels) + ").")
+    board = tuple(getattr(result, "leaderboard", ()) or ())
+    notes = [str(w) for w in getattr(result, "warnings", ()) or ()]
+    if getattr(result, "fallback", False):
+        notes.append(f"The selector fell back to its safe choice, {selected}.")
+    scores = {s.label: (float(s.score), float(s.stderr)) for s in board
+              if hasattr(s, "score") and hasattr(s, "stderr")}
+    method = getattr(result, "method", name)
+    score_name = ("" if not scores else "interval width" if method == "slope"
+                  else "est. RMSE")
+    tied = tuple(s.label for s in board if getattr(s, "tied", False) and s.label != selected)
+    return _Pick(selected, scores, score_name, tied, str(getattr(result, "how_sure", "") or ""),
+                 " ".join(notes))
 # -- end of the selection adapter -------------------------------------------------------------
 
 
@@ -358,15 +352,17 @@ def evaluate_log(log, target, *, estimators=None, select="twin", ci: float = 0.9
     estimators : sequence, optional
         Names of recloop's estimators (``"ips"``, ``"doubly_robust"``, or a candidate label
         such as ``"dr_os(lambda_=10)"``), functions ``estimator(log, action_dist)`` or
-        ``(label, function)`` pairs. Default: the twin selector's candidates
-        (:data:`evaluators.TWIN_CANDIDATES`). The model-based ones share one reward model
+        ``(label, function)`` pairs. Default: the selectors' candidates
+        (:data:`evaluators.CANDIDATES`). The model-based ones share one reward model
         (ridge, cross-fitted once).
-    select : "twin", "slope", "none", None or callable, default "twin"
-        Who chooses the estimate to use: :func:`evaluators.select_by_twin` among
-        ``estimators`` (scored by their RMSE on simulated twins of the log),
-        :func:`evaluators.select_estimator` (SLOPE: IPS's clipping threshold from the log
-        alone), nobody, or ``select(log, action_dist, *, candidates, rng)`` returning a
-        result whose ``selected`` names one of the estimators.
+    select : "twin", "cv", "pasif", "slope", "none", None or callable, default "twin"
+        Who chooses the estimate to use among ``estimators``: :func:`evaluators.select_by_twin`
+        (each one's own standard error and its bias, read from the log against DR where the
+        log resolves it, from simulated twins of the log elsewhere; docs/real_data.md has
+        how it fares against the truth), :func:`evaluators.select_by_cv` (cross-validated
+        OPE), :func:`evaluators.select_by_pasif` (PAS-IF), :func:`evaluators.select_by_slope`
+        (SLOPE's interval rule), nobody, or ``select(log, action_dist, *, candidates, rng)``
+        returning a result whose ``selected`` names one of the estimators.
     ci : float in (0, 1), default 0.95
         Level of every interval.
     rng : None, int, SeedSequence or Generator, default 0
@@ -391,12 +387,11 @@ def evaluate_log(log, target, *, estimators=None, select="twin", ci: float = 0.9
     Notes
     -----
     The standard errors and intervals are each estimator's own; the selected estimator's
-    interval does not account for the selection. The twin's score is its RMSE over the
-    twins; its standard error is the delta method's on the twins' errors taken as normal
-    (``var(e^2) = 2 sd^4 + 4 bias^2 sd^2``), and the choice is called ``"clear"`` when the
-    runner-up's RMSE is more than 2 combined standard errors above the winner's,
-    ``"likely"`` above 1, ``"uncertain"`` otherwise (the errors of two candidates on the
-    same twins are correlated, so this understates how sure the ranking is).
+    interval does not account for the selection. How sure the selection is comes from the
+    selector: a paired comparison of the candidates' errors over the same replicates (twins,
+    splits, subsamples) says which of them it cannot separate from the chosen one
+    (``tied``); the selector's self-checks (e.g. twins unfaithful to the log) reach
+    ``note`` in words.
 
     Examples
     --------
@@ -433,34 +428,17 @@ def evaluate_log(log, target, *, estimators=None, select="twin", ci: float = 0.9
             for (label, f), s in zip(items, est_seq.spawn(len(items)), strict=True)]
     name, result = _run_selector(select, log, a, items, select_seq)
     pick = _read_selection(name, result, [r.estimator for r in rows])
-    if pick.extra is not None:
-        rows.append(pick.extra)
-    rows = [EstimatorRow(**{**r.__dict__, "score": pick.scores.get(r.estimator, (
-        math.nan, math.nan))[0], "score_se": pick.scores.get(r.estimator, (
-            math.nan, math.nan))[1], "selected": r.estimator == pick.selected
-            or (pick.extra is not None and r is pick.extra)}) for r in rows]
-    confidence, runner_up = _confidence(rows, pick)
+    nan2 = (math.nan, math.nan)
+    rows = [EstimatorRow(**{**r.__dict__, "score": pick.scores.get(r.estimator, nan2)[0],
+                            "score_se": pick.scores.get(r.estimator, nan2)[1],
+                            "selected": r.estimator == pick.selected}) for r in rows]
+    confidence = "" if pick.selected is None or not pick.scores else (
+        "tied" if pick.tied else "clear")
     return LogEvaluation(
         rows=tuple(rows), selected=pick.selected, selector=name, score_name=pick.score_name,
-        confidence=confidence, runner_up=runner_up,
+        confidence=confidence, tied=pick.tied, how_sure=pick.how_sure,
         diagnostics=_diagnostics(log, a, model), level=level, note=pick.note,
         selection=result)
-
-
-def _confidence(rows, pick) -> tuple[str, str | None]:
-    scored = sorted((r for r in rows if math.isfinite(r.score)), key=lambda r: r.score)
-    win = next((r for r in rows if r.selected), None)
-    if win is None or not math.isfinite(win.score):
-        return "", None
-    others = [r for r in scored if r is not win]
-    if not others:
-        return "", None
-    second = others[0]
-    se = math.hypot(win.score_se, second.score_se)
-    if not math.isfinite(se) or se == 0:
-        return "", second.estimator
-    gap = (second.score - win.score) / se
-    return ("clear" if gap > 2 else "likely" if gap > 1 else "uncertain"), second.estimator
 
 
 def _g(x: float) -> str:
@@ -477,18 +455,10 @@ def _summary(res: LogEvaluation, label=str) -> str:
     else:
         parts.append(f"Use {label(win.estimator)}: {_g(win.value)}, {pct} interval "
                      f"[{_g(win.ci_low)}, {_g(win.ci_high)}].")
-        by = {r.estimator: r for r in res.rows}
-        second = by.get(res.runner_up) if res.runner_up else None
-        if res.confidence and second is not None:
-            judged = {"clear": ": the choice is clear",
-                      "likely": ": the choice is likely but not clear",
-                      "uncertain": ", which is as good within the uncertainty"}
-            parts.append(f"How sure: its {res.score_name} is {_g(win.score)} ± "
-                         f"{_g(win.score_se)} against {_g(second.score)} ± "
-                         f"{_g(second.score_se)} for the next best, {label(second.estimator)}"
-                         f"{judged[res.confidence]}.")
-        elif res.selector == "slope":
-            parts.append("How sure: SLOPE gives no measure of its own certainty.")
+        if res.how_sure:
+            parts.append(f"How sure: {res.how_sure}")
+        elif res.selector == "none":
+            pass
         else:
             parts.append(f"How sure: the selector ({res.selector}) gives no scores.")
     if res.note:

@@ -43,11 +43,15 @@ __all__ = [
     "BetaPrior",
     "ClassifierPolicy",
     "MulticlassBandit",
+    "FullInformation",
+    "JESTER_JOKES",
     "CLASSIFICATION_SETS",
     "load_open_bandit",
     "read_bts_prior",
     "bernoulli_ts_action_dist",
     "multiclass_to_bandit",
+    "full_information_to_bandit",
+    "jester_full_information",
     "load_classification",
 ]
 
@@ -575,6 +579,9 @@ class MulticlassBandit:
         The original labels; action ``a`` is class ``classes[a]``.
     train_index, eval_index : ndarray of int
         Rows of ``X`` that trained the classifiers, and the log's rows (in log order).
+    rewards : ndarray (n_rounds, n_actions)
+        Every action's reward on the log's records (the one-hot labels of a multiclass
+        log): the log's rewards are ``rewards[j, action_j]``.
     """
 
     log: BanditLog
@@ -583,9 +590,10 @@ class MulticlassBandit:
     classes: np.ndarray
     train_index: np.ndarray
     eval_index: np.ndarray
+    rewards: np.ndarray | None = None
 
 
-def _check_xy(X, y):
+def _check_x(X) -> np.ndarray:
     X = np.asarray(X)
     if X.dtype.kind not in "biuf":
         raise ArgumentTypeError("X", "a numeric array", f"dtype {X.dtype}")
@@ -595,6 +603,11 @@ def _check_xy(X, y):
     X = X.astype(np.float64)
     if not np.isfinite(X).all():
         raise ArgumentValueError("X", "finite", "nan or inf")
+    return X
+
+
+def _check_xy(X, y):
+    X = _check_x(X)
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ArgumentValueError("y", f"a 1-d array of {X.shape[0]} labels (one per row of "
@@ -652,6 +665,7 @@ def multiclass_to_bandit(X, y, *, logging: ClassifierPolicy, target, eval_size: 
     Returns
     -------
     MulticlassBandit
+        ``rewards`` the one-hot encoding of the evaluation examples' labels.
 
     Raises
     ------
@@ -667,6 +681,7 @@ def multiclass_to_bandit(X, y, *, logging: ClassifierPolicy, target, eval_size: 
     Dudik, Langford & Li (2011), "Doubly robust policy evaluation and learning" (section
     5.1), followed by most OPE studies since; OBP's ``MultiClassToBanditReduction`` builds
     the same policies. Example: ``X, y = load_classification("digits")``.
+    :func:`full_information_to_bandit` is the same protocol for any table of rewards.
 
     Examples
     --------
@@ -679,6 +694,86 @@ def multiclass_to_bandit(X, y, *, logging: ClassifierPolicy, target, eval_size: 
     (200, 3, (1, 200, 3))
     """
     X, classes, label = _check_xy(X, y)
+    rewards = np.eye(classes.size)[label]
+    return _to_bandit(X, label, rewards, classes, logging, target, eval_size, rng,
+                      "multiclass_to_bandit")
+
+
+def full_information_to_bandit(X, rewards, *, labels=None, logging: ClassifierPolicy,
+                               target, eval_size: float = 0.5, rng=None) -> MulticlassBandit:
+    """Data where every action's reward is known (full information) as a bandit log whose
+    target value is exact: the multiclass protocol for any table of rewards.
+
+    Parameters
+    ----------
+    X : array (n_samples, n_features)
+        The contexts.
+    rewards : array (n_samples, n_actions)
+        Every action's reward for every row (finite numbers).
+    labels : array (n_samples,) of ints in [0, n_actions), optional
+        The action each policy's classifier learns to predict from ``X`` (and the strata of
+        the split); default each row's best action, ``argmax(rewards)`` (the first among
+        ties).
+    logging, target, eval_size, rng
+        As for :func:`multiclass_to_bandit`.
+
+    Returns
+    -------
+    MulticlassBandit
+        ``log.reward`` is ``rewards[j, action_j]``; ``value`` each target's exact
+        ``mean_j sum_a pi_e(a | x_j) rewards[j, a]`` over the evaluation rows; ``classes``
+        the action indices ``0 ... n_actions - 1``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`multiclass_to_bandit`; ``rewards`` not a finite ``(n_samples, n_actions)``
+        array with ``n_actions >= 2``, ``labels`` of another length or outside the actions.
+
+    Notes
+    -----
+    Riquelme, Tucker & Snoek (2018), "Deep Bayesian bandits showdown" (ICLR), build their
+    Jester problem this way: contexts the ratings of some jokes, actions other jokes, every
+    action's reward known because the users rated every joke (:func:`jester_full_information`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g = np.random.default_rng(0)
+    >>> X = g.normal(size=(300, 2)); R = (g.random((300, 3)) < 0.3).astype(float)
+    >>> data = full_information_to_bandit(X, R, logging=ClassifierPolicy(alpha=0.2),
+    ...                                   target=ClassifierPolicy(alpha=0.9), rng=0)
+    >>> data.rewards.shape, data.log.n_actions
+    ((150, 3), 3)
+    """
+    X = _check_x(X)
+    R = np.asarray(rewards)
+    if R.dtype.kind not in "biuf":
+        raise ArgumentTypeError("rewards", "a numeric array", f"dtype {R.dtype}")
+    if R.ndim != 2 or R.shape[0] != X.shape[0] or R.shape[1] < 2:
+        raise ArgumentValueError("rewards", f"an array ({X.shape[0]}, n_actions) with "
+                                 "n_actions >= 2 (one row per row of `X`)", f"shape {R.shape}")
+    R = R.astype(np.float64)
+    if not np.isfinite(R).all():
+        j, k = (int(i) for i in np.argwhere(~np.isfinite(R))[0])
+        raise ArgumentValueError("rewards", "finite", f"{R[j, k]} at row {j}, action {k}")
+    K = R.shape[1]
+    if labels is None:
+        label = R.argmax(axis=1).astype(np.int64)
+    else:
+        label = np.asarray(labels)
+        if label.shape != (X.shape[0],) or label.dtype.kind not in "iu" or (
+                label.size and (label.min() < 0 or label.max() >= K)):
+            raise ArgumentValueError("labels", f"{X.shape[0]} ints in [0, {K})",
+                                     f"shape {label.shape}, dtype {label.dtype}")
+        label = label.astype(np.int64)
+    return _to_bandit(X, label, R, np.arange(K), logging, target, eval_size, rng,
+                      "full_information_to_bandit")
+
+
+def _to_bandit(X, label, rewards, classes, logging, target, eval_size, rng, who):
+    """The protocol of :func:`multiclass_to_bandit` on checked ``X``, the classifiers'
+    labels and every action's reward."""
     if not isinstance(logging, ClassifierPolicy):
         raise ArgumentTypeError("logging", "a ClassifierPolicy", type(logging).__name__)
     if logging.alpha >= 1.0:
@@ -692,14 +787,14 @@ def multiclass_to_bandit(X, y, *, logging: ClassifierPolicy, target, eval_size: 
     eval_size = check_float(eval_size, "eval_size", low=0.0, high=1.0, low_open=True,
                             high_open=True)
     gen = as_generator(rng)
-    K = classes.size
+    K = rewards.shape[1]
     train, ev = _stratified_split(label, K, eval_size, gen)
     if train.size == 0 or ev.size == 0:
         raise ArgumentValueError("eval_size", "a share that leaves rows in both parts",
                                  f"{eval_size} ({train.size} training, {ev.size} evaluation "
                                  "rows)")
     if any(isinstance(p.classifier, str) for p in (logging, *targets)):
-        _sklearn("multiclass_to_bandit")
+        _sklearn(who)
     fitted: dict = {}
 
     def predict(policy: ClassifierPolicy) -> np.ndarray:
@@ -725,16 +820,116 @@ def multiclass_to_bandit(X, y, *, logging: ClassifierPolicy, target, eval_size: 
     u = gen.random(ev.size)
     action = np.minimum((np.cumsum(pi_b, axis=1) <= u[:, None]).sum(axis=1), K - 1)
     rows = np.arange(ev.size)
-    truth = label[ev]
+    R = np.ascontiguousarray(rewards[ev])
     dists = np.stack([t.probabilities(predict(t), K) for t in targets])
-    log = BanditLog(context=X[ev], action=action, reward=(action == truth).astype(np.float64),
+    log = BanditLog(context=X[ev], action=action, reward=R[rows, action],
                     pscore=pi_b[rows, action], n_actions=K, pi_b=pi_b,
-                    metadata={"dataset": "multiclass_to_bandit", "n_train": int(train.size)})
-    value = np.array([d[rows, truth].mean() for d in dists])  # 1-d sums, as the definition
-    for a in (dists, value, classes, train, ev):
+                    metadata={"dataset": who.removesuffix("_to_bandit"),
+                              "n_train": int(train.size)})
+    value = np.array([np.einsum("jk,jk->j", d, R).mean() for d in dists])
+    for a in (dists, value, classes, train, ev, R):
         a.setflags(write=False)
     return MulticlassBandit(log=log, action_dist=dists, value=value, classes=classes,
-                            train_index=train, eval_index=ev)
+                            train_index=train, eval_index=ev, rewards=R)
+
+
+#: The eight jokes of the bundled Jester slice rated by the most users (787 of its 906
+#: rated all eight; all eight belong to Jester's gauge set, which the original study asked
+#: every user to rate).
+JESTER_JOKES = (7, 8, 13, 15, 16, 17, 18, 19)
+
+
+@dataclass(frozen=True, eq=False)
+class FullInformation:
+    """Contexts with every action's reward known.
+
+    Attributes
+    ----------
+    X : ndarray (n_rows, n_features)
+        The contexts.
+    rewards : ndarray (n_rows, n_actions)
+        Every action's reward on every row.
+    labels : ndarray (n_rows,) of int
+        The action a policy's classifier learns to predict (the best one of each row).
+    action_ids : ndarray (n_actions,)
+        What each action is in the source data (Jester: the joke ids).
+    """
+
+    X: np.ndarray
+    rewards: np.ndarray
+    labels: np.ndarray
+    action_ids: np.ndarray
+
+
+def jester_full_information(data, *, jokes=JESTER_JOKES, n_context: int = 4,
+                            threshold: float = 5.0) -> FullInformation:
+    """Jester's users who rated every joke of a set, as contexts with every action's
+    reward known (Riquelme, Tucker & Snoek 2018).
+
+    Parameters
+    ----------
+    data : RatingData or str or os.PathLike
+        Jester ratings (:func:`load_jester`, or a path it reads).
+    jokes : sequence of joke ids, default :data:`JESTER_JOKES`
+        The set: only users who rated all of them are kept. Sorted by id, the first
+        ``n_context`` are the context, the others the actions.
+    n_context : int >= 1, default 4
+        Jokes whose ratings (divided by 10, so in [-1, 1]) are the context.
+    threshold : float, default 5.0
+        The reward of an action joke is 1 when the user rated it at least ``threshold``
+        (ratings are in [-10, 10]: 5 is "liked it"), else 0.
+
+    Returns
+    -------
+    FullInformation
+        One row per such user (in user-id order); ``labels`` the action joke each user
+        rated highest (the first among equal ratings); ``action_ids`` the action jokes.
+
+    Raises
+    ------
+    ValueError
+        Fewer than ``n_context + 2`` distinct jokes, a joke the data does not hold,
+        ``n_context`` outside [1, len(jokes) - 2], fewer than 2 users who rated them all.
+
+    Notes
+    -----
+    Riquelme, Tucker & Snoek (2018), "Deep Bayesian bandits showdown: an empirical
+    comparison of Bayesian deep networks for Thompson sampling" (ICLR), take the users of
+    Jester who rated all of 40 jokes: the ratings of 32 are the context, the other 8 the
+    arms, the rating the reward. The bundled slice holds fewer complete users, so the set
+    here is smaller and the reward is binary (a high rating), which the multiclass
+    protocol's policies then meet as they meet labels (:func:`full_information_to_bandit`).
+    """
+    from evaluators._datasets import RatingData, load_jester
+
+    ratings = data if isinstance(data, RatingData) else load_jester(data)
+    ids = sorted({int(j) for j in jokes}) if not isinstance(jokes, (str, bytes)) else None
+    if not ids or len(ids) < 3:
+        raise ArgumentValueError("jokes", "at least 3 distinct joke ids", repr(jokes))
+    n_context = check_int(n_context, "n_context", low=1, high=len(ids) - 2)
+    threshold = check_float(threshold, "threshold")
+    item_of = {int(v): i for i, v in enumerate(ratings.item_ids.tolist())}
+    missing = [j for j in ids if j not in item_of]
+    if missing:
+        raise ArgumentValueError("jokes", f"jokes of the data ({ratings.source or 'ratings'})",
+                                 f"joke {missing[0]}, which nobody rated")
+    col = np.full(len(ratings.item_ids), -1)
+    col[[item_of[j] for j in ids]] = np.arange(len(ids))
+    keep = col[ratings.items] >= 0
+    M = np.full((len(ratings.user_ids), len(ids)), np.nan)
+    M[ratings.users[keep], col[ratings.items[keep]]] = ratings.ratings[keep]
+    complete = np.isfinite(M).all(axis=1)
+    if complete.sum() < 2:
+        raise ArgumentValueError("jokes", "a set of jokes at least 2 users rated in full",
+                                 f"{int(complete.sum())} such users")
+    M = M[complete]
+    ctx, acts = M[:, :n_context], M[:, n_context:]
+    out = FullInformation(X=ctx / 10.0, rewards=(acts >= threshold).astype(np.float64),
+                          labels=acts.argmax(axis=1).astype(np.int64),
+                          action_ids=np.asarray(ids[n_context:], dtype=np.int64))
+    for a in (out.X, out.rewards, out.labels, out.action_ids):
+        a.setflags(write=False)
+    return out
 
 
 #: scikit-learn's bundled classification sets that :func:`load_classification` reads.

@@ -27,7 +27,7 @@ from recloop_base.validation import (
     check_level,
 )
 
-__all__ = ["select_estimator", "SelectionEstimate", "SLOPE_DEFAULTS"]
+__all__ = ["select_estimator", "select_by_slope", "SelectionEstimate", "SLOPE_DEFAULTS"]
 
 _INF = math.inf
 #: estimator -> (its hyper-parameter, the default candidate values)
@@ -183,3 +183,90 @@ def _check_values(values, default, estimator, param) -> tuple:
     open_low = param == "clip"
     return tuple(check_float(v, f"values[{i}]", low=0.0, high=hi, low_open=open_low,
                              finite=False) for i, v in enumerate(vals))
+
+
+def select_by_slope(log, action_dist, *, candidates=None, delta: float = 0.1,
+                    ci: float = 0.95, rng=None, timeout: float | None = None):
+    """Choose among any candidates by SLOPE's interval-overlap rule (Su, Srinath &
+    Krishnamurthy 2020), from the log alone.
+
+    Parameters
+    ----------
+    log : simulator.logs.BanditLog
+    action_dist : array (n_rounds, n_actions) or (n_rounds, n_actions, len_list)
+    candidates : sequence or mapping, optional
+        As for :func:`evaluators.select_by_twin` (default :data:`evaluators.CANDIDATES`);
+        each must return an :class:`Estimate` with a standard error (a candidate without
+        one cannot be placed in SLOPE's order: it is ranked last and never chosen).
+    delta : float in (0, 1), default 0.1
+        Confidence of the widths, as for :func:`select_estimator`.
+    ci : float in (0, 1)
+        Level of the returned interval.
+    rng : None, int, SeedSequence or Generator
+        Source of the model-based candidates' folds.
+    timeout : float > 0, optional
+        Seconds a call of a user's candidate may take (default
+        :data:`recloop_base.guard.TRIAL_TIMEOUT`).
+
+    Returns
+    -------
+    Selection
+        ``method="slope"``; each candidate's ``score`` is its width ``t_{n-1}(1 - delta)
+        stderr``, ``stderr`` nan (SLOPE has no replicates: it says nothing of how sure its
+        choice is), ``rank`` its place in SLOPE's order of decreasing width (1: the
+        chosen one).
+
+    Notes
+    -----
+    :func:`select_estimator`'s rule over an arbitrary set: the candidates are ordered by
+    decreasing width, and walking down that order a candidate is accepted while its
+    estimate is within ``c_i + (sqrt(6) - 1) c_j`` of every accepted one's; the last
+    accepted wins. The rule assumes that the order of decreasing width is one of
+    increasing bias (a family with a hyper-parameter, as in the paper); across estimator
+    families that need not hold, and the rule then prefers the narrowest interval the
+    wider ones do not contradict. The returned interval is the winner's own.
+    """
+    from evaluators import _select
+    from evaluators._ope import _check_action_dist
+    from recloop_base.guard import TRIAL_TIMEOUT
+    from recloop_base.validation import as_generator
+
+    log = _check_log(log)
+    a3 = _check_action_dist(log, action_dist)
+    cands = _select.Candidates(candidates, timeout=TRIAL_TIMEOUT if timeout is None
+                               else timeout)
+    delta = check_float(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True)
+    level = check_level(ci)
+    with _select.silenced():
+        ests = cands.run(log, a3, as_generator(rng), "the log")
+    cands.warn_refused()
+    n, C = log.n_rounds, len(cands)
+    t = float(stdtrit(n - 1, 1.0 - delta)) if n > 1 else math.nan
+    theta = np.array([e.value if e is not None else math.nan for e in ests[:C]])
+    width = np.array([t * e.stderr if e is not None else math.nan for e in ests[:C]])
+    placed = [c for c in np.argsort(-np.where(np.isfinite(width), width, -np.inf),
+                                    kind="stable") if np.isfinite(width[c])
+              and np.isfinite(theta[c])]
+    if not placed:
+        raise ValueError("every candidate gave nan (or an impossible value, or no standard "
+                         "error) on the log: SLOPE cannot order them ("
+                         + ", ".join(cands.labels) + ").")
+    chosen_at = len(placed) - 1
+    for i in range(1, len(placed)):
+        acc = np.array(placed[:i])
+        if not np.all(np.abs(theta[acc] - theta[placed[i]]) <= width[placed[i]]
+                      + _C * width[acc]):
+            chosen_at = i - 1
+            break
+    order = ([placed[chosen_at]] + placed[:chosen_at] + placed[chosen_at + 1:]
+             + [c for c in range(C) if c not in placed])
+    board = [_select.CandidateScore(
+        label=cands.labels[c], score=float(width[c]), stderr=math.nan, rank=r + 1,
+        tied=r == 0, estimate=ests[c] if ests[c] is not None else _select.NAN_ESTIMATE,
+        n=0, n_nan=0) for r, c in enumerate(order)]
+    accepted = len(placed[:chosen_at + 1])
+    sentence = (f"{cands.labels[order[0]]!r} is the narrowest of the {accepted} widest "
+                "candidates whose intervals agree (SLOPE); the rule has no replicates, so it "
+                "says nothing of how sure the choice is.")
+    return _select.finish(board, method="slope", level=level, n_replicates=0,
+                          sentence=sentence, details={"delta": delta})

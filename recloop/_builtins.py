@@ -118,6 +118,7 @@ def _static(name, fn):
 
 _STATIC = tuple(_static(name, getattr(evaluators, name)) for name in (
     "ips", "snips", "direct_method", "doubly_robust", "sndr", "switch_dr", "dr_os",
-    "subgaussian_ips", "mips", "select_estimator", "select_by_twin"))
+    "subgaussian_ips", "mips", "select_estimator", "select_by_twin", "select_by_cv",
+    "select_by_pasif", "select_by_slope"))
 
 KINDS = _BANDITS + _RECOMMENDERS + _LEARNING + _STATIC

@@ -63,8 +63,9 @@ def add_parser(sub) -> None:
                     help="context columns, comma-separated, or PREFIX* for every column "
                          "starting with PREFIX (default: every other column)")
     ev.add_argument("--estimators", default=None, metavar="NAMES",
-                    help="comma-separated estimator names (default: the twin's candidates)")
-    ev.add_argument("--select", choices=("twin", "slope", "none"), default="twin",
+                    help="comma-separated estimator names (default: the selectors' candidates)")
+    ev.add_argument("--select", choices=("twin", "cv", "pasif", "slope", "none"),
+                    default="twin",
                     help="who picks the estimate to use (default: twin)")
     ev.add_argument("--seed", type=int, default=0, metavar="N",
                     help="seed of every draw (default 0)")

@@ -73,13 +73,42 @@ def small_obd() -> Path:
     return write_small_obd(Path(tempfile.mkdtemp(prefix="recloop-test-obd-")) / "obd")
 
 
+def write_small_jester(path: Path, *, n_users: int = 120, seed: int = 0) -> Path:
+    """A Jester-format ratings CSV (``userId,jokeId,rating``, ratings in [-10, 10]) of
+    ``n_users`` users: each rates the eight jokes of ``evaluators.datasets.JESTER_JOKES``
+    (a taste in one latent dimension, the action jokes' ratings following the context
+    jokes'), and two other jokes; one user in ten skips a joke of the set."""
+    from evaluators.datasets import JESTER_JOKES
+
+    g = np.random.default_rng(seed)
+    lines = ["userId,jokeId,rating"]
+    for u in range(1, n_users + 1):
+        taste = g.normal()
+        for j, joke in enumerate((*JESTER_JOKES, 3, 40)):
+            if u % 10 == 0 and j == 2:
+                continue
+            r = float(np.clip(3 * taste * (1 if j % 2 else -1) + 4 * g.normal(), -10, 10))
+            lines.append(f"{u},{joke},{r:.3f}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def small_jester() -> Path:
+    """:func:`write_small_jester` in a temporary folder."""
+    return write_small_jester(Path(tempfile.mkdtemp(prefix="recloop-test-jester-"))
+                              / "jester.csv")
+
+
 #: Overrides that let a built-in scenario run here: its data replaced by a stand-in.
 def overrides(name: str) -> list[str]:
     if name == "calibrated_campaign_bias":
         return [f"world.calibrate_from={small_movielens()}",
                 "evaluations.0.ticks=[40, 45, 50, 55, 59]"]
     if name == "ope_real":
-        return [f"evaluations.0.data={small_obd()}", f"evaluations.2.data={small_obd()}"]
+        return [f"evaluations.0.data={small_obd()}", f"evaluations.2.data={small_obd()}",
+                f"evaluations.4.data={small_jester()}"]
     if name == "calibrated_loo_cf":
         return [f"world.calibrate_from={small_movielens()}", "world.n_factors=2"]
     return []

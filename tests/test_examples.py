@@ -118,7 +118,7 @@ def test_compare_estimators_on_your_csv_and_policy(tmp_path, capsys, monkeypatch
     from evaluators.datasets import read_bandit_log
 
     rows = _table(out)
-    assert list(rows) == [label for label, _ in evaluators.TWIN_CANDIDATES]
+    assert list(rows) == [label for label, _ in evaluators.CANDIDATES]
     assert sum(sel for _, sel in rows.values()) == 1
     log = read_bandit_log(tmp_path / "log.csv")
     ips = evaluators.ips(log, np.tile([0.2, 0.7, 0.1], (300, 1)))  # ids sorted: hat, scarf, ..

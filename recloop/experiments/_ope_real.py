@@ -15,6 +15,14 @@ Two sources of truth (issue 24 §3):
   Per replicate (seed), one stratified split trains the policies' classifiers; each log is
   a bootstrap resample of the evaluation rows with actions drawn afresh from the logging
   policy, and each target's value on the log's rows is exact: ``mean_j pi_e(y_j | x_j)``.
+* **Jester** (``source = "jester"``): the users who rated every joke of a set, the ratings
+  of some jokes the context, the others the actions, the reward a high rating (Riquelme,
+  Tucker & Snoek 2018); every action's reward is known, so the protocol is the multiclass
+  one with ``mean_j sum_a pi_e(a | x_j) r_j(a)`` the exact value.
+
+``selectors`` (``evaluators.select_by_twin``, ``select_by_cv``, ...) choose, on every log,
+among the evaluation's ``estimators``; each is scored like an estimator and against the
+*oracle*, the estimator with the least RMSE over the logs (known only to the harness).
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ __all__ = ["DEFAULT_TARGETS", "KIND", "SOURCES", "ope_real"]
 
 EVALUATION = "ope_real"
 #: Where the truth comes from: the Open Bandit Dataset, or a bundled classification set.
-SOURCES = ("obd", "digits", "breast_cancer", "wine", "iris")
+SOURCES = ("obd", "jester", "digits", "breast_cancer", "wine", "iris")
 CAMPAIGNS = ("all", "men", "women")
 #: The multiclass protocol's default targets: a good, a hedged and a poor classifier policy.
 DEFAULT_TARGETS = (
@@ -107,26 +115,37 @@ def _obd(data, campaign, n_sim, root):
 
 
 def ope_real(source: str = "digits", *, data=None, campaign: str = "all",
-             estimators=DEFAULT_ESTIMATORS, targets: Sequence[Mapping] = DEFAULT_TARGETS,
-             logging_alpha: float = 0.2, logging_C: float = 1.0, eval_size: float = 0.5,
-             n_logs: int = 200, n_sim: int = 100_000, rng=None, progress: bool = False,
+             estimators=DEFAULT_ESTIMATORS, selectors=(),
+             targets: Sequence[Mapping] = DEFAULT_TARGETS, logging_alpha: float = 0.2,
+             logging_C: float = 1.0, eval_size: float = 0.5, n_logs: int = 200,
+             n_sim: int = 100_000, rng=None, progress: bool = False,
              evaluation: str = EVALUATION, on_error=None, per_log=None) -> list[Measurement]:
     """Off-policy estimators on real data against a truth from the data, over many logs.
 
     Parameters
     ----------
-    source : {"obd", "digits", "breast_cancer", "wine", "iris"}
+    source : {"obd", "jester", "digits", "breast_cancer", "wine", "iris"}
         ``"obd"``: the Open Bandit Dataset's random log, target BTS, truth the click rate
-        of the BTS log (with its Wilson interval). Else a bundled scikit-learn set in the
-        multiclass-to-bandit protocol, truth exact from the labels.
+        of the BTS log (with its Wilson interval). ``"jester"``: the Jester ratings at
+        ``data`` as full-information feedback (:func:`evaluators.datasets.
+        jester_full_information`: the users who rated every joke of
+        ``evaluators.datasets.JESTER_JOKES``, 4 jokes' ratings the context, the other 4
+        the actions, reward 1 for a rating of 5 or more), truth exact. Else a bundled
+        scikit-learn set in the multiclass-to-bandit protocol, truth exact from the labels.
     data : str or os.PathLike
-        ``"obd"`` only: the dataset's folder (``random/``, ``bts/``, ``prior_bts.yaml``;
-        the 10,000-row sample or the full release).
+        ``"obd"``: the dataset's folder (``random/``, ``bts/``, ``prior_bts.yaml``; the
+        10,000-row sample or the full release). ``"jester"``: a Jester ratings file
+        (``userId,jokeId,rating`` CSV, or Jester's text format).
     campaign : {"all", "men", "women"}
         ``"obd"`` only.
     estimators : sequence
         Static estimators: names of the registry's (``ips``, ``dr_os``, ``select_by_twin``,
         ...) or ``(name, estimator)`` pairs; model-based ones share one reward model per log.
+    selectors : sequence
+        Estimator selectors (``select_by_twin``, ``select_by_cv``, ``select_by_pasif``,
+        ``select_by_slope``): names or ``(name, selector)`` pairs, ``selector(log,
+        action_dist, *, candidates, rng)``; each chooses on every log among the
+        ``estimators`` (as its candidates) and is scored like them, and against the oracle.
     targets : sequence of tables ``{name, alpha, C}``
         Multiclass only: target policies (a logistic regression with inverse
         regularisation ``C`` on the training split, its prediction mixed with uniform,
@@ -152,7 +171,12 @@ def ope_real(source: str = "digits", *, data=None, campaign: str = "all",
         truth; on OBD the truth's point value), ``overlap`` (OBD: share of logs whose
         interval meets the truth's interval), ``nan_rate``; variant ``truth``: the truth
         (OBD: the BTS click rate with its Wilson interval; multiclass: the mean over logs
-        of the exact values).
+        of the exact values). With ``selectors``: variant ``oracle``, metric ``rmse``, the
+        least RMSE of the estimators (``choice``: the index of that estimator in
+        ``estimators``); per selector, besides the estimator's metrics, ``oracle_ratio``
+        (its RMSE over the oracle's), ``pick_within`` (share of logs whose pick has an RMSE
+        within 1.2 times the oracle's, Wilson interval) and ``warned`` (share of logs where
+        its self-check warned).
     """
     from evaluators import Estimate
     from recloop._registry import registry
@@ -166,6 +190,16 @@ def ope_real(source: str = "digits", *, data=None, campaign: str = "all",
                 if v.family == "static" and v.origin == "built-in"}
     table = estimator_table(estimators, tuple(builtins), what="estimator")
     funcs = {name: f if f is not None else builtins[name] for name, f in table.items()}
+    chooser = estimator_table(selectors, tuple(builtins), what="selector") if len(
+        selectors) else {}
+    choosers = {name: f if f is not None else builtins[name] for name, f in chooser.items()}
+    clash = sorted(set(choosers) & set(funcs))
+    if clash:
+        raise ArgumentValueError("selectors", "names distinct from the estimators'",
+                                 f"{clash[0]!r} in both")
+    if choosers and len(funcs) < 2:
+        raise ArgumentValueError("estimators", "at least 2 estimators for the selectors to "
+                                 "choose from", f"{len(funcs)}")
     if on_error is None:
         def on_error(what, exc):
             warnings.warn(f"{what}: {type(exc).__name__}: {exc}; recorded as nan.",
@@ -184,7 +218,12 @@ def ope_real(source: str = "digits", *, data=None, campaign: str = "all",
             idx = child_rng(root, 1, i).integers(0, n, n)
             return base.take(idx), {"bts": a}, {"bts": truth_ci.value}
     else:
-        from evaluators.datasets import ClassifierPolicy, load_classification, multiclass_to_bandit
+        from evaluators.datasets import (
+            ClassifierPolicy,
+            full_information_to_bandit,
+            jester_full_information,
+            load_classification,
+        )
 
         specs = [_check_target(t, f"targets[{j}]") for j, t in enumerate(targets)]
         if not specs:
@@ -193,12 +232,21 @@ def ope_real(source: str = "digits", *, data=None, campaign: str = "all",
         if len(set(names)) != len(names):
             dup = next(x for x in names if names.count(x) > 1)
             raise ArgumentValueError("targets", "distinct names", f"{dup!r} twice")
-        X, y = load_classification(source)
-        data = multiclass_to_bandit(
-            X, y, logging=ClassifierPolicy(alpha=logging_alpha, C=logging_C),
+        if source == "jester":
+            if data is None:
+                raise ArgumentValueError("data", "a Jester ratings file when source is "
+                                         "'jester'", "nothing")
+            full = jester_full_information(data)
+            X, R, labels = full.X, full.rewards, full.labels
+        else:
+            X, y = load_classification(source)
+            labels = np.unique(y, return_inverse=True)[1].ravel()
+            R = np.eye(int(labels.max()) + 1)[labels]
+        data = full_information_to_bandit(
+            X, R, labels=labels, logging=ClassifierPolicy(alpha=logging_alpha, C=logging_C),
             target=[ClassifierPolicy(alpha=s["alpha"], C=s["C"]) for s in specs],
             eval_size=eval_size, rng=child_rng(root, 0))
-        label = np.searchsorted(data.classes, y[data.eval_index])
+        rewards = data.rewards
         pi_b = data.log.pi_b
         n, K = data.log.n_rounds, data.log.n_actions
         rows = np.arange(n)
@@ -211,18 +259,22 @@ def ope_real(source: str = "digits", *, data=None, campaign: str = "all",
             idx = gen.integers(0, n, n)
             p = pi_b[idx]
             action = _draw(p, gen.random(n))
+            r = rewards[idx]
             log = BanditLog(context=data.log.context[idx], action=action,
-                            reward=(action == label[idx]).astype(np.float64),
-                            pscore=p[rows, action], n_actions=K, pi_b=p)
+                            reward=r[rows, action], pscore=p[rows, action], n_actions=K,
+                            pi_b=p)
             dists = {t: data.action_dist[j][idx] for j, t in enumerate(names)}
-            truths = {t: float(data.action_dist[j][idx, label[idx]].mean())
+            truths = {t: float(np.einsum("jk,jk->j", data.action_dist[j][idx], r).mean())
                       for j, t in enumerate(names)}
             return log, dists, truths
 
-    values = {(t, e): [] for t in names for e in funcs}
+    values = {(t, e): [] for t in names for e in [*funcs, *choosers]}
+    picks = {(t, e): [] for t in names for e in choosers}
+    warned = {(t, e): [] for t in names for e in choosers}
     truths = {t: np.empty(n_logs) for t in names}
     takes_rng = {e: _takes_rng(f) for e, f in funcs.items()}
     mspecs = {e: model_spec(f) for e, f in funcs.items()}
+    candidates = [(e, _as_partial(f)) for e, f in funcs.items()]
     from recloop_base.progress import bar
 
     for i in bar(range(n_logs), desc="logs", show=progress):
@@ -239,6 +291,16 @@ def ope_real(source: str = "digits", *, data=None, campaign: str = "all",
                     if takes_rng[e] else {}
                 values[t, e].append(_safe_call(f, log, d, kw, on_error,
                                                f"estimator {e!r} on target {t!r}, log {i}"))
+            for e, f in choosers.items():
+                sel = _select(f, log, d, candidates,
+                              child_rng(root, 3, name_key(e), name_key(t), i), on_error,
+                              f"selector {e!r} on target {t!r}, log {i}")
+                # the pick's estimate as the harness computed it (the shared reward model
+                # of the log): the selector is scored by its pick alone
+                pick = getattr(sel, "selected", None)
+                values[t, e].append(values[t, pick][-1] if pick is not None else None)
+                picks[t, e].append(pick)
+                warned[t, e].append(bool(getattr(sel, "warnings", ())))
     out = []
     for t in names:
         kw = dict(evaluation=evaluation, agent=t, params=params)
@@ -251,10 +313,76 @@ def ope_real(source: str = "digits", *, data=None, campaign: str = "all",
             m = float(truths[t].mean())
             out.append(Measurement(metric="value", estimate=m, n=n_logs, variant="truth",
                                    **kw))
-        for e in funcs:
+        for e in [*funcs, *choosers]:
             emit_per_log(per_log, values[t, e], truths[t], variant=e, **kw)
             out += _summary(values[t, e], truths[t], truth_ci, variant=e, **kw)
+        if choosers:
+            out += _oracle_rows(values, picks, warned, truths[t], t, list(funcs),
+                                list(choosers), kw)
     return out
+
+
+def _as_partial(f):
+    """A candidate for a selector: recloop's bound estimator (``func`` and ``keywords``, as
+    the harness binds a table's params) as a ``functools.partial``, so that the selector
+    recognises recloop's own estimators and shares their reward models."""
+    import functools
+
+    if isinstance(f, functools.partial) or not hasattr(f, "func"):
+        return f
+    return functools.partial(f.func, **(getattr(f, "keywords", None) or {}))
+
+
+def _select(f, log, d, candidates, rng, on_error, what):
+    """A selector's :class:`evaluators.Selection` on one log, or ``None`` after reporting
+    its failure."""
+    fn = getattr(f, "func", f)
+    kw = dict(getattr(f, "keywords", None) or {})
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(log, d, **kw, candidates=candidates, rng=rng)
+    except Exception as exc:  # a candidate that raises, every candidate nan, ...
+        on_error(what, exc)
+        return None
+
+
+def _oracle_rows(values, picks, warned, truths, t, estimators, selectors, kw):
+    """The oracle (the estimator of least RMSE over the logs) and, per selector, its RMSE
+    over the oracle's, the share of logs whose pick is within 1.2 times the oracle's RMSE,
+    and the share of logs where it warned."""
+    from evaluators import wilson_estimate
+
+    def rmse(ests):
+        err = [e.value - tr for e, tr in zip(ests, truths, strict=True)
+               if e is not None and math.isfinite(e.value)]
+        return math.sqrt(float(np.mean(np.square(err)))) if err else math.nan
+
+    cand = {e: rmse(values[t, e]) for e in estimators}
+    finite = {e: r for e, r in cand.items() if math.isfinite(r)}
+    if not finite:
+        return []
+    best = min(finite, key=lambda e: (finite[e], estimators.index(e)))
+    oracle = finite[best]
+    rows = [Measurement(metric="rmse", estimate=oracle, variant="oracle", **kw),
+            Measurement(metric="choice", estimate=float(estimators.index(best)),
+                        variant="oracle", **kw)]
+    for s in selectors:
+        r = rmse(values[t, s])
+        got = [p for p in picks[t, s] if p is not None]
+        near = sum(1 for p in got if cand.get(p, math.inf) <= 1.2 * oracle)
+        w = wilson_estimate(near, len(got)) if got else None
+        warn = wilson_estimate(sum(warned[t, s]), len(warned[t, s]))
+        rows.append(Measurement(metric="oracle_ratio", estimate=r / oracle if oracle > 0
+                                else math.nan, n=len(got), variant=s, **kw))
+        if w is not None:
+            rows.append(Measurement(metric="pick_within", estimate=w.value, stderr=w.stderr,
+                                    ci_low=w.ci_low, ci_high=w.ci_high, n=len(got),
+                                    variant=s, **kw))
+        rows.append(Measurement(metric="warned", estimate=warn.value, stderr=warn.stderr,
+                                ci_low=warn.ci_low, ci_high=warn.ci_high,
+                                n=len(warned[t, s]), variant=s, **kw))
+    return rows
 
 
 def _summary(ests, truths, truth_ci, **kw) -> list[Measurement]:
@@ -358,8 +486,8 @@ def _report(rows, scenario, summary, estimates=()) -> list:
 # -- the scenario kind ----------------------------------------------------------------------------
 
 def _check_kind(params, agents, world):
-    """OBD: the dataset's folder with the campaign's two logs and the prior; multiclass:
-    scikit-learn installed, well-formed targets."""
+    """OBD: the dataset's folder with the campaign's two logs and the prior; Jester: its
+    ratings file; multiclass and Jester: scikit-learn installed, well-formed targets."""
     import importlib.util
     from pathlib import Path
 
@@ -378,6 +506,16 @@ def _check_kind(params, agents, world):
             yield "data", (f"expected {need}, got {data!r} (no file {root / missing[0]}; "
                            f"{hint})")
         return
+    if params.get("source") == "jester":
+        data = params.get("data")
+        hint = "give your copy with --set evaluations.N.data=PATH, N this evaluation's number"
+        need = "a Jester ratings file (userId,jokeId,rating)"
+        if data is None:
+            yield "data", f"expected {need}, got nothing ({hint})"
+            return
+        if not Path(data).expanduser().is_file():
+            yield "data", f"expected {need}, got {data!r} (no such file; {hint})"
+            return
     if importlib.util.find_spec("sklearn") is None:
         yield "source", (f"expected scikit-learn installed for the bundled set "
                          f"{params.get('source')!r} (pip install 'recloop[real]'), got none")
@@ -407,7 +545,7 @@ def _resources(params, world):
         K, L, targets, d = 80, 3, 1, 30
     else:
         n, K, L, targets, d = 1_000, 10, 1, len(params.get("targets") or ()), 64
-    estimators = len(params.get("estimators") or ()) + 1
+    estimators = len(params.get("estimators") or ()) + len(params.get("selectors") or ()) + 1
     out = {"the log, its resample and a twin": 3 * n * (d + 8) * F8,
            "targets x rows x actions x positions: action distributions and reward models": (
                4 * targets * n * K * L * F8),
@@ -422,6 +560,7 @@ def _resources(params, world):
 def _run_kind(cell):
     p = dict(cell.params)
     p["estimators"] = cell.estimators(p["estimators"], "static")
+    p["selectors"] = cell.estimators(p.get("selectors") or [], "static")
     return ope_real(p.pop("source"), **p, rng=cell.seed_sequence, progress=cell.progress,
                     evaluation=cell.evaluation, on_error=cell.report_error,
                     per_log=cell.per_log)
@@ -431,32 +570,41 @@ KIND = EvaluationKind(
     name="ope_real",
     summary="Off-policy estimators on real data against a truth from the data: the Open "
             "Bandit Dataset (random log in, Bernoulli TS the target, truth the BTS log's own "
-            "click rate with its Wilson interval) or a bundled classification set in the "
-            "multiclass-to-bandit protocol (truth exact from the labels); per target and "
-            "estimator: value, bias, rmse, relative_error, coverage, overlap, nan_rate.",
+            "click rate with its Wilson interval), Jester's ratings as full information, or a "
+            "bundled classification set in the multiclass-to-bandit protocol (truth exact "
+            "from the labels); per target and estimator: value, bias, rmse, relative_error, "
+            "coverage, overlap, nan_rate; per selector also its RMSE over the oracle's.",
     run=_run_kind,
     params=(
         Param("source", Str(choices=SOURCES), REQUIRED, "Where the truth comes from: "
-              "`obd` (the Open Bandit Dataset at `data`), or a bundled scikit-learn set "
-              "(`digits` is UCI optdigits' test part) in the multiclass protocol."),
-        Param("data", Str(), None, "`obd` only: the dataset's folder (random/, bts/, "
-              "prior_bts.yaml), the 10,000-row sample or the full release; a relative path "
-              "is relative to the current directory (`--set evaluations.N.data=PATH`).",
-              sweepable=False),
+              "`obd` (the Open Bandit Dataset at `data`), `jester` (the Jester ratings file "
+              "at `data`: users who rated every joke of a set, full information), or a "
+              "bundled scikit-learn set (`digits` is UCI optdigits' test part) in the "
+              "multiclass protocol."),
+        Param("data", Str(), None, "`obd`: the dataset's folder (random/, bts/, "
+              "prior_bts.yaml), the 10,000-row sample or the full release; `jester`: the "
+              "ratings file; a relative path is relative to the current directory "
+              "(`--set evaluations.N.data=PATH`).", sweepable=False),
         Param("campaign", Str(choices=CAMPAIGNS), "all", "`obd` only: the campaign."),
         Param("estimators", EstimatorList("static"), list(DEFAULT_ESTIMATORS),
               "Estimators compared, as for `ope` (`select_by_twin` and `select_estimator` "
               "choose among candidates on each log).", sweepable=False),
+        Param("selectors", EstimatorList("static", min_len=0), [], "Estimator selectors "
+              "(`select_by_twin`, `select_by_cv`, `select_by_pasif`, `select_by_slope`, or "
+              "tables with their params) that choose on every log among `estimators`: each "
+              "is scored like an estimator and against the oracle (the estimator of least "
+              "RMSE over the logs): `oracle_ratio`, `pick_within`, `warned`.",
+              sweepable=False),
         Param("targets", ListOf(Table(), min_len=1), [dict(t) for t in DEFAULT_TARGETS],
-              "Multiclass only: target policies `{name, alpha, C}`: a logistic regression "
+              "Multiclass and Jester: target policies `{name, alpha, C}`: a logistic regression "
               "(inverse regularisation C) fitted on the training split, mixed with uniform "
               "(weight alpha on its prediction).", sweepable=False),
         Param("logging_alpha", Float(low=0.0, high=1.0, high_open=True), 0.2,
-              "Multiclass only: the logging policy's weight on its classifier."),
-        Param("logging_C", Float(low=0.0, low_open=True), 1.0, "Multiclass only: the "
+              "Multiclass and Jester: the logging policy's weight on its classifier."),
+        Param("logging_C", Float(low=0.0, low_open=True), 1.0, "Multiclass and Jester: the "
               "logging classifier's inverse regularisation."),
         Param("eval_size", Float(low=0.0, high=1.0, low_open=True, high_open=True), 0.5,
-              "Multiclass only: share of each class that becomes the log."),
+              "Multiclass and Jester: share of each class that becomes the log."),
         Param("n_logs", Int(low=2, high=100_000), 200, "Logs (bootstrap resamples) per "
               "cell."),
         Param("n_sim", Int(low=1, high=10**8), 100_000, "`obd` only: simulations of the BTS "

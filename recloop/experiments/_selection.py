@@ -1,4 +1,5 @@
-"""Estimator selection against the truth: SLOPE's choice of a hyper-parameter beside the
+"""Estimator selection against the truth: SLOPE's choice of a hyper-parameter, and the
+choices of the twin, cross-validation and PAS-IF among the same candidates, beside the
 oracle's.
 
 SLOPE (Su, Srinath & Krishnamurthy 2020; :func:`evaluators.select_estimator`) picks an
@@ -7,11 +8,15 @@ alone, by the interval-overlap rule. Whether it picks well is a question only th
 answer: the *oracle* choice is the candidate with the least RMSE against the exact policy
 value over many logs -- known to the harness, never to an estimator. Per setting, this
 evaluation reports every candidate's RMSE, SLOPE's RMSE, its regret against the oracle, and
-how often SLOPE's pick is within 10% of the oracle's RMSE.
+how often SLOPE's pick is within 10% of the oracle's RMSE; ``selectors`` adds
+:func:`evaluators.select_by_twin`, :func:`evaluators.select_by_cv` and
+:func:`evaluators.select_by_pasif`, each choosing among the same candidates on every log and
+scored as SLOPE is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -45,6 +50,10 @@ __all__ = ["FAMILIES", "KIND", "estimator_selection", "plot_selection"]
 EVALUATION = "estimator_selection"
 #: Estimator families SLOPE tunes (see ``evaluators.SLOPE_DEFAULTS``).
 FAMILIES = ("ips", "doubly_robust", "switch_dr", "dr_os", "subgaussian_ips")
+#: Selectors that choose among the family's candidates beside SLOPE (the results' variant,
+#: the function's name in evaluators, its stream's key, its regret's stream's key).
+SELECTORS = {"twin": ("select_by_twin", 9, 10), "cv": ("select_by_cv", 11, 12),
+             "pasif": ("select_by_pasif", 13, 14)}
 _Z = 1.959963984540054
 
 
@@ -56,8 +65,8 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
                         family: str = "ips", values=None, within: float = 0.1,
                         logging: str = "uniform", beta: float = 10.0, epsilon: float = 0.2,
                         n_rounds: int = 1000, n_logs: int = 100, n_actions: int | None = None,
-                        reward_noise: float = 0.0, n_twins: int = 0, n_resamples: int = 1000,
-                        rng=None,
+                        reward_noise: float = 0.0, n_twins: int = 0, selectors=(),
+                        n_resamples: int = 1000, rng=None,
                         progress: bool = False, evaluation: str = EVALUATION,
                         per_log=None) -> list[Measurement]:
     """SLOPE's choice of a hyper-parameter against the oracle's, over many logs.
@@ -80,7 +89,12 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     n_twins : int, default 0
         When >= 2, :func:`evaluators.select_by_twin` also picks among the same candidates on
         every log, from ``n_twins`` simulated twins of it (variant ``twin``, scored as
-        SLOPE is); 0: SLOPE alone.
+        SLOPE is); 0: SLOPE alone, unless ``selectors`` names the twin (then 20 twins).
+    selectors : sequence of {"twin", "cv", "pasif"}
+        Selectors that also pick among the same candidates on every log (variants of those
+        names, scored as SLOPE is): :func:`evaluators.select_by_twin`,
+        :func:`evaluators.select_by_cv` and :func:`evaluators.select_by_pasif` with their
+        defaults.
     n_resamples : int, default 1000
         Bootstrap resamples of the logs for the interval of the regret.
     rng : None, int, SeedSequence or Generator
@@ -110,7 +124,9 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
         * variant ``oracle``: ``rmse`` of the best candidate and ``choice`` (its value);
         * variant ``untuned``: ``rmse`` of the first default candidate (no clipping,
           shrinkage or switching: the family's plain estimator);
-        * variant ``twin`` (with ``n_twins``): the metrics of ``slope`` for the twin's pick.
+        * variants ``twin``, ``cv``, ``pasif`` (with ``n_twins`` or ``selectors``): the
+          metrics of ``slope`` for that selector's pick, and ``warned`` (the share of logs
+          where its self-check warned).
 
     Notes
     -----
@@ -120,8 +136,8 @@ def estimator_selection(config="bred_linear", targets=DEFAULT_TARGETS[:1], *,
     study = _Selection(config, targets, family=family, values=values, within=within,
                        logging=logging, beta=beta, epsilon=epsilon, n_rounds=n_rounds,
                        n_logs=n_logs, n_actions=n_actions, reward_noise=reward_noise,
-                       n_twins=n_twins, n_resamples=n_resamples, rng=rng,
-                       evaluation=evaluation)
+                       n_twins=n_twins, selectors=selectors, n_resamples=n_resamples,
+                       rng=rng, evaluation=evaluation)
     return finish(study.header, study.logs(0, study.n_logs, progress=progress), per_log)
 
 
@@ -131,8 +147,8 @@ class _Selection:
     chunks, :data:`CHUNKS`)."""
 
     def __init__(self, config, targets, *, family, values, within, logging, beta, epsilon,
-                 n_rounds, n_logs, n_actions, reward_noise, n_twins, n_resamples, rng,
-                 evaluation):
+                 n_rounds, n_logs, n_actions, reward_noise, n_twins, selectors, n_resamples,
+                 rng, evaluation):
         import functools
 
         import evaluators
@@ -155,11 +171,18 @@ class _Selection:
         n_twins = check_int(n_twins, "n_twins", low=0)
         if n_twins == 1:
             raise ValueError("`n_twins` must be 0 (no twin) or >= 2; got 1.")
+        if isinstance(selectors, str) or not all(x in SELECTORS for x in selectors):
+            raise ValueError(f"`selectors` must be a list of {', '.join(map(repr, SELECTORS))}; "
+                             f"got {selectors!r}.")
+        chosen = [x for x in SELECTORS if x in selectors or (x == "twin" and n_twins)]
+        if "twin" in chosen and not n_twins:
+            n_twins = 20
         fn = getattr(evaluators, family)
         self.twin_candidates = [(_label(param, v), functools.partial(fn, **{param: v}))
                                 for v in cands]
-        self.logger = _lookup(config, policy_table(config, _check_policy(
-            {"policy": logging, "beta": beta, "epsilon": epsilon}, "logging")))
+        self.logging_table = policy_table(config, _check_policy(
+            {"policy": logging, "beta": beta, "epsilon": epsilon}, "logging"))
+        self.logger = _lookup(config, self.logging_table)
         specs = {}
         for j, t in enumerate(targets):
             t = _check_policy(t, f"targets[{j}]")
@@ -181,27 +204,35 @@ class _Selection:
         self.config, self.n_rounds, self.n_logs, self.root = config, n_rounds, n_logs, root
         self.reward_noise, self.family, self.cands, self.n_twins = (
             reward_noise, family, cands, n_twins)
+        self.selectors = chosen
         #: What the values of every log are read with (the same in every chunk).
         self.header = {"evaluation": evaluation, "targets": list(self.tables), "param": param,
                        "cands": cands, "truth": truth, "params": params, "within": within,
-                       "n_twins": n_twins, "n_resamples": n_resamples, "root": root}
+                       "n_twins": n_twins, "selectors": chosen, "n_resamples": n_resamples,
+                       "root": root}
 
     def logs(self, start: int, stop: int, *, progress: bool = False) -> list[list]:
         """Logs ``start`` to ``stop - 1``: per log and target, ``(candidates' values, index
-        of SLOPE's pick or -1, SLOPE's estimate, the twin's estimate or None, index of the
-        twin's pick or -1)``."""
+        of SLOPE's pick or -1, SLOPE's estimate, {selector: (its Selection or None, index
+        of its pick or -1)})``."""
         import warnings
 
-        from evaluators import fit_reward_model, select_by_twin, select_estimator
+        import evaluators
+        from evaluators import fit_reward_model, select_estimator
         from recloop_base.progress import bar
 
         config, root, cands, family = self.config, self.root, self.cands, self.family
+        labels = [c[0] for c in self.twin_candidates]
         # the DR families' candidates share one reward model per log (every target too),
         # fitted from the log's own stream
         model_based = family in ("doubly_robust", "switch_dr", "dr_os")
         out = []
         for i in bar(range(start, stop), desc="logs", show=progress):
             log, atoms = logged(config, self.n_rounds, self.logger, root, i, self.reward_noise)
+            if self.selectors:  # the logging policy's distribution: what the twins draw
+                # their actions from and PAS-IF subsamples by (SLOPE and the candidates read
+                # the propensities only)
+                log = dataclasses.replace(log, pi_b=self.logging_table[atoms])
             model = fit_reward_model(log, "ridge", rng=child_rng(root, 7, i)) if model_based \
                 else "ridge"
             row = []
@@ -215,15 +246,22 @@ class _Selection:
                     theta[cands.index(float(v))] = th
                 picked = cands.index(float(est.selected)) if not math.isnan(est.selected) \
                     else -1
-                tw, twin_picked = None, -1
-                if self.n_twins:
+                chosen = {}
+                for sel in self.selectors:
+                    name, key, _ = SELECTORS[sel]
+                    kw = {"n_twins": self.n_twins} if sel == "twin" else {}
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        tw = select_by_twin(log, tab[atoms], candidates=self.twin_candidates,
-                                            n_twins=self.n_twins,
-                                            rng=child_seed(root, 9, name_key(t), i))
-                    twin_picked = [c[0] for c in self.twin_candidates].index(tw.selected)
-                row.append((theta, picked, est, tw, twin_picked))
+                        try:
+                            got = getattr(evaluators, name)(
+                                log, tab[atoms], candidates=self.twin_candidates,
+                                rng=child_seed(root, key, name_key(t), i), **kw)
+                        except ValueError:  # every candidate without a number: no pick
+                            got = None
+                    chosen[sel] = (got if got is not None else evaluators.Estimate(
+                        math.nan, math.nan, math.nan, math.nan, log.n_rounds),
+                        labels.index(got.selected) if got is not None else -1)
+                row.append((theta, picked, est, chosen))
             out.append(row)
         return out
 
@@ -233,19 +271,20 @@ def finish(header: dict, values: list[list], per_log=None) -> list[Measurement]:
     (:meth:`_Selection.logs` of all the logs, or of consecutive ranges concatenated); each
     log's estimates go to ``per_log`` first."""
     cands, param, root = header["cands"], header["param"], header["root"]
-    n_twins, within, n_resamples = header["n_twins"], header["within"], header["n_resamples"]
+    within, n_resamples = header["within"], header["n_resamples"]
     rows = []
     for j, t in enumerate(header["targets"]):
         truth = header["truth"][t]
         theta = np.array([v[j][0] for v in values]).reshape(len(values), len(cands))
         picked = np.array([v[j][1] for v in values], dtype=int)
         slope = [v[j][2] for v in values]
-        twin = [v[j][3] for v in values] if n_twins else []
-        twin_picked = np.array([v[j][4] for v in values], dtype=int)
+        chosen = {sel: ([v[j][3][sel][0] for v in values],
+                        np.array([v[j][3][sel][1] for v in values], dtype=int))
+                  for sel in header["selectors"]}
         kw = dict(evaluation=header["evaluation"], agent=t, params=header["params"])
         emit_per_log(per_log, slope, truth, variant="slope", **kw)
-        if n_twins:
-            emit_per_log(per_log, twin, truth, variant="twin", **kw)
+        for sel, (ests, _) in chosen.items():
+            emit_per_log(per_log, ests, truth, variant=sel, **kw)
         for c, v in enumerate(cands):
             emit_per_log(per_log, list(theta[:, c]), truth, variant=_label(param, v), **kw)
         err = theta - truth  # (n_logs, candidates)
@@ -266,12 +305,20 @@ def finish(header: dict, values: list[list], per_log=None) -> list[Measurement]:
                  Measurement(metric="choice", estimate=cands[best], variant="oracle", **kw),
                  Measurement(metric="rmse", estimate=rmse[0], n=int(ok[:, 0].sum()),
                              variant="untuned", **kw)]
-        for variant, ests, picks in (("slope", slope, picked), ("twin", twin, twin_picked)):
-            if ests:
-                rows += _chooser_rows(ests, picks, truth, err, rmse, best, within,
-                                      child_rng(root, 4 if variant == "slope" else 10,
-                                                name_key(t)),
-                                      n_resamples, dict(kw, variant=variant))
+        rows += _chooser_rows(slope, picked, truth, err, rmse, best, within,
+                              child_rng(root, 4, name_key(t)), n_resamples,
+                              dict(kw, variant="slope"))
+        for sel, (ests, picks) in chosen.items():
+            rows += _chooser_rows(ests, picks, truth, err, rmse, best, within,
+                                  child_rng(root, SELECTORS[sel][2], name_key(t)),
+                                  n_resamples, dict(kw, variant=sel))
+            from evaluators import wilson_estimate
+
+            w = wilson_estimate(sum(bool(getattr(e, "warnings", ())) for e in ests),
+                                len(ests))
+            rows.append(Measurement(metric="warned", estimate=w.value, stderr=w.stderr,
+                                    ci_low=w.ci_low, ci_high=w.ci_high, n=len(ests),
+                                    variant=sel, **kw))
     return rows
 
 
@@ -476,7 +523,10 @@ def _cost(cell) -> float:
 
     p = cell.params
     K, d = bandit_sizes(cell.world)
-    calls = len(p.get("values") or range(10)) * (1 + (p.get("n_twins") or 0))
+    sel = p.get("selectors") or ()
+    twins = p.get("n_twins") or (20 if "twin" in sel else 0)
+    calls = len(p.get("values") or range(10)) * (1 + twins + 10 * (("cv" in sel)
+                                                                   + ("pasif" in sel)))
     return SECONDS_PER_RECORD_CALL * p["n_rounds"] * ((p.get("n_actions") or K) + d) \
         * max(1, len(p.get("targets") or ())) * calls
 
@@ -532,7 +582,12 @@ KIND = EvaluationKind(
               "reward (the truth is unchanged)."),
         Param("n_twins", Int(low=0, high=10_000), 0, "Twins per log for "
               "`evaluators.select_by_twin`, which then picks among the same candidates "
-              "(variant `twin`, scored as SLOPE); 0: SLOPE alone, >= 2 otherwise."),
+              "(variant `twin`, scored as SLOPE); 0: no twin (20 when `selectors` names "
+              "it), >= 2 otherwise."),
+        Param("selectors", ListOf(Str(choices=tuple(SELECTORS)), min_len=0, unique=True), [],
+              "Selectors that pick among the same candidates beside SLOPE, scored as SLOPE "
+              "is: `twin` (`evaluators.select_by_twin`), `cv` (`select_by_cv`), `pasif` "
+              "(`select_by_pasif`).", sweepable=False),
         Param("n_resamples", Int(low=1, high=10**6), 1000, "Bootstrap resamples of the logs "
               "for the regret's interval."),
     ),

@@ -84,6 +84,10 @@ VALID = {
     E.select_by_twin: ((LOG, PI), {"candidates": [E.ips, E.snips], "n_twins": 2, "rng": 0}),
     E.evaluate_log: ((LOG, PI), {"estimators": ["ips", "snips"], "select": "none"}),
     datasets.read_target: ((PI, LOG), {}),
+    E.select_by_cv: ((LOG, PI), {"candidates": [E.ips, E.snips], "n_splits": 2, "rng": 0}),
+    E.select_by_pasif: ((LOG, PI), {"candidates": [E.ips, E.snips], "n_subsamples": 2,
+                                    "rng": 0}),
+    E.select_by_slope: ((LOG, PI), {"candidates": [E.ips, E.snips]}),
     E.slate_ips: ((SLOG, ST["cascade"][:, -1]), {}),
     E.independent_ips: ((SLOG, ST["ipos"]), {}),
     E.reward_interaction_ips: ((SLOG, ST["cascade"]), {}),
@@ -126,6 +130,11 @@ VALID = {
     datasets.multiclass_to_bandit: ((_g.normal(size=(24, 2)), np.arange(24) % 3),
                                     {"logging": datasets.ClassifierPolicy(0.5),
                                      "target": datasets.ClassifierPolicy(0.9), "rng": 0}),
+    datasets.full_information_to_bandit: ((_g.normal(size=(24, 2)),
+                                           (_g.random((24, 3)) < 0.4).astype(float)),
+                                          {"logging": datasets.ClassifierPolicy(0.5),
+                                           "target": datasets.ClassifierPolicy(0.9),
+                                           "labels": np.arange(24) % 3, "rng": 0}),
     splits.temporal_split: ((np.array([5, 1, 3, 2, 4]),), {"test_fraction": 0.4}),
     splits.kfold_by_user: ((np.array([0, 0, 1, 1, 2, 2]),), {"n_folds": 2, "rng": 0}),
     splits.leave_one_out: ((np.array([0, 0, 1, 1, 2, 2]),), {"which": "last", "timestamps":
@@ -143,7 +152,9 @@ NO_ARRAYS = {E.ab_test: "environment and policies", E.replay: "a log and an agen
              datasets.load_csv: "a path", datasets.synthetic_ratings: "sizes",
              datasets.load_open_bandit: "a path", datasets.read_bts_prior: "a path",
              datasets.load_classification: "a data set's name",
-             datasets.read_bandit_log: "a path"}
+             datasets.read_bandit_log: "a path",
+             datasets.jester_full_information: "ratings read from a path (its arrays come "
+             "from load_jester)"}
 
 
 #: (function, argument) -> kinds of "bad" array that are legal there, with the reason
@@ -169,7 +180,8 @@ LEGAL = {
     **{(f, arg): {"extra_dim"} for f in (E.ips, E.snips, E.subgaussian_ips, E.direct_method,
                                          E.doubly_robust, E.sndr, E.switch_dr, E.dr_os, E.mips,
                                          E.select_estimator, E.fit_reward_model,
-                                         E.select_by_twin)
+                                         E.select_by_twin, E.select_by_cv, E.select_by_pasif,
+                                         E.select_by_slope)
        for arg in ("action_dist", "model", "pi_b")},
     # a user's target: OBP's (n_rounds, n_actions, 1) too
     **{(f, "target"): {"extra_dim"} for f in (E.evaluate_log, datasets.read_target)},

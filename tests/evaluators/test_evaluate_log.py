@@ -271,7 +271,7 @@ def test_evaluate_log_rows_are_the_estimators_on_the_log(log, result):
     frame = result.frame()
     assert list(frame.columns) == ["estimator", "value", "stderr", "ci_low", "ci_high", "ess",
                                    "score", "score_se", "selected"]
-    assert list(frame.estimator) == [label for label, _ in evaluators.TWIN_CANDIDATES]
+    assert list(frame.estimator) == [label for label, _ in evaluators.CANDIDATES]
     a = read_target([0.6, 0.2, 0.2], log)
     ips = evaluators.ips(log, a)
     row = frame.set_index("estimator").loc["ips"]
@@ -283,7 +283,15 @@ def test_evaluate_log_rows_are_the_estimators_on_the_log(log, result):
         evaluators.doubly_robust(log, a, model=q).value
     assert frame.selected.sum() == 1 and result.selected == frame.estimator[frame.selected].item()
     assert np.isfinite(frame.score).all() and (frame.score_se > 0).all()
-    assert result.confidence in ("clear", "likely", "uncertain")
+    # the scores are the selector's own, on the same candidates and seed stream
+    sel = evaluators.select_by_twin(log, a, rng=np.random.SeedSequence(0).spawn(3)[1])
+    board = {s.label: s for s in sel.leaderboard}
+    assert [(r.score, r.score_se) for r in result.rows] == [
+        (board[r.estimator].score, board[r.estimator].stderr) for r in result.rows]
+    assert result.selected == sel.selected and result.how_sure == sel.how_sure
+    assert result.tied == tuple(s.label for s in sel.leaderboard
+                                if s.tied and s.label != sel.selected)
+    assert result.confidence == ("tied" if result.tied else "clear")
 
 
 def test_evaluate_log_diagnostics(log, result):
@@ -313,8 +321,11 @@ def test_evaluate_log_selectors(log):
     t = [0.6, 0.2, 0.2]
     none = evaluators.evaluate_log(log, t, estimators=["ips", "snips"], select="none")
     assert none.selected is None and not none.frame().selected.any()
-    slope = evaluators.evaluate_log(log, t, estimators=["ips", "snips"], select="slope")
-    assert slope.selected.startswith("SLOPE: ips(clip=") and slope.frame().selected.iloc[-1]
+    for name in ("cv", "pasif", "slope"):
+        res = evaluators.evaluate_log(log, t, estimators=["ips", "snips"], select=name)
+        assert res.selector == name and res.selected in ("ips", "snips")
+        assert res.selection.method == name and res.how_sure == res.selection.how_sure
+        assert res.score_name == ("interval width" if name == "slope" else "est. RMSE")
 
     def mine(lg, a, *, candidates, rng):
         assert [c for c, _ in candidates] == ["ips", "snips"]
@@ -322,7 +333,8 @@ def test_evaluate_log_selectors(log):
 
     own = evaluators.evaluate_log(log, t, estimators=["ips", "snips"], select=mine)
     assert own.selector == "mine" and own.selected in ("ips", "snips")
-    with pytest.raises(ValueError, match=r"`select` must be one of 'twin', 'slope', 'none'"):
+    with pytest.raises(ValueError, match=r"`select` must be one of 'twin', 'cv', 'pasif', "
+                                         r"'slope', 'none'"):
         evaluators.evaluate_log(log, t, select="oracle")
     with pytest.raises(ValueError, match=r"estimators\[0\]` must be one of.*did you mean "
                                          r"'doubly_robust'"):
@@ -346,20 +358,30 @@ def test_plot_marks_the_selected_estimate(result):
     assert labels.count(f"{result.selected}  (selected)") == 1
 
 
-@pytest.mark.parametrize(("rmse2", "confidence"), [(0.020, "clear"), (0.0114, "likely"),
-                                                   (0.0105, "uncertain")])
-def test_how_sure_the_choice_is(log, rmse2, confidence):
+@pytest.mark.parametrize("tied", [False, True])
+def test_how_sure_the_choice_is(log, tied):
+    """The selector's scores, ties and sentence reach the result and its summary as the
+    selector gave them; a selector whose choice is not one of the estimators is refused."""
     from types import SimpleNamespace as NS
 
-    def fake(lg, a, *, candidates, rng):  # a selector with scores of known spread
-        board = (NS(label="ips", rmse=0.010, bias=0.0, sd=0.010, n=100),
-                 NS(label="snips", rmse=rmse2, bias=0.0, sd=rmse2, n=100))
-        return NS(selected="ips", leaderboard=board)
+    def fake(lg, a, *, candidates, rng):
+        board = (NS(label="ips", score=0.010, stderr=0.001, tied=True),
+                 NS(label="snips", score=0.012, stderr=0.002, tied=tied))
+        return NS(selected="ips", leaderboard=board, method="fake",
+                  how_sure="a sentence of the selector's own.", warnings=("twins unfaithful",),
+                  fallback=False)
 
     res = evaluators.evaluate_log(log, [0.6, 0.2, 0.2], estimators=["ips", "snips"],
                                   select=fake)
-    se = [math.sqrt(2 * s ** 4 / 100) / (2 * s) for s in (0.010, rmse2)]
-    assert [r.score_se for r in res.rows] == pytest.approx(se, rel=1e-12)
-    assert (res.selected, res.runner_up, res.confidence) == ("ips", "snips", confidence)
-    assert {"clear": "the choice is clear", "likely": "likely but not clear",
-            "uncertain": "as good within the uncertainty"}[confidence] in res.summary()
+    assert [(r.score, r.score_se) for r in res.rows] == [(0.010, 0.001), (0.012, 0.002)]
+    assert (res.selected, res.tied, res.confidence) == (
+        "ips", ("snips",) if tied else (), "tied" if tied else "clear")
+    assert "How sure: a sentence of the selector's own." in res.summary()
+    assert "twins unfaithful" in res.summary()
+
+    def lost(lg, a, *, candidates, rng):
+        return NS(selected="dm")
+
+    with pytest.raises(ValueError, match=r"`selected` is 'dm'; expected the label of one"):
+        evaluators.evaluate_log(log, [0.6, 0.2, 0.2], estimators=["ips", "snips"],
+                                select=lost)

@@ -9,7 +9,7 @@ import pytest
 import evaluators
 from recloop.experiments._common import child_rng, seed_sequence
 from recloop.experiments._ope_real import ope_real
-from tests.builtin_data import small_obd, write_small_obd
+from tests.builtin_data import small_jester, small_obd, write_small_obd
 
 pytest.importorskip("sklearn")
 
@@ -119,7 +119,16 @@ def test_the_scenario_says_what_data_it_needs(tmp_path, capsys):
     assert f"no file {tmp_path}/random/all/all.csv" in capsys.readouterr().err
     obd = small_obd()
     assert main(["validate", "ope_real", "--set", f"evaluations.0.data={obd}",
-                 "--set", f"evaluations.2.data={obd}"]) == 0
+                 "--set", f"evaluations.2.data={obd}"]) == 2
+    err = capsys.readouterr().err
+    assert "evaluations[4].data: expected a Jester ratings file" in err
+    assert main(["validate", "ope_real", "--set", f"evaluations.0.data={obd}",
+                 "--set", f"evaluations.2.data={obd}", "--set",
+                 f"evaluations.4.data={tmp_path / 'none.csv'}"]) == 2
+    assert "(no such file;" in capsys.readouterr().err
+    assert main(["validate", "ope_real", "--set", f"evaluations.0.data={obd}",
+                 "--set", f"evaluations.2.data={obd}", "--set",
+                 f"evaluations.4.data={small_jester()}"]) == 0
     assert main(["list"]) == 0
     assert "[needs your data: --set evaluations.N.data=PATH" in capsys.readouterr().out
 
@@ -180,3 +189,121 @@ def test_the_twin_beside_slope_leaves_slope_unchanged():
         assert values["twin"] in [v for k, v in values.items() if "=" in k]
     with pytest.raises(ValueError, match="`n_twins`"):
         estimator_selection("bred_linear", **{**kw, "n_twins": 1})
+
+
+def test_jester_truth_is_every_actions_known_reward_under_the_target():
+    """Users who rated every joke of the set: the first four jokes' ratings the context, the
+    others the actions, reward 1 for a rating of 5 or more; each log's truth is
+    mean_j sum_a pi(a|x_j) r_j(a) over its rows, written out from the ratings file."""
+    from evaluators.datasets import (
+        JESTER_JOKES,
+        ClassifierPolicy,
+        full_information_to_bandit,
+        jester_full_information,
+    )
+
+    path = small_jester()
+    got = []
+    ope_real("jester", data=str(path), targets=[{"name": "good"}], estimators=["ips"],
+             n_logs=3, rng=2, per_log=got.append)
+    ratings = {}
+    for line in path.read_text().splitlines()[1:]:
+        u, j, r = line.split(",")
+        ratings.setdefault(int(u), {})[int(j)] = float(r)
+    users = sorted(u for u, d in ratings.items() if all(j in d for j in JESTER_JOKES))
+    X = np.array([[ratings[u][j] / 10 for j in JESTER_JOKES[:4]] for u in users])
+    R = np.array([[float(ratings[u][j] >= 5.0) for j in JESTER_JOKES[4:]] for u in users])
+    full = jester_full_information(path)
+    assert np.array_equal(full.X, X) and np.array_equal(full.rewards, R)
+    best = np.array([int(np.argmax([ratings[u][j] for j in JESTER_JOKES[4:]])) for u in users])
+    assert np.array_equal(full.labels, best)
+    root = seed_sequence(2)
+    data = full_information_to_bandit(X, R, labels=best, logging=ClassifierPolicy(alpha=0.2),
+                                      target=[ClassifierPolicy(alpha=0.9)],
+                                      rng=child_rng(root, 0))
+    n = data.log.n_rounds
+    for i, m in enumerate(got):
+        idx = child_rng(root, 1, i).integers(0, n, n)
+        truth = sum(sum(data.action_dist[0][j, a] * data.rewards[j, a] for a in range(4))
+                    for j in idx) / n
+        assert m.truth == pytest.approx(truth, abs=1e-12)
+
+
+def test_selectors_choose_among_the_estimators_and_are_scored_against_the_oracle():
+    got = []
+    est = ["ips", "snips", "doubly_robust", "direct_method"]
+    sel = ["select_by_twin", "select_by_slope",
+           ("cv3", __import__("functools").partial(evaluators.select_by_cv, n_splits=3))]
+    rows = ope_real("iris", targets=[{"name": "good"}], estimators=est, selectors=sel,
+                    n_logs=4, rng=5, per_log=got.append)
+    per = _per_log(got)
+    summary = {(m.variant, m.metric): m for m in rows}
+    rmse = {e: math.sqrt(np.mean([(m.estimate - m.truth) ** 2 for m in per["good", e]]))
+            for e in est}
+    oracle = min(rmse.values())
+    assert summary["oracle", "rmse"].estimate == oracle
+    assert est[int(summary["oracle", "choice"].estimate)] == min(rmse, key=rmse.get)
+    for s in ("select_by_twin", "select_by_slope", "cv3"):
+        r = math.sqrt(np.mean([(m.estimate - m.truth) ** 2 for m in per["good", s]]))
+        assert summary[s, "oracle_ratio"].estimate == pytest.approx(r / oracle)
+        # every pick is one of the estimators' own estimates on that log
+        near = 0
+        for i, m in enumerate(per["good", s]):
+            picked = [e for e in est if per["good", e][i].estimate == m.estimate]
+            assert picked
+            near += rmse[picked[0]] <= 1.2 * oracle
+        assert summary[s, "pick_within"].estimate == near / 4
+        assert 0 <= summary[s, "warned"].estimate <= 1
+    with pytest.raises(ValueError, match="`selectors` must be names distinct"):
+        ope_real("iris", estimators=["ips", "snips"], selectors=["ips"], n_logs=2)
+    with pytest.raises(ValueError, match="`estimators` must be at least 2"):
+        ope_real("iris", estimators=["ips"], selectors=["select_by_cv"], n_logs=2)
+
+
+def test_the_selectors_beside_slope_give_the_same_rows_in_chunks():
+    """estimator_selection's selectors (the twin, CV-OPE, PAS-IF) on every log, the logs cut
+    into chunks as the harness cuts a large cell: the same rows as in one piece; each
+    selector's variant has SLOPE's metrics and `warned`."""
+    import pickle
+
+    from recloop.experiments._selection import _Selection, finish
+
+    kw = dict(family="dr_os", values=[1.0, 100.0, float("inf")], within=0.1,
+              logging="softmax", beta=10.0, epsilon=0.2, n_rounds=80, n_logs=4, n_actions=5,
+              reward_noise=0.0, n_twins=2, selectors=["cv", "pasif"], n_resamples=20,
+              rng=seed_sequence(3), evaluation="sel")
+    study = _Selection("bred_linear", [{"name": "t", "policy": "epsilon_greedy",
+                                        "epsilon": 0.1}], **kw)
+    whole = finish(study.header, study.logs(0, 4))
+    parts = pickle.loads(pickle.dumps([study.logs(0, 1), study.logs(1, 4)]))  # as workers
+    assert repr(finish(study.header, parts[0] + parts[1])) == repr(whole)
+    got = {(m.variant, m.metric) for m in whole}
+    for sel in ("twin", "cv", "pasif"):
+        assert {(sel, m) for m in ("value", "rmse", "regret", "within", "warned")} <= got
+    with pytest.raises(ValueError, match="`selectors` must be a list of 'twin', 'cv', "
+                       "'pasif'"):
+        _Selection("bred_linear", [{"name": "t", "policy": "uniform"}],
+                   **{**kw, "selectors": ["oracle"]})
+
+
+def test_pick_within_counts_the_picks_within_1_2_times_the_oracles_rmse():
+    """A selector that always picks the second of two estimators, one a hair off the other
+    (the oracle): its picks are within 1.2x (not within 1.0x) of the oracle's RMSE."""
+    def shifted(log, action_dist):
+        e = evaluators.snips(log, action_dist)
+        s = 0.002 if log.action[0] % 2 else -0.002  # up on some logs, down on others
+        return evaluators.Estimate(e.value + s, e.stderr, e.ci_low + s, e.ci_high + s, e.n)
+
+    def second(log, action_dist, *, candidates, rng):
+        label, f = candidates[1]
+        e = f(log, action_dist)
+        return evaluators.Selection(e.value, e.stderr, e.ci_low, e.ci_high, e.n,
+                                    selected=label, method="second")
+
+    rows = ope_real("iris", targets=[{"name": "good"}], estimators=[
+        ("snips", evaluators.snips), ("shifted", shifted)], selectors=[("second", second)],
+        n_logs=6, rng=1)
+    got = {(m.variant, m.metric): m.estimate for m in rows}
+    assert got["oracle", "choice"] == 0.0
+    assert 1.0 < got["second", "oracle_ratio"] < 1.2
+    assert got["second", "pick_within"] == 1.0 and got["second", "warned"] == 0.0
