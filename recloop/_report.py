@@ -505,8 +505,10 @@ def _kind_figures(rows: list[dict], scenario: dict, folder: Path,
                          f"({type(exc).__name__}, see errors.log)", None))
             failed = True
             continue
-        for path in paths:
-            made.append((ev["name"], f"{ev['name']}: {Path(path).stem}{which}",
+        for path in paths:  # titled by what follows the evaluation's name in the file name
+            stem = Path(path).stem
+            what = stem[len(ev["name"]):].strip("_") if stem.startswith(ev["name"]) else stem
+            made.append((ev["name"], f"{ev['name']}: {what or stem}{which}",
                          f"figures/{Path(path).name}"))
         if kind.figures_only:
             covered.add(ev["name"])
