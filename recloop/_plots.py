@@ -126,6 +126,18 @@ def log_axis(ax, which: str = "x", values: Sequence[float] | None = None) -> Non
     ticks = given if 1 <= len(given) <= MAX_VALUE_TICKS else _log_ticks(lo, hi)
     if not ticks:
         return
+    # a narrow panel holds fewer labels: about one per 0.45 inch across, 0.25 inch up
+    box = ax.get_position()
+    fig_w, fig_h = ax.figure.get_size_inches()
+    room = max(2, int(box.width * fig_w / 0.45) if which == "x" else
+               int(box.height * fig_h / 0.25))
+    if len(ticks) > room and ticks is not given:
+        decades = [t for t in ticks if math.isclose(math.log10(t), round(math.log10(t)))]
+        ticks = decades if 2 <= len(decades) <= room else ticks[::math.ceil(len(ticks) / room)]
+    elif len(ticks) > room:
+        ticks = ticks[::math.ceil(len(ticks) / room)] + ([ticks[-1]] if (len(ticks) - 1)
+                                                          % math.ceil(len(ticks) / room)
+                                                          else [])
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_major_formatter(FuncFormatter(lambda v, _: number(v)))
     axis.set_minor_locator(NullLocator())

@@ -794,8 +794,8 @@ def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
                                        else [])
             if mode == "dots" and lines:
                 where.append(f"{x_key} = {_plots.number(lines[0].x[0])}")
-            ax.set_title("\n".join(where) if len(", ".join(where)) > 34 else ", ".join(where),
-                         fontsize=8)
+            ax.set_title(", ".join(where[:1]) + ("\n" + ", ".join(where[1:]) if where[1:]
+                                                 else ""), fontsize=8)
             ax.tick_params(labelsize=7)
             ax.xaxis.label.set_size(8)
             ax.yaxis.label.set_size(8)
@@ -803,6 +803,10 @@ def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
                 line.set_markersize(line.get_markersize() * 0.7)
         for ax in list(axes.flat)[len(mine):]:
             ax.set_visible(False)
+        rows_of = [[t.get_text() for t in ax.get_yticklabels()] for ax in axes.flat[:len(mine)]]
+        if single and all(r == rows_of[0] for r in rows_of):
+            for ax in axes[:, 1:].flat:  # the same estimators in every panel: named once
+                ax.tick_params(labelleft=False)
         _plots.legend(fig)
         n_logs = sorted({r.n for _, _, rs in mine for r in rs if r.n})
         logs = f"{n_logs[-1]:,}" if len(n_logs) == 1 else (
