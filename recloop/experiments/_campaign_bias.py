@@ -404,7 +404,9 @@ def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None =
                     + ("; bars: 95% intervals of the sampled score"
                        if any(sampled.values()) else "") if ticks else "no score")
         _plots.legend(fig)
-        _plots.caption(fig, f"{agent}: offline LOO score", what + ".")
+        refs = "; black dashed: the twin's score, the truth" + (
+            "; shaded: the campaigns" if windows and len(ticks) > 1 else "")
+        _plots.caption(fig, f"{agent}: offline LOO score", what + refs + ".")
         paths.append(_plots.save(fig, out / f"{prefix}_{agent}.png", dpi=110))
 
     marg = [r for r in rows if r.agent == "world" and r.metric == "item_marginal"]
