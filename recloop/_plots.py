@@ -43,7 +43,7 @@ __all__ = ["DASHES", "MARKERS", "MAX_LEGEND", "RECORD_WIDTH", "REFERENCE", "TRUT
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*", "p")
 #: Line styles of the series, in order.
 DASHES = ("-", "--", "-.", ":", (0, (6, 1.5, 1, 1.5, 1, 1.5)), (0, (9, 2.5)))
-#: ``gid`` of reference lines (the truth, campaign starts): last in the legend.
+#: ``gid`` of references (the truth, the campaigns): last in the legend.
 REFERENCE = "reference"
 #: How the truth is drawn, everywhere.
 TRUTH = {"color": "black", "linestyle": "--", "linewidth": 1.3, "zorder": 1,
