@@ -373,8 +373,8 @@ def test_ope_two_settings_are_two_panels(tmp_path, drawn, ope_rows):
     path, = plot_ope(two, tmp_path)
     d = drawn[path.name]
     check_rules(d)
-    assert [ax.get_title() for ax in d.axes] == ["target uniform, residual=0",
-                                                 "target uniform, residual=0.3"]
+    assert [ax.get_title() for ax in d.axes] == ["target uniform\nresidual=0",
+                                                 "target uniform\nresidual=0.3"]
 
 
 @pytest.fixture(scope="module")
