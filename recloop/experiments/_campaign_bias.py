@@ -273,8 +273,8 @@ def _plot_scores(rows, path: Path, agents: list, metric: str, marks) -> Path:
             line.set_linewidth(line.get_linewidth() * 0.7)
         if many:
             marks(ax)
-        last = max((r for r in mine if r.variant == lines[0][0]), key=lambda r: r.tick,
-                   default=None)
+        last = max((r for r in mine if lines and r.variant == lines[0][0]),
+                   key=lambda r: r.tick, default=None)
         head = agent
         if last is not None and last.truth:
             head += (f"\n{lines[0][0]} {(last.estimate - last.truth) / abs(last.truth):+.0%} "
