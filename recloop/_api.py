@@ -118,6 +118,15 @@ class Results:
         return _frame(records, columns)
 
 
+#: Columns of any of the frames: a parameter of one of these names is ``params.NAME`` in
+#: every frame (``log`` is estimates.csv.gz's integer column and calibrated_loo_cf's
+#: parameter "real" / "simulated").
+_RESERVED = frozenset(_rundir.ESTIMATE_COLUMNS) | {
+    "n_nan", "sd", "se", "bias", "rmse", "coverage", "n_ci"}
+#: recloop's own integer columns (nullable: a row without a tick).
+_INTEGERS = ("tick", "n", "log", "n_ci")
+
+
 def _frame(records: list[dict], columns: Sequence[str]):
     import pandas as pd
 
@@ -127,13 +136,13 @@ def _frame(records: list[dict], columns: Sequence[str]):
             if k not in names:
                 names.append(k)
     base = [c for c in columns if c != "params"]
-    renamed = {k: (f"params.{k}" if k in base else k) for k in names}
+    renamed = {k: (f"params.{k}" if k in _RESERVED or k in base else k) for k in names}
     data = {c: [r.get(c) for r in records] for c in base}
     for k in names:
         data[renamed[k]] = [(r.get("params") or {}).get(k) for r in records]
     frame = pd.DataFrame(data, columns=base + [renamed[k] for k in names])
-    for c in ("tick", "n", "log", "n_ci"):
-        if c in frame:
+    for c in _INTEGERS:
+        if c in base:  # never a parameter's column, whatever it holds
             frame[c] = frame[c].astype("Int64")
     for c in ("agent", "variant"):
         if c in frame:

@@ -34,21 +34,27 @@ from typing import Sequence
 
 from recloop._rundir import atomic_savefig
 
-__all__ = ["DASHES", "MARKERS", "REFERENCE", "TRUTH", "Dots", "Series", "caption", "dot_plot",
-           "figure", "legend", "log_axis", "number", "save", "series_plot", "style",
-           "truth_handle"]
+__all__ = ["DASHES", "MARKERS", "MAX_LEGEND", "RECORD_WIDTH", "REFERENCE", "TRUTH", "Dots",
+           "Series", "caption", "constant_text", "dot_plot", "figure", "groups", "is_constant",
+           "legend", "log_axis", "number", "save", "series_plot", "setting_text", "style",
+           "truth_handle", "window", "direct_labels"]
 
 #: Markers of the series, in order (hollow, so that one shows through another).
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*", "p")
 #: Line styles of the series, in order.
 DASHES = ("-", "--", "-.", ":", (0, (6, 1.5, 1, 1.5, 1, 1.5)), (0, (9, 2.5)))
-#: ``gid`` of reference lines (the truth, campaign starts): last in the legend.
+#: ``gid`` of references (the truth, the campaigns): last in the legend.
 REFERENCE = "reference"
 #: How the truth is drawn, everywhere.
 TRUTH = {"color": "black", "linestyle": "--", "linewidth": 1.3, "zorder": 1,
          "gid": REFERENCE}
 #: At most this many plotted values on a log axis are ticked one by one.
 MAX_VALUE_TICKS = 8
+#: Width in inches of a kind's figure of record: drawn at 100 dpi, it is shown at its own
+#: size (650 px) on the report's first screen, where the figures stand side by side.
+RECORD_WIDTH = 6.5
+#: Entries of a legend at most (series and reference lines): more cannot be matched by eye.
+MAX_LEGEND = 6
 
 
 def figure(nrows: int = 1, ncols: int = 1, *, width: float = 6.4, height: float = 4.0,
@@ -120,6 +126,18 @@ def log_axis(ax, which: str = "x", values: Sequence[float] | None = None) -> Non
     ticks = given if 1 <= len(given) <= MAX_VALUE_TICKS else _log_ticks(lo, hi)
     if not ticks:
         return
+    # a narrow panel holds fewer labels: about one per 0.45 inch across, 0.25 inch up
+    box = ax.get_position()
+    fig_w, fig_h = ax.figure.get_size_inches()
+    room = max(2, int(box.width * fig_w / 0.45) if which == "x" else
+               int(box.height * fig_h / 0.25))
+    if len(ticks) > room and ticks is not given:
+        decades = [t for t in ticks if math.isclose(math.log10(t), round(math.log10(t)))]
+        ticks = decades if 2 <= len(decades) <= room else ticks[::math.ceil(len(ticks) / room)]
+    elif len(ticks) > room:
+        ticks = ticks[::math.ceil(len(ticks) / room)] + ([ticks[-1]] if (len(ticks) - 1)
+                                                          % math.ceil(len(ticks) / room)
+                                                          else [])
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_major_formatter(FuncFormatter(lambda v, _: number(v)))
     axis.set_minor_locator(NullLocator())
@@ -134,7 +152,7 @@ def legend(fig, *, handles=None, labels=None, title: str | None = None):
     starts) last. ``handles``/``labels`` default to those of every axes; ``None`` when
     there is nothing to label."""
     if handles is None:
-        from matplotlib.lines import Line2D
+        from matplotlib.artist import Artist
 
         seen: dict[str, object] = {}
         for ax in fig.axes:
@@ -142,9 +160,9 @@ def legend(fig, *, handles=None, labels=None, title: str | None = None):
                 if lab and not lab.startswith("_") and lab not in seen:
                     seen[lab] = h
 
-        def reference(lab) -> bool:  # the truth, campaign starts: last
+        def reference(lab) -> bool:  # the truth, campaign windows: last
             h = seen[lab]
-            return isinstance(h, Line2D) and h.get_gid() == REFERENCE
+            return isinstance(h, Artist) and h.get_gid() == REFERENCE
 
         labels = sorted(seen, key=reference)  # stable
         handles = [seen[lab] for lab in labels]
@@ -318,7 +336,44 @@ def series_plot(ax, series: Sequence[Series], *, x_label: str, y_label: str,
     ax.set_xlabel(x_label)
     ax.set_ylabel(y_label)
     ax.grid(alpha=0.3)
+    if len(series) > MAX_LEGEND:
+        direct_labels(ax)
     return "lines"
+
+
+def direct_labels(ax) -> None:
+    """Name each labelled series of ``ax`` at its last point, in its colour, instead of in
+    the legend (more series than :data:`MAX_LEGEND` cannot be matched by eye): right of the
+    panel, at the height where its line ends; labels that would overlap are pushed apart
+    (a line of 7-point text apart)."""
+    import numpy as np
+
+    ax.figure.canvas.draw()  # the limits and scales are final
+    to_axes = ax.transAxes.inverted()
+    ends = []
+    for c in ax.containers:
+        label = c.get_label()
+        if not label or label.startswith("_"):
+            continue
+        line = c.lines[0]
+        x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+        ok = np.isfinite(x) & np.isfinite(y)
+        if not ok.any():
+            continue
+        j = np.flatnonzero(ok)[-1]
+        point = to_axes.transform(ax.transData.transform((x[j], y[j])))
+        ends.append([point[1], label, line.get_color()])
+        c.set_label("_" + label)
+        for artist in (line, *c.lines[1], *c.lines[2]):
+            artist.set_label("_" + label)
+    ends.sort(key=lambda e: e[0])
+    gap = 7 * 1.3 * ax.figure.dpi / 72 / max(ax.get_window_extent().height, 1.0)
+    for k in range(1, len(ends)):  # push apart, upwards
+        ends[k][0] = max(ends[k][0], ends[k - 1][0] + gap)
+    shift = max(0.0, ends[-1][0] - 0.98) if ends else 0.0
+    for e in ends:
+        ax.annotate(e[1], xy=(1.02, e[0] - shift), xycoords="axes fraction", fontsize=7,
+                    color=e[2], va="center", ha="left", annotation_clip=False)
 
 
 #: Characters of one line of a figure's text at most (names come from scenarios).
@@ -360,3 +415,64 @@ def save(fig, path, *, dpi: int = 110) -> Path:
     _as_text(fig)
     atomic_savefig(fig, path, dpi=dpi)
     return path
+
+
+# --- what every kind's figures share: settings, constants, campaign windows -----------------
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def groups(rows, x_key: str | None = None, *, ignore: Sequence[str] = ()) -> list[tuple]:
+    """Rows split by their setting: the values of the parameters other than ``x_key`` (and
+    ``ignore``) that differ between ``rows``. Returns ``[(setting, rows), ...]`` in the
+    order first met, ``setting`` a dict of those values (empty: one setting).
+
+    Within one group only ``x_key`` varies, so that its values are a sweep that may be an
+    axis: a size that each data set or logger fixes (a categorical parameter's own
+    ``n_rounds``) falls into that category's group as a single value -- a dot plot, never a
+    point on a numeric axis shared with the other categories; two settings of another swept
+    parameter (``n_bootstrap``) are never joined into one line."""
+    import json
+
+    rows = list(rows)
+    values: dict[str, set] = {}
+    for r in rows:
+        for k, v in r.params.items():
+            values.setdefault(k, set()).add(json.dumps(v, sort_keys=True))
+    keys = [k for k, vs in values.items() if len(vs) > 1 and k != x_key and k not in ignore]
+    out: dict[str, tuple] = {}
+    for r in rows:
+        setting = {k: r.params.get(k) for k in keys}
+        out.setdefault(json.dumps(setting, sort_keys=True), (setting, []))[1].append(r)
+    return list(out.values())
+
+
+def setting_text(setting: dict) -> str:
+    """``click_model=cascade, k=10`` (empty for no setting)."""
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in setting.items())
+
+
+def is_constant(values) -> bool:
+    """Two or more finite values, all equal: a panel of them would be a flat line."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    return len(vals) > 1 and all(v == vals[0] for v in vals)
+
+
+def constant_text(ax, text: str) -> None:
+    """A panel whose metric has one value everywhere says so in a line of text instead of
+    drawing it (``coverage is 1 for every estimator``)."""
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=8,
+            wrap=True, color="0.25")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for side in ax.spines.values():
+        side.set_visible(False)
+
+
+def window(ax, start: float, end: float, *, label: str | None = "campaign") -> None:
+    """A shaded span ``[start, end)`` of the x axis (a campaign), a reference of the
+    legend."""
+    ax.axvspan(start - 0.5, max(end, start + 1) - 0.5, color="0.55", alpha=0.22, lw=0,
+               zorder=0, gid=REFERENCE, label=label)

@@ -505,12 +505,33 @@ def _kind_figures(rows: list[dict], scenario: dict, folder: Path,
                          f"({type(exc).__name__}, see errors.log)", None))
             failed = True
             continue
-        for path in paths:
-            made.append((ev["name"], f"{ev['name']}: {Path(path).stem}{which}",
+        for path in paths:  # titled by what follows the evaluation's name in the file name
+            stem = Path(path).stem
+            what = stem[len(ev["name"]):].strip("_") if stem.startswith(ev["name"]) else stem
+            made.append((ev["name"], f"{ev['name']}: {what or stem}{which}",
                          f"figures/{Path(path).name}"))
         if kind.figures_only:
             covered.add(ev["name"])
     return made, covered, failed
+
+
+#: What the figure of a fitted world's fidelity is filed under (not an evaluation).
+FITTED_WORLD = "the fitted world"
+
+
+def _fidelity_figure(run_dir: Path, folder: Path) -> list:
+    """A world fitted to a log: its fidelity figure, drawn from the noise bands of
+    ``fidelity.md`` (numbers only, :func:`recloop._fidelity_plot.bands_from_markdown`)."""
+    text, problem = _rundir.read_small_text(run_dir / "fidelity.md", limit=2**20)
+    if problem is not None:
+        return []
+    from recloop._fidelity_plot import bands_from_markdown, plot_fidelity
+
+    path = plot_fidelity(bands_from_markdown(text), folder / "fitted_world_fidelity.png")
+    if path is None:
+        return []
+    return [(FITTED_WORLD, f"{FITTED_WORLD}: fidelity against the data's own noise",
+             f"figures/{path.name}")]
 
 
 def _constant(items: list) -> float | None:
@@ -536,6 +557,15 @@ def _figures(run_dir: Path, rows: list[dict], scenario: dict | None, summary: li
     before = {p.name for p in folder.glob("*.png")}
     made, covered, failed = (_kind_figures(rows, scenario, folder, errors) if scenario
                              else ([], set(), False))
+    try:
+        made += _fidelity_figure(run_dir, folder)
+    except Exception as exc:  # a figure must not cost the report
+        if _disk_error(exc):
+            raise
+        _error(errors, "figure of the fitted world", exc)
+        made.append((FITTED_WORLD, f"{FITTED_WORLD}: figure failed ({type(exc).__name__}, "
+                     "see errors.log)", None))
+        failed = True
     drawings = [(evaluation, f"{evaluation}: estimates", functools.partial(
                     _estimates_figures, run_dir, folder, evaluation, chosen))
                 for evaluation, chosen in _estimate_rows(summary, scenario).items()]
@@ -1274,11 +1304,13 @@ def _figure_blocks(figures: list, done: set, view: _View) -> list:
 
 
 def _record(figures: list, scenario: dict | None) -> list:
-    """The figure of record of each evaluation: its kind's first figure, else its first
-    drawn one."""
+    """The figure of record of each evaluation -- its kind's first figure (each kind draws
+    the one designed to answer its question first), else its estimates chart, else its
+    first generic figure -- then the fitted world's fidelity figure, if any."""
     out = []
-    for ev in (scenario or {}).get("evaluations", ()):
-        drawn = [(t, p) for e, t, p in figures if e == ev["name"] and p]
+    for name in [ev["name"] for ev in (scenario or {}).get("evaluations", ())] + [
+            FITTED_WORLD]:
+        drawn = [(t, p) for e, t, p in figures if e == name and p]
         if drawn:
             out.append(drawn[0])
     return out

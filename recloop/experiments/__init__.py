@@ -11,6 +11,7 @@ from recloop.experiments._bandit_eval import (
                                  compare_to_truth,
                                  dynamic_news,
                                  plot_bred_vs_replay,
+                                 plot_dynamic_news,
 )
 from recloop.experiments._campaign_bias import RECOMMENDER_KINDS, campaign_bias, plot_campaign_bias
 from recloop.experiments._slate_ope import SLATE_OPE_PARAMS, plot_slate_ope, slate_ope
@@ -24,6 +25,7 @@ __all__: list[str] = [
     "compare_to_truth",
     "dynamic_news",
     "plot_bred_vs_replay",
+    "plot_dynamic_news",
     "SLATE_OPE_PARAMS",
     "slate_ope",
     "plot_slate_ope",

@@ -35,7 +35,8 @@ from recloop.experiments._common import (
 )
 
 __all__ = ["BRED_VS_REPLAY", "DYNAMIC_NEWS", "KINDS", "TruthComparison", "VARIANTS",
-           "bred_vs_replay", "compare_to_truth", "dynamic_news", "plot_bred_vs_replay"]
+           "bred_vs_replay", "compare_to_truth", "dynamic_news", "plot_bred_vs_replay",
+           "plot_dynamic_news"]
 
 EVALUATION = "bred_vs_replay"
 EVALUATION_DYNAMIC = "dynamic_news"
@@ -495,13 +496,86 @@ def dynamic_news(config, agents: Mapping[str, Callable], *, T: int, window: int,
     return rows
 
 
+#: Figures per kind and setting of the swept parameters off the x axis, at most.
+MAX_FIGURES = 8
+#: A second reference (V(T/K), the windows' local values): grey, densely dotted.
+_GREY = {"color": "0.45", "lw": 1.6, "ls": (0, (1, 1.2)), "zorder": 1, "gid": "reference"}
+
+
+def _name(prefix: str, stem: str, setting: dict) -> str:
+    """``{prefix}{stem}.png``, the setting appended when there are several."""
+    import re
+
+    from recloop import _plots
+
+    tail = re.sub(r"[^A-Za-z0-9_.-]+", "_", _plots.setting_text(setting)).strip("_")
+    return f"{prefix}{stem}" + (f"_{tail}" if tail else "") + ".png"
+
+
+def _value_figures(rows, out, *, prefix: str, x_key: str, x_label: str, title: str,
+                   note: str, references, truth_label: str) -> list:
+    """Each agent's mean estimated value per variant against ``x_key`` beside its online
+    value: a panel per agent, a figure per setting of the other swept parameters
+    (:func:`recloop._plots.groups`). ``references(ax, rows, mode)`` draws the truths of a
+    panel of lines; in a dot plot (a single x) each row's truth is its mark."""
+    from recloop import _plots
+
+    values = [r for r in rows if r.metric == "value" and x_key in r.params]
+    paths = []
+    for setting, sel in _plots.groups(values, x_key)[:MAX_FIGURES]:
+        agents = list(dict.fromkeys(r.agent for r in sel))
+        variants = list(dict.fromkeys(r.variant for r in sel))
+        single = len({r.params[x_key] for r in sel}) == 1
+        ncols = 2 if len(agents) == 4 else min(3, len(agents))
+        nrows = math.ceil(len(agents) / ncols)
+        fig, axes = _plots.figure(nrows, ncols, width=_plots.RECORD_WIDTH,
+                                  height=((0.3 * len(variants) + 1.1) if single else 2.4)
+                                  * nrows + 1.4)
+        for ax, agent in zip(axes.flat, agents, strict=False):
+            mine = [r for r in sel if r.agent == agent]
+            series = []
+            for v in variants:
+                pts = sorted((r for r in mine if r.variant == v), key=lambda r: r.params[x_key])
+                series.append(_plots.Series(
+                    v, [r.params[x_key] for r in pts], [r.estimate for r in pts],
+                    [1.96 * r.stderr for r in pts],
+                    [r.truth for r in pts] if single else None, j=variants.index(v)))
+            mode = _plots.series_plot(ax, series, x_label=x_label, y_label="value",
+                                      dot_label="mean estimate (95% interval)",
+                                      truth_label=truth_label)
+            references(ax, mine, mode)
+            for line in ax.get_lines():
+                line.set_markersize(line.get_markersize() * 0.7)
+            at = (f", {x_key} = {_plots.number(mine[0].params[x_key])}" if single and mine
+                  else "")
+            ax.set_title(agent + at, fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.xaxis.label.set_size(8)
+            ax.yaxis.label.set_size(8)
+        for ax in list(axes.flat)[len(agents):]:
+            ax.set_visible(False)
+        _plots.legend(fig)
+        n_logs = sorted({r.n for r in sel if r.n})
+        logs = "-".join(f"{n:,}" for n in (n_logs[0], n_logs[-1])[:len(set(n_logs))]) \
+            if n_logs else "?"
+        where = _plots.setting_text(setting)
+        _plots.caption(fig, title + (f" ({where})" if where else ""),
+                       f"Dots: mean estimate over {logs} logs, 95% interval (±1.96 "
+                       f"standard errors); {note}")
+        paths.append(_plots.save(fig, out / _name(prefix, "__value", setting), dpi=100))
+    return paths
+
+
 def plot_bred_vs_replay(rows, out_dir, *, prefix: str = "bred_vs_replay") -> list:
     """Figures like Mary et al.'s Figure 2 from :func:`bred_vs_replay` rows (all T).
 
-    One figure per agent, two panels: the bias and the RMSE of each variant against the
-    online value V(T), against the log size T (log scale; a dot plot per variant when there
-    is a single T), with 95% intervals from the cell's standard errors over its logs.
-    Returns the PNG paths.
+    First the figure of record, ``{prefix}__value.png``: each agent's mean estimate by
+    replay and each BRED variant against the log size T, with 95% intervals, beside its
+    online value V(T) (the truth, black and dashed) and V(T/K) (dotted: what replay's T/K
+    matches measure); a panel per agent. Then one figure per agent, two panels: the bias
+    and the RMSE of each variant against V(T), against T (log scale; a dot plot per
+    variant when there is a single T). One set per setting of other swept parameters
+    (:func:`recloop._plots.groups`). Returns the PNG paths.
 
     Parameters
     ----------
@@ -519,32 +593,106 @@ def plot_bred_vs_replay(rows, out_dir, *, prefix: str = "bred_vs_replay") -> lis
     rows = [r for r in rows if "T" in r.params]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    over_k = {(r.agent, _params_key(r.params)): r.estimate for r in rows
+              if r.metric == "online_value" and r.variant == "T_over_K"}
+
+    truth = "online value V(T): the truth"
+
+    def references(ax, mine, mode):
+        pts = sorted({r.params["T"]: over_k.get((r.agent, _params_key(r.params)), math.nan)
+                      for r in mine}.items())
+        pts = [(t, v) for t, v in pts if math.isfinite(v)]
+        if mode == "lines":  # in a dot plot each row's mark is its truth
+            curve = sorted({r.params["T"]: r.truth for r in mine}.items())
+            ax.plot(*zip(*curve, strict=True), label=truth, **_plots.TRUTH)
+        if pts and mode == "dots":
+            ax.axvline(pts[0][1], label="online value V(T/K)", **_GREY)
+        elif pts:
+            ax.plot(*zip(*pts, strict=True), label="online value V(T/K)", **_GREY)
+
+    paths = _value_figures(rows, out, prefix=prefix, x_key="T", x_label="log size T",
+                           title="Replay and BRED against the online value",
+                           note="dashed: the online value V(T), the truth; grey: V(T/K), "
+                           "what replay's T/K matches measure.", references=references,
+                           truth_label=truth)
     variants = list(dict.fromkeys(r.variant for r in rows if r.metric == "rmse"))
-    paths = []
-    for agent in dict.fromkeys(r.agent for r in rows):
-        mine = [r for r in rows if r.agent == agent]
-        n_logs = sorted({r.n for r in mine if r.metric == "rmse" and r.n})
-        fig, axes = _plots.figure(1, 2, width=10.0, height=4.2)
-        for ax, metric, name in zip(axes[0], ("bias", "rmse"), ("bias", "RMSE"), strict=True):
-            series = []
-            for j, variant in enumerate(variants):
-                sel = [r for r in mine if r.variant == variant and r.metric == metric]
-                series.append(_plots.Series(
-                    variant, [r.params["T"] for r in sel], [r.estimate for r in sel],
-                    [1.96 * r.stderr for r in sel], j=j))
-            mode = _plots.series_plot(ax, series, x_label="log size T",
-                                      y_label=f"{name} against V(T)")
-            (ax.axvline if mode == "dots" else ax.axhline)(0.0, color="grey", lw=0.8)
-            ax.set_title(name + (f", T = {_plots.number(mine[0].params['T'])}"
-                                 if mode == "dots" else ""), fontsize=9)
-        _plots.legend(fig)
-        logs = "-".join(f"{n:,}" for n in (n_logs[0], n_logs[-1])[:len(set(n_logs))]) \
-            if n_logs else "?"
-        _plots.caption(fig, f"{agent}: replay and BRED, errors against the online value V(T)",
-                       f"Over {logs} logs per T; bars: 95% intervals (±1.96 standard errors "
-                       "over the logs).")
-        paths.append(_plots.save(fig, out / f"{prefix}_{agent}.png", dpi=120))
+    for setting, group in _plots.groups(rows, "T")[:MAX_FIGURES]:
+        for agent in dict.fromkeys(r.agent for r in group):
+            mine = [r for r in group if r.agent == agent]
+            n_logs = sorted({r.n for r in mine if r.metric == "rmse" and r.n})
+            fig, axes = _plots.figure(1, 2, width=_plots.RECORD_WIDTH, height=3.4)
+            for ax, metric, name in zip(axes[0], ("bias", "rmse"), ("bias", "RMSE"),
+                                        strict=True):
+                series = []
+                for j, variant in enumerate(variants):
+                    sel = sorted((r for r in mine if r.variant == variant
+                                  and r.metric == metric), key=lambda r: r.params["T"])
+                    series.append(_plots.Series(
+                        variant, [r.params["T"] for r in sel], [r.estimate for r in sel],
+                        [1.96 * r.stderr for r in sel], j=j))
+                mode = _plots.series_plot(ax, series, x_label="log size T",
+                                          y_label=f"{name} against V(T)")
+                (ax.axvline if mode == "dots" else ax.axhline)(0.0, color="grey", lw=0.8)
+                ax.set_title(name + (f", T = {_plots.number(mine[0].params['T'])}"
+                                     if mode == "dots" else ""), fontsize=8)
+                ax.tick_params(labelsize=7)
+                ax.xaxis.label.set_size(8)
+                ax.yaxis.label.set_size(8)
+            axes[0, 1].tick_params(labelleft=mode != "dots")
+            _plots.legend(fig)
+            logs = "-".join(f"{n:,}" for n in (n_logs[0], n_logs[-1])[:len(set(n_logs))]) \
+                if n_logs else "?"
+            where = _plots.setting_text(setting)
+            _plots.caption(fig, f"{agent}: replay and BRED, errors against the online value "
+                           "V(T)" + (f" ({where})" if where else ""),
+                           f"Over {logs} logs per T; bars: 95% intervals (±1.96 standard "
+                           "errors over the logs); grey: zero error.")
+            paths.append(_plots.save(fig, out / _name(f"{prefix}_{agent}", "", setting),
+                                     dpi=100))
     return paths
+
+
+def plot_dynamic_news(rows, out_dir, *, prefix: str = EVALUATION_DYNAMIC) -> list:
+    """The figure of record of :func:`dynamic_news`, ``{prefix}__value.png``: each agent's
+    mean estimate by replay and by windowed BRED against the window length, beside the
+    online value V_0(T) of the whole log (black and dashed: the truth of ``replay`` and
+    ``bred_window``) and the mean value of an agent launched at each window's start
+    (dotted: the truth of ``bred_window_local``); a dot plot per variant, each beside its
+    own truth, when a single window was run. A panel per agent, a figure per setting of
+    other swept parameters. Returns the PNG paths."""
+    from pathlib import Path
+
+    from recloop import _plots
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    truth = "online value: the truth"
+
+    def references(ax, mine, mode):
+        if mode == "dots":
+            return
+        for variant, style in (("replay", dict(_plots.TRUTH, label=truth)),
+                               ("bred_window_local", dict(_GREY,
+                                                          label="local online value"))):
+            pts = sorted({r.params["window"]: r.truth for r in mine
+                          if r.variant == variant}.items())
+            if pts:
+                ax.plot(*zip(*pts, strict=True), **style)
+
+    return _value_figures(rows, out, prefix=prefix, x_key="window",
+                          x_label="BRED window (ticks)",
+                          title="Replay and windowed BRED against the online value",
+                          note="dashed: the online value V_0(T) of the log's span, the truth "
+                          "of replay and bred_window; grey: the mean value of an agent "
+                          "launched at each window's start, the truth of bred_window_local.",
+                          references=references, truth_label=truth)
+
+
+def _params_key(params: dict) -> str:
+    """A hashable key of a row's parameters."""
+    import json
+
+    return json.dumps(dict(params), sort_keys=True)
 
 
 # -- the scenario kinds -----------------------------------------------------------------------
@@ -652,6 +800,11 @@ def _figures_bred_vs_replay(measurements, out_dir, world):
     return plot_bred_vs_replay(measurements, out_dir, prefix=prefix)
 
 
+def _figures_dynamic_news(measurements, out_dir, world):
+    prefix = measurements[0].evaluation if measurements else EVALUATION_DYNAMIC
+    return plot_dynamic_news(measurements, out_dir, prefix=prefix)
+
+
 BRED_VS_REPLAY = EvaluationKind(
     name="bred_vs_replay",
     summary="Replay (Li et al. 2011), BRED, BRED without jitter (Mary, Preux, Nicol 2014) "
@@ -674,7 +827,6 @@ BRED_VS_REPLAY = EvaluationKind(
     needs_world=True,
     check=_check_bred_vs_replay,
     figures=_figures_bred_vs_replay,
-    figures_only=False,
     report=lambda rows, scenario, summary: bred_note(rows, scenario),
     resources=bandit_resources,
     headline=("value",),
@@ -720,6 +872,7 @@ DYNAMIC_NEWS = EvaluationKind(
     agent_family="bandit",
     needs_world=True,
     check=_check_dynamic_news,
+    figures=_figures_dynamic_news,
     resources=bandit_resources,
     headline=("value",),
     unit="log",

@@ -230,15 +230,85 @@ def campaign_bias(config, *, recommenders: Mapping, ticks, p_values=(0, 5, 20, N
     return rows
 
 
+#: Recommenders of the figure of record at most (one panel each).
+_MAX_PANELS = 6
+
+
+def _plot_scores(rows, path: Path, agents: list, metric: str, marks) -> Path:
+    """The figure of record: one panel per recommender, each variant's exact LOO score
+    against the tick beside the twin's (the truth), the campaigns marked; identical
+    variants merged into one line."""
+    from recloop import _plots
+
+    shown = agents[:_MAX_PANELS]
+    ncols = 2 if len(shown) == 4 else min(3, len(shown))
+    nrows = math.ceil(len(shown) / ncols)
+    n_ticks = len({r.tick for r in rows if r.metric == metric})
+    many = n_ticks > 1
+    fig, axes = _plots.figure(nrows, ncols, width=_plots.RECORD_WIDTH,
+                              height=(2.1 if many else 1.9) * nrows + 1.3)
+    # one style per variant across the panels; variants equal everywhere share a line
+    variants = [v for v in dict.fromkeys(r.variant for r in rows if r.metric == metric
+                                         and r.agent in shown) if v != "twin"]
+    curve = {v: tuple((r.agent, r.tick, r.estimate) for r in sorted(
+        (r for r in rows if r.metric == metric and r.variant == v and r.agent in shown),
+        key=lambda r: (r.agent, r.tick))) for v in variants}
+    merged: dict[tuple, list[str]] = {}
+    for v in variants:
+        merged.setdefault(curve[v], []).append(v)
+    lines = [(names[0], " = ".join(names)) for names in merged.values()]
+    for ax, agent in zip(axes.flat, shown, strict=False):
+        mine = [r for r in rows if r.agent == agent and r.metric == metric]
+        series = []
+        for j, (v, label) in enumerate(lines):
+            pts = sorted((r for r in mine if r.variant == v), key=lambda r: r.tick)
+            series.append(_plots.Series(label, [r.tick for r in pts],
+                                        [r.estimate for r in pts],
+                                        truth=[r.truth for r in pts], j=j))
+        _plots.series_plot(ax, series, x_label="tick" if many else "", y_label=metric,
+                           log_x=False, truth_label="twin without campaigns: the truth",
+                           dot_label="exact score")
+        for line in ax.get_lines():  # small panels: thinner lines, smaller marks
+            line.set_markersize(line.get_markersize() * (0.55 if n_ticks <= 8 else 0.3))
+            line.set_linewidth(line.get_linewidth() * 0.7)
+        if many:
+            marks(ax)
+        last = max((r for r in mine if lines and r.variant == lines[0][0]),
+                   key=lambda r: r.tick, default=None)
+        head = agent
+        if last is not None and last.truth:
+            head += (f"\n{lines[0][0]} {(last.estimate - last.truth) / abs(last.truth):+.0%} "
+                     f"at tick {last.tick}")
+        ax.set_title(head, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.xaxis.label.set_size(8)
+        ax.yaxis.label.set_size(8)
+        if ax.get_subplotspec().colspan.start:
+            ax.set_ylabel("")
+    for ax in list(axes.flat)[len(shown):]:
+        ax.set_visible(False)
+    _plots.legend(fig)
+    more = (f" The first {len(shown)} of {len(agents)} recommenders." if len(agents)
+            > len(shown) else "")
+    _plots.caption(fig, f"Offline LOO score ({metric}) against the twin without campaigns",
+                   "Lines: each variant's exact (exhaustive) score; black dashed: the twin's, "
+                   "the truth; shaded: the campaigns." + more)
+    return _plots.save(fig, path, dpi=100)
+
+
 def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None = None,
-                       prefix: str = "campaign_bias", item_ids=None) -> list[Path]:
+                       prefix: str = "campaign_bias", item_ids=None,
+                       campaign_windows=()) -> list[Path]:
     """Figures like the paper's, from :func:`campaign_bias` rows; returns the PNG paths.
 
-    One figure per recommender: the exhaustive score over time for each variant
-    (unweighted, each p) with the 95% intervals of the sampled scores, the twin without
-    campaigns as the truth (a dot plot per variant at a single tick). One figure of
-    ``P_t(i)`` of the most pushed items beside the twin's. Campaign starts are dotted
-    vertical lines.
+    First the figure of record, ``{prefix}__scores.png``: every recommender of the
+    evaluation in a panel of its own, the exhaustive LOO score of each variant against the
+    tick beside the same score on the twin without campaigns (the truth, black and
+    dashed), the campaigns shaded; variants with the same score at every tick (``weighted_p0``
+    and ``unweighted``: no item weighted) are one line with both names. Then one figure per
+    recommender: the exhaustive score over time for each variant with the 95% intervals of
+    the sampled scores, the twin as the truth (a dot plot per variant at a single tick).
+    Last, one figure of ``P_t(i)`` of the most pushed items beside the twin's.
 
     Parameters
     ----------
@@ -246,7 +316,11 @@ def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None =
     out_dir : str or Path
         Created if missing.
     campaign_ticks : sequence of int
-        Start ticks of the campaigns (e.g. ``[c.start for c in config.campaigns]``).
+        Start ticks of the campaigns (e.g. ``[c.start for c in config.campaigns]``), drawn
+        as dotted lines when their windows are not given.
+    campaign_windows : sequence of (int, int)
+        ``(start, end)`` ticks of the campaigns (``[(c.start, c.start + c.duration) for c
+        in config.campaigns]``), shaded.
     metric : str or None
         The score metric (default: the ``loo_hit@*`` metric found in ``rows``).
     prefix : str
@@ -269,11 +343,17 @@ def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None =
               if a not in ("item_weights", "world")]
     truth_label = "twin without campaigns: the truth"
 
+    windows = [(int(a), int(b)) for a, b in campaign_windows]
+
     def marks(ax):
-        for j, t in enumerate(campaign_ticks):
+        for j, (a, b) in enumerate(windows):
+            _plots.window(ax, a, b, label="campaign" if j == 0 else None)
+        for j, t in enumerate(() if windows else campaign_ticks):
             ax.axvline(t, color="grey", lw=0.8, ls=":", gid=_plots.REFERENCE,
                        label="campaign start" if j == 0 else None)
 
+    if agents:
+        paths.append(_plot_scores(rows, out / f"{prefix}__scores.png", agents, metric, marks))
     for agent in agents:
         mine = [r for r in rows if r.agent == agent]
         variants = [v for v in dict.fromkeys(r.variant for r in mine if r.metric == metric)
@@ -324,7 +404,9 @@ def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None =
                     + ("; bars: 95% intervals of the sampled score"
                        if any(sampled.values()) else "") if ticks else "no score")
         _plots.legend(fig)
-        _plots.caption(fig, f"{agent}: offline LOO score", what + ".")
+        refs = "; black dashed: the twin's score, the truth" + (
+            "; shaded: the campaigns" if windows and len(ticks) > 1 else "")
+        _plots.caption(fig, f"{agent}: offline LOO score", what + refs + ".")
         paths.append(_plots.save(fig, out / f"{prefix}_{agent}.png", dpi=110))
 
     marg = [r for r in rows if r.agent == "world" and r.metric == "item_marginal"]
@@ -346,7 +428,7 @@ def plot_campaign_bias(rows, out_dir, *, campaign_ticks=(), metric: str | None =
             pts = sorted((r for r in marg if r.variant == v), key=lambda r: r.tick)
             x = [r.tick for r in pts]
             ax.plot(x, [r.estimate for r in pts], label="the world (with campaigns)",
-                    **_plots.style(0))
+                    **{**_plots.style(0), "markersize": 9 if len(x) <= 8 else 4})
             ax.plot(x, [r.truth for r in pts], label="its twin without campaigns",
                     **_plots.TRUTH)
             last = pts[-1]
@@ -461,15 +543,15 @@ def _run_kind(cell):
                          progress=cell.progress, evaluation=cell.evaluation)
 
 
-def _campaign_starts(world) -> list[int]:
-    """First ticks of the world's campaigns, resolved (a fitted world's ``start_fraction``
-    needs the fitted horizon)."""
+def _campaign_windows(world) -> list[tuple[int, int]]:
+    """``(start, end)`` ticks of the world's campaigns, resolved (a fitted world's
+    ``start_fraction`` needs the fitted horizon)."""
     campaigns = (world or {}).get("campaigns", [])
     if all("start" in c and c["start"] is not None for c in campaigns):
-        return [c["start"] for c in campaigns]
+        return [(c["start"], c["start"] + c.get("duration", 1)) for c in campaigns]
     from recloop._worlds import world_config
 
-    return [c.start for c in world_config(world).campaigns]
+    return [(c.start, c.start + c.duration) for c in world_config(world).campaigns]
 
 
 def _item_ids(world):
@@ -480,9 +562,9 @@ def _item_ids(world):
 
 
 def _figures_kind(measurements, out_dir, world):
-    starts = _campaign_starts(world)
+    windows = _campaign_windows(world)
     prefix = measurements[0].evaluation if measurements else "campaign_bias"
-    return plot_campaign_bias(measurements, out_dir, campaign_ticks=starts, prefix=prefix,
+    return plot_campaign_bias(measurements, out_dir, campaign_windows=windows, prefix=prefix,
                               item_ids=_item_ids(world))
 
 

@@ -530,17 +530,22 @@ def fast_loo_cf(ratings=None, *, similarities: Sequence[str] = SIMILARITIES, k=2
 
 
 def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION, title: str = "") -> list:
-    """MAE and RMSE per similarity: the two leaky protocols beside the exact LOO error (the
-    truth), a dot plot with 95% bars per protocol, a panel per metric, one legend.
+    """The LOO leak: MAE and RMSE per similarity, the two leaky protocols (dots with 95%
+    bars) beside the exact LOO error (the truth, a black mark per similarity); a panel per
+    metric across, and per log down when the rows compare logs (a fitted world's ``real``
+    and ``simulated``, parameter ``log``: each column shares its x axis, so that the
+    simulated log's errors stand under the real ones); one legend.
 
     Parameters
     ----------
     rows : iterable of Measurement
-        Rows of :func:`fast_loo_cf` (one cell; other rows are ignored).
+        Rows of :func:`fast_loo_cf` (one cell; other rows are ignored). Rows of a fitted
+        world's comparison carry ``params["log"]``; its ``rmse_rank_tau`` and
+        ``mae_rank_tau`` rows go into the caption.
     out_dir : str or Path
         Created if missing.
     prefix : str
-        File name prefix.
+        File name prefix: ``{prefix}_errors.png``.
     title : str
         Prefixed to the figure's caption (e.g. which log).
 
@@ -553,39 +558,52 @@ def plot_fast_loo_cf(rows, out_dir, *, prefix: str = EVALUATION, title: str = ""
 
     from recloop import _plots
 
+    rows = list(rows)
+    taus = {m.metric: m.estimate for m in rows if m.metric.endswith("_rank_tau")}
     rows = [r for r in rows if r.metric in ("mae", "rmse")]
     if not rows:
         return []
+    logs = list(dict.fromkeys(r.params.get("log") for r in rows))
     sims = list(dict.fromkeys(r.agent for r in rows))
     leaky = ("fit_once", "fit_once_self")
-    got = {(r.agent, r.variant, r.metric): r for r in rows}
-    fig, axes = _plots.figure(1, 2, width=9.0, height=0.5 * len(sims) + 2.4)
-    for ax, metric in zip(axes[0], ("mae", "rmse"), strict=True):
-        series = []
-        for j, variant in enumerate(leaky):
-            ms = [got.get((s, variant, metric)) for s in sims]
-            est = [m.estimate if m else math.nan for m in ms]
-            half = [1.96 * m.stderr if m and math.isfinite(m.stderr) else math.nan
-                    for m in ms]
-            series.append(_plots.Dots(variant, est,
-                                      [e - h for e, h in zip(est, half, strict=True)],
-                                      [e + h for e, h in zip(est, half, strict=True)],
-                                      j=j + 1))
-        exact = [got.get((s, "exact_loo", metric)) for s in sims]
-        _plots.dot_plot(ax, sims, series, truths=[m.estimate if m else math.nan
-                                                  for m in exact],
-                        truth_label="exact LOO (the truth)")
-        ax.set_xlabel(metric.upper())
-        ax.set_title(metric.upper(), fontsize=9)
+    got = {(r.params.get("log"), r.agent, r.variant, r.metric): r for r in rows}
+    fig, axes = _plots.figure(len(logs), 2, width=_plots.RECORD_WIDTH,
+                              height=(0.32 * len(sims) + 0.9) * len(logs) + 1.3,
+                              sharex="col")
+    for i, log in enumerate(logs):
+        for ax, metric in zip(axes[i], ("mae", "rmse"), strict=True):
+            series = []
+            for j, variant in enumerate(leaky):
+                ms = [got.get((log, s, variant, metric)) for s in sims]
+                est = [m.estimate if m else math.nan for m in ms]
+                half = [1.96 * m.stderr if m and math.isfinite(m.stderr) else math.nan
+                        for m in ms]
+                series.append(_plots.Dots(variant, est,
+                                          [e - h for e, h in zip(est, half, strict=True)],
+                                          [e + h for e, h in zip(est, half, strict=True)],
+                                          j=j + 1))
+            exact = [got.get((log, s, "exact_loo", metric)) for s in sims]
+            _plots.dot_plot(ax, sims, series, truths=[m.estimate if m else math.nan
+                                                      for m in exact],
+                            truth_label="exact LOO (the truth)")
+            if i == len(logs) - 1:
+                ax.set_xlabel(metric.upper(), fontsize=8)
+            ax.set_title(metric.upper() if log is None else f"{log} log: {metric.upper()}",
+                         fontsize=8)
+            ax.tick_params(labelsize=7)
+        axes[i, 1].tick_params(labelleft=False)  # the similarities once, on the left
     _plots.legend(fig)
-    what = ("prediction error of user kNN: exact leave-one-out against the protocols that "
-            "fit the similarities once")
-    _plots.caption(fig, f"{title}: {what}" if title else what[0].upper() + what[1:],
-                   "Bars: 95% intervals (±1.96 standard errors over the held-out ratings); "
-                   "black: the exact LOO error.")
+    what = "The LOO leak: exact leave-one-out against the fit-once protocols (kNN)"
+    note = ("Dots: the protocols' errors, 95% bars (±1.96 standard errors over the held-out "
+            "ratings); black: the exact LOO error, the truth.")
+    if taus:
+        note += " The similarities ranked by exact LOO, real against simulated: Kendall " \
+                "tau " + ", ".join(f"{v:.2f} ({k.split('_')[0].upper()})" for k, v in
+                                   sorted(taus.items(), reverse=True)) + "."
+    _plots.caption(fig, f"{title}: {what}" if title else what, note)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return [_plots.save(fig, out / f"{prefix}_errors.png", dpi=120)]
+    return [_plots.save(fig, out / f"{prefix}_errors.png", dpi=100)]
 
 
 # -- the scenario kind ------------------------------------------------------------------------
@@ -708,18 +726,13 @@ def _run_kind(cell):
 
 
 def _figures_kind(measurements, out_dir, world):
-    prefix = measurements[0].evaluation if measurements else EVALUATION
-    logs = list(dict.fromkeys(m.params.get("log") for m in measurements
-                              if m.metric in ("mae", "rmse")))
-    if logs == [None]:
-        return plot_fast_loo_cf(measurements, out_dir, prefix=prefix)
     import dataclasses
 
-    return [path for log in logs  # a fitted world: one figure per log, real and simulated
-            for path in plot_fast_loo_cf([dataclasses.replace(m, agent=_similarity_of(m))
-                                          for m in measurements
-                                          if m.params.get("log") == log], out_dir,
-                                         prefix=f"{prefix}_{log}", title=f"{log} log")]
+    prefix = measurements[0].evaluation if measurements else EVALUATION
+    # a fitted world's rows name their log in the agent too ("pearson (real)"): the figure
+    # sets the logs apart by their `log` parameter
+    return plot_fast_loo_cf([dataclasses.replace(m, agent=_similarity_of(m))
+                             for m in measurements], out_dir, prefix=prefix)
 
 
 KIND = EvaluationKind(

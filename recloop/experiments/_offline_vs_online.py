@@ -344,7 +344,8 @@ def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
         agents = list(dict.fromkeys(r.agent for r in values))
         evaluators = list(dict.fromkeys(r.variant for r in values))
         rows_shown = max(len(names), len(agents), 1)
-        fig, axes = _plots.figure(1, 2, width=10.5, height=0.55 * rows_shown + 2.4)
+        fig, axes = _plots.figure(1, 2, width=_plots.RECORD_WIDTH,
+                                  height=0.42 * rows_shown + 2.2)
         ax1, ax2 = axes[0]
         series = []
         for j, (variant, text) in enumerate((("T", "tau against the truth at T"),
@@ -357,8 +358,8 @@ def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
         _plots.dot_plot(ax1, names, series)
         ax1.axvline(0.0, color="grey", lw=0.8)
         ax1.set_xlim(-1.05, 1.05)
-        ax1.set_xlabel("Kendall tau (mean over logs)")
-        ax1.set_title(f"ranking agreement, T = {_plots.number(T)}", fontsize=9)
+        ax1.set_xlabel("Kendall tau")
+        ax1.set_title("ranking agreement with the truth", fontsize=8)
         got = {(r.agent, r.variant): r for r in values}
         series = []
         for j, e in enumerate(evaluators):
@@ -374,14 +375,20 @@ def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
             truth.setdefault(r.agent, r.truth)
         _plots.dot_plot(ax2, agents, series, truths=[truth[a] for a in agents],
                         truth_label="online value V(T): the truth")
-        ax2.set_xlabel("estimated value (mean over logs)")
-        ax2.set_title("each agent's estimates beside the truth", fontsize=9)
+        ax2.set_xlabel("value")
+        ax2.set_title("each agent's estimates beside the truth", fontsize=8)
         _plots.legend(fig)
+        for ax in (ax1, ax2):
+            ax.tick_params(labelsize=7)
+            ax.xaxis.label.set_size(8)
+        own = [r.estimate for r in sel if r.agent == _TRUTH_ROW]
         _plots.caption(fig, f"Offline evaluators against the online truth, T = "
-                       f"{_plots.number(T)}", "Left: bars are 95% bootstrap intervals of the "
-                       "mean tau over logs; right: 95% intervals (±1.96 standard errors over "
-                       "the logs), black: the agent's online value.")
-        paths.append(_plots.save(fig, out / f"{prefix}_T{T}.png", dpi=120))
+                       f"{_plots.number(T)}", "Left: mean Kendall tau over the logs, 95% "
+                       "bootstrap bars; right: mean estimates, 95% bars (±1.96 standard "
+                       "errors over the logs), black: the agent's online value V(T)."
+                       + (f" The ordering by V(T/K) against that by V(T): tau {own[0]:.2f}."
+                          if own and math.isfinite(own[0]) else ""))
+        paths.append(_plots.save(fig, out / f"{prefix}_T{T}.png", dpi=100))
     return paths
 
 

@@ -722,14 +722,30 @@ def _is_number(v) -> bool:
 _X_AXES = ("n_rounds", "n_actions", "ab_users", "reward_noise", "residual")
 
 
+def _logging_text(params: Mapping) -> str:
+    """The logging policy of a row's parameters: ``softmax, beta = -10``."""
+    policy = params.get("logging")
+    if policy is None:
+        return ""
+    knob = {"softmax": "beta", "epsilon_greedy": "epsilon"}.get(policy)
+    return policy + (f", {knob} = {params[knob]:g}" if knob in params else "")
+
+
+#: Panels of one figure of :func:`plot_ope` at most (target x setting): more, a figure per
+#: setting.
+_MAX_PANELS = 4
+
+
 def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     """RMSE per estimator against the swept parameter (``n_rounds``, else ``n_actions``, ...:
-    the first of :data:`_X_AXES` that takes several values), one panel per target and a
-    shared legend, one figure per combination of the other settings; log axes with the
-    swept values ticked where they span a factor of 8 or more; a dot plot per estimator
-    where a single value was swept. Bars: 95% intervals of the RMSE (its delta-method
+    the first of :data:`_X_AXES` that takes several values), log-log, with 95% intervals of
+    the RMSE: a panel per target and setting of the other swept parameters (one figure when
+    they make at most four panels, else one figure per setting, :func:`recloop._plots.groups`)
+    and a shared legend; the swept values ticked; a dot plot per estimator where a single
+    value was swept -- a size each data set fixes is such a value, never a point on an axis
+    shared with the other data sets. The caption names the logging policy. The first figure
+    is the kind's figure of record. Bars: 95% intervals of the RMSE (its delta-method
     standard error over the logs)."""
-    import json
     from pathlib import Path
 
     from recloop import _plots
@@ -743,66 +759,68 @@ def plot_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
                  next((k for k in _X_AXES if k in seen), None))
     if x_key is None:
         return []
-    # a value fixed by a categorical sweep (each data set has its own size) is no axis:
-    # each category is then its own figure, a dot plot at its one value
-    categories = [k for k, vs in seen.items()
-                  if len(vs) > 1 and not all(_is_number(v) for v in vs)]
-    by_category: dict = {}
-    for r in rmse:
-        by_category.setdefault(tuple(json.dumps(r.params.get(k)) for k in categories),
-                               set()).add(r.params.get(x_key))
-    fixed = bool(categories) and all(len(v) == 1 for v in by_category.values())
-    series: dict = {}
-    for r in rmse:
-        params = dict(r.params)
-        x = params.get(x_key) if fixed else params.pop(x_key, None)
-        if x is None:
-            continue
-        fig_key = json.dumps(params, sort_keys=True)
-        series.setdefault(fig_key, {}).setdefault(r.agent, {}).setdefault(
-            r.variant, []).append(r)
     estimators = list(dict.fromkeys(r.variant for r in rmse))
+    settings = _plots.groups(rmse, x_key)
+    panels = [(setting, t, [r for r in sel if r.agent == t]) for setting, sel in settings
+              for t in dict.fromkeys(r.agent for r in sel)]
+    if len(panels) <= _MAX_PANELS:
+        figures = [panels]
+    else:
+        figures = [[p for p in panels if p[0] is setting] for setting, _ in settings]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for j, (fig_key, by_target) in enumerate(series.items()):
-        targets = list(by_target)
-        ncols = min(3, len(targets))
-        nrows = math.ceil(len(targets) / ncols)
-        n_est = max(len(v) for v in by_target.values())
-        single = len({r.params[x_key] for t in targets for rs in by_target[t].values()
-                      for r in rs}) == 1
-        fig, axes = _plots.figure(nrows, ncols, width=4.4 * ncols + 0.8,
-                                  height=nrows * ((0.3 * n_est + 1.3) if single else 3.6)
-                                  + 1.0)
-        for ax, t in zip(axes.flat, targets, strict=False):
+    for j, mine in enumerate(figures):
+        ncols = 2 if len(mine) == 4 else min(3, len(mine))
+        nrows = math.ceil(len(mine) / ncols)
+        n_est = max(len({r.variant for r in rs}) for _, _, rs in mine)
+        single = all(len({r.params[x_key] for r in rs}) == 1 for _, _, rs in mine)
+        shared = len(figures) == 1 and len(settings) > 1
+        fig, axes = _plots.figure(nrows, ncols, width=_plots.RECORD_WIDTH,
+                                  height=nrows * ((0.28 * n_est + 1.1) if single else 2.5)
+                                  + 1.3)
+        for ax, (setting, t, rs) in zip(axes.flat, mine, strict=False):
             lines = []
             for e in estimators:
-                rs = sorted(by_target[t].get(e, ()), key=lambda r: r.params[x_key])
-                if rs:
-                    lines.append(_plots.Series(e, [r.params[x_key] for r in rs],
-                                               [r.estimate for r in rs],
-                                               [1.96 * r.stderr for r in rs],
+                pts = sorted((r for r in rs if r.variant == e), key=lambda r: r.params[x_key])
+                if pts:
+                    lines.append(_plots.Series(e, [r.params[x_key] for r in pts],
+                                               [r.estimate for r in pts],
+                                               [1.96 * r.stderr for r in pts],
                                                j=estimators.index(e)))
-            mode = _plots.series_plot(ax, lines, x_label=x_key,
-                                      y_label="RMSE against the exact value", log_y=True,
+            mode = _plots.series_plot(ax, lines, x_label=x_key, y_label="RMSE", log_y=True,
                                       dot_label="RMSE (95% interval)")
-            where = (f", {x_key} = {_plots.number(lines[0].x[0])}"
-                     if mode == "dots" and lines else "")
-            ax.set_title(f"target {t}{where}", fontsize=9)
-        for ax in list(axes.flat)[len(targets):]:
+            where = [f"target {t}"] + ([_plots.setting_text(setting)] if shared and setting
+                                       else [])
+            if mode == "dots" and lines:
+                where.append(f"{x_key} = {_plots.number(lines[0].x[0])}")
+            ax.set_title(", ".join(where[:1]) + ("\n" + ", ".join(where[1:]) if where[1:]
+                                                 else ""), fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.xaxis.label.set_size(8)
+            ax.yaxis.label.set_size(8)
+            for line in ax.get_lines():
+                line.set_markersize(line.get_markersize() * 0.7)
+        for ax in list(axes.flat)[len(mine):]:
             ax.set_visible(False)
+        rows_of = [[t.get_text() for t in ax.get_yticklabels()] for ax in axes.flat[:len(mine)]]
+        if single and all(r == rows_of[0] for r in rows_of):
+            for ax in axes[:, 1:].flat:  # the same estimators in every panel: named once
+                ax.tick_params(labelleft=False)
         _plots.legend(fig)
-        n_logs = sorted({r.n for rs in by_target.values() for v in rs.values() for r in v
-                         if r.n})
+        n_logs = sorted({r.n for _, _, rs in mine for r in rs if r.n})
         logs = f"{n_logs[-1]:,}" if len(n_logs) == 1 else (
             f"{n_logs[0]:,}-{n_logs[-1]:,}" if n_logs else "?")
-        where = _setting(json.loads(fig_key))
-        _plots.caption(fig, f"{prefix}: RMSE of each estimator against {x_key}"
-                       + (f" ({where})" if where else ""),
-                       f"RMSE over {logs} logs per point; bars: 95% intervals (±1.96 "
-                       "standard errors of the RMSE over the logs).")
-        paths.append(_plots.save(fig, out_dir / f"{prefix}_rmse_{j}.png", dpi=110))
+        setting = mine[0][0] if not shared else {}
+        logging = _logging_text(mine[0][2][0].params) if mine[0][2] else ""
+        head = f"{prefix}: RMSE against the exact value" + (
+            f" by {x_key}" if not single else "")
+        where = ", ".join(x for x in (f"logging {logging}" if logging else "",
+                                      _plots.setting_text(setting)) if x)
+        _plots.caption(fig, head + (f" ({where})" if where else ""),
+                       f"RMSE over {logs} logs per point; bars: 95% intervals (±1.96 standard "
+                       "errors of the RMSE over the logs).")
+        paths.append(_plots.save(fig, out_dir / f"{prefix}_rmse_{j}.png", dpi=100))
     return paths
 
 

@@ -17,6 +17,7 @@ less variance when its reward model is good; the variance ordering SIPS > RIPS >
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from typing import Sequence
 
@@ -396,8 +397,73 @@ def slate_ope(config, *, click_model: str = "independent", k: int = 5, n_rounds:
     return rows
 
 
+def _plot_bias(rows, out, prefix: str) -> list:
+    """The figure of record: each estimator's bias as a share of the true value at the
+    largest ``n_rounds``, a panel per click model, a dot per slate length ``k``, zero (the
+    truth) dashed; a figure per setting of the other swept parameters."""
+    from recloop import _plots
+
+    values = [r for r in rows if r.metric == "value" and r.truth
+              and math.isfinite(r.estimate)]
+    paths = []
+    groups = _plots.groups(values, ignore=("click_model", "k", "n_rounds"))
+    for j, (setting, sel) in enumerate(groups[:8]):
+        models = [m for m in _CLICK_MODELS if any(r.params.get("click_model") == m
+                                                  for r in sel)]
+        ks = sorted({r.params.get("k") for r in sel})[-4:]
+        names = [e for e in SLATE_ESTIMATORS if any(r.variant == e for r in sel)]
+        ncols = 2 if len(models) in (2, 4) else min(3, len(models))
+        nrows = math.ceil(len(models) / ncols)
+        fig, axes = _plots.figure(nrows, ncols, width=_plots.RECORD_WIDTH,
+                                  height=(0.3 * len(names) + 0.9) * nrows + 1.4,
+                                  sharex=True)
+        sizes = set()
+        for ax, model in zip(axes.flat, models, strict=False):
+            mine = [r for r in sel if r.params.get("click_model") == model]
+            series = []
+            for c, k in enumerate(ks):
+                at = [r for r in mine if r.params.get("k") == k]
+                n = max((r.params.get("n_rounds") for r in at), default=None)
+                sizes.add(n)
+                got = {r.variant: r for r in at if r.params.get("n_rounds") == n}
+                rel = [100 * (got[e].estimate - got[e].truth) / abs(got[e].truth)
+                       if e in got else math.nan for e in names]
+                half = [100 * _Z * got[e].stderr / abs(got[e].truth) if e in got
+                        else math.nan for e in names]
+                series.append(_plots.Dots(f"k = {k}", rel,
+                                          [a - h for a, h in zip(rel, half, strict=True)],
+                                          [a + h for a, h in zip(rel, half, strict=True)],
+                                          j=c))
+            _plots.dot_plot(ax, names, series, truths=[0.0] * len(names),
+                            truth_label="no bias: the truth")
+            ax.set_title(model, fontsize=8)
+            ax.tick_params(labelsize=7)
+        for ax in list(axes.flat)[len(models):]:
+            ax.set_visible(False)
+        for ax in axes[-1]:
+            ax.set_xlabel("bias, % of the true value", fontsize=8)
+        for ax in axes[:, 1:].flat:
+            ax.tick_params(labelleft=False)  # the estimators once, on the left
+        _plots.legend(fig)
+        n_logs = sorted({r.n for r in sel if r.n})
+        where = _plots.setting_text(setting)
+        size = ", ".join(_plots.number(n) for n in sorted(x for x in sizes if x))
+        _plots.caption(fig, "Slate estimators: bias under each click model"
+                       + (f" ({where})" if where else ""),
+                       f"At n_rounds = {size}, the largest run: the mean estimate's bias "
+                       f"over {n_logs[-1] if n_logs else '?'} logs as a share of the exact "
+                       "value, 95% bars (±1.96 standard errors over the logs); dashed: no "
+                       "bias.")
+        name = f"{prefix}__bias" + ("" if len(groups) == 1 else f"_{j}")
+        paths.append(_plots.save(fig, out / f"{name}.png", dpi=100))
+    return paths
+
+
 def plot_slate_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
-    """A figure per click model: bias (95% bars), RMSE and coverage against ``n_rounds``.
+    """The figure of record, ``{prefix}__bias.png``: each slate estimator's bias as a share
+    of the true value at the largest log size, a panel per click model, a dot per slate
+    length ``k``. Then a figure per click model: bias (95% bars), RMSE and coverage against
+    ``n_rounds``.
 
     Parameters
     ----------
@@ -423,66 +489,66 @@ def plot_slate_ope(rows, out_dir, *, prefix: str = EVALUATION) -> list:
     rows = [r for r in rows if r.variant in SLATE_ESTIMATORS]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    temps = sorted({(r.params.get("logging_temperature"), r.params.get("target_temperature"))
-                    for r in rows}, key=str)
-    paths = []
-    for model in [m for m in _CLICK_MODELS if any(r.params.get("click_model") == m
-                                                  for r in rows)]:
-        for lt, tt in temps:
-            sel = [r for r in rows if r.params.get("click_model") == model
-                   and r.params.get("logging_temperature") == lt
-                   and r.params.get("target_temperature") == tt]
-            if not sel:
-                continue
-            ks = sorted({r.params.get("k") for r in sel})
-            single = len({r.params.get("n_rounds") for r in sel}) == 1
-            names = [e for e in SLATE_ESTIMATORS if any(r.variant == e for r in sel)]
-            fig, axes = _plots.figure(3, len(ks), width=4.3 * len(ks) + 0.6,
-                                      height=(3 * (0.32 * len(names) + 1.0) if single
-                                              else 8.5) + 1.0,
-                                      sharex=not single)
-            for c, k in enumerate(ks):
-                for r_idx, (metric, label) in enumerate((
-                        ("bias", "bias (95% interval)"), ("rmse", "RMSE"),
-                        ("coverage", "coverage of 95% intervals"))):
-                    ax = axes[r_idx, c]
-                    series = []
-                    for e in names:
-                        pts = sorted((r for r in sel if r.params.get("k") == k
-                                      and r.variant == e and r.metric == metric),
-                                     key=lambda r: r.params.get("n_rounds"))
-                        series.append(_plots.Series(
-                            e, [r.params.get("n_rounds") for r in pts],
-                            [r.estimate for r in pts],
-                            [_Z * r.stderr for r in pts] if metric == "bias" else None,
-                            j=SLATE_ESTIMATORS.index(e)))
-                    mode = _plots.series_plot(ax, series,
-                                              x_label="n_rounds (slates per log)",
-                                              y_label=label, log_y=metric == "rmse",
-                                              dot_label="estimate")
-                    ref = (ax.axvline if mode == "dots" else ax.axhline)
-                    if metric == "bias":
-                        ref(0.0, color="grey", lw=0.8)
-                    if metric == "coverage":
-                        ref(0.95, color="grey", lw=0.8, ls="--", gid=_plots.REFERENCE,
-                            label="nominal 0.95")
-                        (ax.set_xlim if mode == "dots" else ax.set_ylim)(-0.02, 1.02)
-                    if mode == "lines" and r_idx < 2:
-                        ax.set_xlabel("")
-                    if r_idx == 0:
-                        n = sel[0].params.get("n_rounds")
-                        ax.set_title(f"{model}, k = {k}" + (
-                            f", n_rounds = {_plots.number(n)}" if single else ""),
-                            fontsize=9)
-            _plots.legend(fig)
-            n_logs = sorted({r.n for r in sel if r.metric == "rmse" and r.n})
-            tag = "" if len(temps) == 1 else f"_T{lt:g}-{tt:g}"
-            _plots.caption(fig, f"Slate OPE under the {model} click model: logging "
-                           f"{_policy_name(lt)}, target {_policy_name(tt)}",
-                           "Over " + (f"{n_logs[-1]:,}" if n_logs else "?") + " logs per "
-                           "point; bias bars: 95% intervals (±1.96 standard errors over the "
-                           "logs).")
-            paths.append(_plots.save(fig, out / f"{prefix}_{model}{tag}.png", dpi=110))
+    paths = _plot_bias(rows, out, prefix)
+    for setting, sel in _plots.groups(rows, "n_rounds", ignore=("k",)):
+        model = sel[0].params.get("click_model")
+        lt = sel[0].params.get("logging_temperature")
+        tt = sel[0].params.get("target_temperature")
+        ks = sorted({r.params.get("k") for r in sel})
+        single = len({r.params.get("n_rounds") for r in sel}) == 1
+        names = [e for e in SLATE_ESTIMATORS if any(r.variant == e for r in sel)]
+        fig, axes = _plots.figure(3, len(ks), width=3.4 * len(ks) + 0.9,
+                                  height=(3 * (0.3 * len(names) + 1.0) if single
+                                          else 7.0) + 1.1,
+                                  sharex=not single)
+        for c, k in enumerate(ks):
+            for r_idx, (metric, label) in enumerate((
+                    ("bias", "bias (95% interval)"), ("rmse", "RMSE"),
+                    ("coverage", "coverage of 95% intervals"))):
+                ax = axes[r_idx, c]
+                series = []
+                for e in names:
+                    pts = sorted((r for r in sel if r.params.get("k") == k
+                                  and r.variant == e and r.metric == metric),
+                                 key=lambda r: r.params.get("n_rounds"))
+                    series.append(_plots.Series(
+                        e, [r.params.get("n_rounds") for r in pts],
+                        [r.estimate for r in pts],
+                        [_Z * r.stderr for r in pts] if metric == "bias" else None,
+                        j=SLATE_ESTIMATORS.index(e)))
+                if _plots.is_constant([y for x in series for y in x.y]):
+                    _plots.constant_text(ax, f"{label}: {series[0].y[0]:g} for every "
+                                         "estimator and n_rounds")
+                    continue
+                mode = _plots.series_plot(ax, series,
+                                          x_label="n_rounds (slates per log)",
+                                          y_label=label, log_y=metric == "rmse",
+                                          dot_label="estimate")
+                ref = (ax.axvline if mode == "dots" else ax.axhline)
+                if metric == "bias":
+                    ref(0.0, color="grey", lw=0.8)
+                if metric == "coverage":
+                    ref(0.95, color="grey", lw=0.8, ls="--", gid=_plots.REFERENCE,
+                        label="nominal 0.95")
+                    (ax.set_xlim if mode == "dots" else ax.set_ylim)(-0.02, 1.02)
+                if mode == "lines" and r_idx < 2:
+                    ax.set_xlabel("")
+                if r_idx == 0:
+                    n = sel[0].params.get("n_rounds")
+                    ax.set_title(f"{model}, k = {k}" + (
+                        f", n_rounds = {_plots.number(n)}" if single else ""), fontsize=9)
+        _plots.legend(fig)
+        n_logs = sorted({r.n for r in sel if r.metric == "rmse" and r.n})
+        rest = {k: v for k, v in setting.items() if k != "click_model"}
+        tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", _plots.setting_text(rest)).strip("_")
+        _plots.caption(fig, f"Slate OPE under the {model} click model: logging "
+                       f"{_policy_name(lt)}, target {_policy_name(tt)}"
+                       + (f" ({_plots.setting_text(rest)})" if rest else ""),
+                       "Over " + (f"{n_logs[-1]:,}" if n_logs else "?") + " logs per "
+                       "point; bias bars: 95% intervals (±1.96 standard errors over the "
+                       "logs).")
+        paths.append(_plots.save(fig, out / f"{prefix}_{model}{'_' + tag if tag else ''}.png",
+                                 dpi=100))
     return paths
 
 

@@ -166,3 +166,24 @@ def test_summary_is_the_first_screen_in_its_order(tiny):
     for (_, got), line in zip(summary.iterrows(), lines, strict=True):
         assert line[1] == got["agent"] and got["metric"] in line and str(got["tick"]) in line
     assert len(tiny.full_summary()) >= len(summary)
+
+
+def test_a_parameter_named_like_a_column_never_breaks_a_frame(tmp_path):
+    """calibrated_loo_cf labels its rows with the parameter ``log`` ("real", "simulated"),
+    the name of estimates.csv.gz's integer column: ``frame()`` cast that text to Int64 and
+    raised ``ValueError: invalid literal for int() with base 10: 'real'``. A parameter that
+    meets a column of any frame is ``params.NAME`` in every frame; only recloop's own
+    columns are cast."""
+    from tests.builtin_data import overrides
+    from tests.recloop.smallest import smallest
+
+    res = recloop.run(smallest("calibrated_loo_cf"), out=tmp_path, workers=1, progress=False,
+                      set=overrides("calibrated_loo_cf"))
+    logs = {"real", "simulated", "simulated vs real"}
+    frame = res.frame()
+    assert set(frame["params.log"]) == logs and "log" not in frame
+    assert frame["n"].dtype == "Int64"
+    per_log = res.per_log()
+    assert per_log["log"].dtype == "Int64" and set(per_log["params.log"]) <= logs
+    for summary in (res.summary(), res.full_summary()):
+        assert set(summary["params.log"]) <= logs and summary["n"].dtype == "Int64"

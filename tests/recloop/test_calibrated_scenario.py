@@ -197,8 +197,9 @@ def test_calibrated_loo_cf_compares_the_similarities_on_the_real_and_simulated_l
                      [exact[(s, "simulated")] for s in sims]).statistic
     (row,) = [r for r in rows if r["metric"] == "rmse_rank_tau"]
     assert row["estimate"] == pytest.approx(tau)
+    # the real and the simulated log in one figure; the fitted world's fidelity
     assert sorted(p.name for p in (run_dir / "figures").iterdir()) == [
-        "fast_loo_cf_real_errors.png", "fast_loo_cf_simulated_errors.png"]
+        "fast_loo_cf_errors.png", "fitted_world_fidelity.png"]
 
 
 def test_world_true_needs_a_fitted_world(tmp_path, capsys):

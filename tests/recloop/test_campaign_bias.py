@@ -167,7 +167,8 @@ def test_figures(small_run, tmp_path):
                                campaign_ticks=[c.start for c in config.campaigns])
     names = {p.name for p in paths}
     assert "campaign_bias_g1.png" in names and "campaign_bias_marginals.png" in names
-    assert len(paths) == 7
+    # the figure of record (every recommender), one per recommender, the marginals
+    assert paths[0].name == "campaign_bias__scores.png" and len(paths) == 8
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

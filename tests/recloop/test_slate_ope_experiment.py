@@ -94,13 +94,16 @@ def test_uniform_logging_adds_the_pseudoinverse(tmp_path):
     assert ("pl_T0.5", "pseudoinverse", "bias") in got
     assert got["uniform", "on_policy", "value"].params["eta"] == 0.5
     paths = plot_slate_ope(rows, tmp_path, prefix="x")
-    assert [p.name for p in paths] == ["x_pbm.png"] and paths[0].stat().st_size > 10_000
+    # the figure of record (the bias per click model), then the click model's own
+    assert [p.name for p in paths] == ["x__bias.png", "x_pbm.png"]
+    assert all(p.stat().st_size > 10_000 for p in paths)
 
 
 def test_figures_one_per_click_model(tmp_path, cascade_rows):
     dcm = slate_ope(WORLD, click_model="dcm", rng=1, estimators=["slate_ips"], **SMALL)
     paths = plot_slate_ope(cascade_rows + dcm, tmp_path / "figs")
-    assert sorted(p.name for p in paths) == ["slate_ope_cascade.png", "slate_ope_dcm.png"]
+    assert sorted(p.name for p in paths) == ["slate_ope__bias.png", "slate_ope_cascade.png",
+                                             "slate_ope_dcm.png"]
 
 
 def test_params_table_matches_the_signature():
