@@ -136,6 +136,23 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("subgaussian_ips", "IPS with sub-Gaussian weight shrinkage (Metelli et al. 2021)."),
     ("select_by_twin", "The estimator a simulated twin of the log picks: the candidate with "
                        "the least RMSE on logs drawn from a world fitted to the log."),
+    ("select_by_cv", "The estimator cross-validated OPE picks (Cief, Kveton & Kompan "
+                     "2025): the candidate whose estimate on a training part of the log "
+                     "best agrees with an unbiased estimate on the rest, over random "
+                     "splits."),
+    ("select_by_pasif", "The estimator PAS-IF picks (Udagawa et al. 2023): the candidate "
+                        "with the least error on pseudo-logs split from the log so that "
+                        "their shift mimics the target's."),
+    ("select_by_slope", "The estimator SLOPE's rule picks (Su, Srinath & Krishnamurthy "
+                        "2020): Lepski's principle on the candidates' intervals."),
+    ("cv", "The pick of cross-validated OPE (evaluators.select_by_cv)."),
+    ("pasif", "The pick of PAS-IF (evaluators.select_by_pasif)."),
+    ("oracle_ratio", "RMSE of the selector's picks over the oracle's RMSE (1: as good as "
+                     "the best single candidate known only with the truth)."),
+    ("pick_within", "Share of logs whose picked candidate has an RMSE within 1.2x of the "
+                    "oracle's, with its Wilson interval."),
+    ("warned", "Share of logs on which the selector warned (its self-check failed or a "
+               "candidate was refused), with its Wilson interval."),
     ("truth", "The truth from the data with its interval (OBD: the click rate of the logged "
               "policy's own log; multiclass: the exact value from the labels)."),
     ("relative_error", "Mean of |estimate - truth| / truth over the logs."),

@@ -457,9 +457,12 @@ def is_plugin_agent(table) -> bool:
     without importing anything."""
     if not isinstance(table, dict):
         return False
-    if table.get("kind") == PYTHON_KIND:
+    ref = table.get("kind")
+    if not isinstance(ref, str):  # the validator names a kind that is not a string
+        return False
+    if ref == PYTHON_KIND:
         return True
-    kind = registry().agents.get(table.get("kind"))
+    kind = registry().agents.get(ref)
     return kind is not None and kind.origin != "built-in"
 
 

@@ -113,6 +113,16 @@ def test_mutated_scenarios_validate_cleanly(tmp_path_factory, text):
         assert load_scenario_text(sc.to_toml(), folder).data == sc.data
 
 
+@pytest.mark.parametrize("kind", ["[]", "{v = 1}", "1.5", "true"])
+def test_a_kind_that_is_not_a_string_is_named(tmp_path, capsys, kind):
+    # found by the fuzz test: an agent's kind = [] reached the plugin registry as a dict
+    # key (TypeError, exit 1) before the validator could name it
+    path = tmp_path / "s.toml"
+    path.write_text(SELFCHECK.replace('kind = "fixed_arm"', f"kind = {kind}", 1))
+    assert main(["validate", str(path)]) == 2
+    assert "agents[0].kind: expected a string" in capsys.readouterr().err
+
+
 def load_scenario_text(text, folder):
     path = folder / "resolved.toml"
     path.write_text(text)

@@ -63,7 +63,8 @@ def test_slope_is_deterministic_by_default():
 def test_twin_selection_is_deterministic_by_default():
     a = evaluators.select_by_twin(LOG, PI, n_twins=3)
     b = evaluators.select_by_twin(LOG, PI, n_twins=3)
-    assert (a.value, a.selected, a.twin_values) == (b.value, b.selected, b.twin_values)
+    assert (a.value, a.selected, a.details["twin_values"]) == (b.value, b.selected,
+                                                         b.details["twin_values"])
 
 
 def test_replay_and_bred_are_deterministic_by_default():
