@@ -38,6 +38,7 @@ import argparse
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,9 +92,40 @@ TESTS = {
     "simulator/_fidelity.py": ["tests/simulator/test_fidelity.py",
                                "tests/simulator/test_fidelity_mutants.py",
                                "tests/recloop/test_calibration.py"],
+    # issue 33: narrow selections, about a second a mutant (the module's own tests and the
+    # file that pins its numbers against independent computations)
+    "evaluators/_ab.py": ["tests/evaluators/test_ab.py"],
+    "evaluators/_weights.py": ["tests/evaluators/test_weights.py",
+                               "tests/evaluators/test_weights_pins.py"],
+    "evaluators/_loo_kernels.py": ["tests/evaluators/test_loo_knn.py",
+                                   "tests/evaluators/test_loo_knn_pins.py"],
+    "evaluators/_loo_knn.py": ["tests/evaluators/test_loo_knn.py",
+                               "tests/evaluators/test_loo_knn_pins.py"],
+    "evaluators/_replay.py": ["tests/evaluators/test_replay.py",
+                              "tests/evaluators/test_replay_pins.py"],
+    "evaluators/_bred.py": ["tests/evaluators/test_bred.py",
+                            "tests/evaluators/test_bred_pins.py"],
 }
 #: tests that cannot run under mutmut's fork-per-mutant workers (they start a Dask cluster)
 IGNORED = ["tests/evaluators/test_distributed.py"]
+
+
+_KERNEL_DECORATOR = re.compile(r"^@(\w+)\.kernel\n", re.M)
+_KERNEL_INSTALL = re.compile(r"^__getattr__ = (\w+)\.install\(\).*$", re.M)
+
+
+def plain_kernels(source: str) -> str:
+    """A lazy numba kernel module (``recloop_base.kernels.LazyKernels``) as plain Python, the
+    source mutmut mutates: mutmut leaves out decorated functions, and numba cannot compile
+    its trampolines. The ``@kernels.kernel`` decorators go (the decorator only registers the
+    function), and the module's ``__getattr__`` that compiles on first access becomes
+    ``kernel.py_func = kernel`` for each kernel, so that the callers' compiled path and their
+    ``.py_func`` path both run the (mutated) Python function. Any other module: unchanged."""
+    names = re.findall(r"^@\w+\.kernel\ndef (\w+)", source, re.M)
+    if not names or not _KERNEL_INSTALL.search(source):
+        return source
+    plain = "\n".join(f"{n}.py_func = {n}  # tools/mutate.py: run as plain Python" for n in names)
+    return _KERNEL_INSTALL.sub(lambda m: plain, _KERNEL_DECORATOR.sub("", source))
 
 
 def core_modules() -> list[str]:
@@ -128,6 +160,8 @@ def prepare(modules: list[str], keep: bool) -> Path:
         if dst.exists():
             shutil.rmtree(dst)
         shutil.copytree(ROOT / name, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    for m in modules:  # kernels compiled by numba are mutated as plain Python
+        (work / m).write_text(plain_kernels((ROOT / m).read_text()))
     if keep and (work / "mutants").exists():
         # mutmut copies sources only when missing: drop its copies, but keep its verdicts
         # (the .meta files), which it keeps for each function whose code is unchanged
@@ -305,8 +339,8 @@ def main(argv=None) -> int:
             # and every mutant of a function changed or added since that run (patterns)
             dotted = m.removesuffix(".py").replace("/", ".")
             names += [f"{dotted}.{f}__mutmut_*"
-                      for f in sorted(changed_functions((work / m).read_text(),
-                                                        (ROOT / m).read_text()))]
+                      for f in sorted(changed_functions(
+                          (work / m).read_text(), plain_kernels((ROOT / m).read_text())))]
     work = prepare(modules, args.keep or args.survivors)
     start = time.perf_counter()
     env = dict(os.environ, CI="true")  # tests/conftest.py: derandomised hypothesis
