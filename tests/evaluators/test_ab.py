@@ -174,3 +174,90 @@ def test_the_assignment_follows_split_and_the_seed():
                     n_steps=4000, split=0.2, rng=4)
     assert repr(again) == repr(res)
     assert other.b.n != res.b.n or other.value != res.value
+
+
+# -- the edges: refusals word for word, the episode's end, constant arms, the stream --------
+def test_refusals_word_for_word():
+    with pytest.raises(TypeError) as e:
+        ab_test(env(), object(), fixed(1), n_steps=10)
+    assert str(e.value) == "`policy_a` must be a bandit agent (with act and update); got object."
+    with pytest.raises(TypeError) as e:
+        ab_test(env(), fixed(0), 3, n_steps=10)
+    assert str(e.value) == "`policy_b` must be a bandit agent (with act and update); got int."
+    for split in (0.0, 1.0, -0.5):
+        with pytest.raises(ValueError) as e:
+            ab_test(env(), fixed(0), fixed(1), n_steps=10, split=split)
+        assert str(e.value) == f"`split` must be a finite number in (0.0, 1.0); got {split!r}."
+    with pytest.raises(ValueError) as e:
+        ab_test(env(), fixed(0), fixed(1), n_steps=1)
+    assert str(e.value) == "`n_steps` must be an int >= 2; got 1."
+    from evaluators import UndefinedStderrWarning
+
+    with pytest.warns(UndefinedStderrWarning):  # two users: legal, one per arm here
+        res = ab_test(GaussianArms([0.0, 1.0], [1.0, 1.0]), fixed(0), fixed(1), n_steps=2,
+                      split=0.5, rng=1)
+    assert res.n == 2 and res.a.n == res.b.n == 1
+    assert math.isnan(res.stderr) and math.isnan(res.p_value) and math.isnan(res.ci_low)
+
+
+class Ending(GaussianArms):
+    """Ends its episode (terminated) at step ``length``."""
+
+    def __init__(self, length):
+        super().__init__([0.0, 1.0], [1.0, 1.0])
+        self.length = length
+
+    def reset(self, *, seed=None):
+        self.t = 0
+        return super().reset(seed=seed)
+
+    def step(self, action):
+        self.t += 1
+        obs, r, _, _, info = super().step(action)
+        return obs, r, self.t >= self.length, False, info
+
+
+def test_an_episode_may_end_at_the_last_step_but_not_before():
+    res = ab_test(Ending(30), fixed(0), fixed(1), n_steps=30, rng=0)
+    assert res.n == 30
+    with pytest.raises(ValueError) as e:
+        ab_test(Ending(29), fixed(0), fixed(1), n_steps=30, rng=0)
+    assert str(e.value) == ("`n_steps` must be within the environment's episode; it ended "
+                            "after 29 of 30 steps.")
+
+
+def test_constant_arms_have_no_p_value_and_no_warning():
+    """Both arms' rewards constant (0 and 1): the standard error is 0, the p-value nan (the
+    t statistic is undefined), without a warning from the t-test."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = ab_test(GaussianArms([0.0, 1.0], [0.0, 0.0]), fixed(0), fixed(1), n_steps=50,
+                      rng=0)
+    assert res.stderr == 0.0 and res.value == 1.0 and math.isnan(res.p_value)
+    assert res.ci_low == res.ci_high == 1.0
+
+
+class SeedRecorder(GaussianArms):
+    def reset(self, *, seed=None):
+        self.seed = seed
+        return super().reset(seed=seed)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 18])
+def test_the_random_stream_the_environment_seed_then_one_coin_per_user(seed):
+    """The documented use of ``rng`` (same seed, same bytes): the environment is reset with
+    the stream's first draw in [0, 2^63), then user t goes to B when the t-th uniform is
+    below ``split``. (Seeds 2 and 18: numpy's draw in [1, 2^63) differs from the one in
+    [0, 2^63) for about a quarter of the seeds, these among them.)"""
+    e = SeedRecorder([0.0, 1.0], [0.0, 0.0])  # arm 1 pays 1: the rewards say who played
+    a, b = Recorder(0), Recorder(1)
+    ab_test(e, a, b, n_steps=200, split=0.4, rng=seed)
+    gen = np.random.default_rng(seed)
+    assert e.seed == int(gen.integers(0, 2**63))
+    to_b = gen.random(200) < 0.4
+    assert (len(b.rewards), len(a.rewards)) == (int(to_b.sum()), int((~to_b).sum()))
+    again = SeedRecorder([0.0, 1.0], [0.0, 0.0])
+    ab_test(again, Recorder(0), Recorder(1), n_steps=200, split=0.4, rng=seed + 100)
+    assert again.seed != e.seed
