@@ -1,0 +1,134 @@
+"""BRED (issue 33): every number of a ``BredEstimate`` against an independent computation.
+
+The docstring fixes BRED's randomness: ``rng`` is converted once and spawns B children; child
+i spawns two streams, the first for replicate i's resampling indices (``round(expansion *
+T)`` draws in ``[0, T)``) then its jitter (float32 standard normals, chunks of 4,096
+records), the second for its agent. For a static policy the replicates are then computed
+here by hand: the resample, the jittered contexts, the policy's choices, the matches and
+their mean reward (each source record once with ``reveal="once"``), and the summary over
+replicates (mean, standard deviation, percentile interval by linear interpolation).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import warnings
+
+import numpy as np
+import pytest
+
+from evaluators import NoMatchWarning, bred
+from evaluators._bred import _CHUNK
+from tests.evaluators.test_replay import StaticPolicy, make_log, make_world
+
+
+def quantile(xs, q):
+    """Linear interpolation between order statistics at (n - 1) q (numpy's default)."""
+    xs = sorted(xs)
+    h = (len(xs) - 1) * q
+    lo = math.floor(h)
+    return xs[lo] + (h - lo) * (xs[min(lo + 1, len(xs) - 1)] - xs[lo])
+
+
+def replicates_by_hand(log, policy, B, rng, *, expansion, h, once):
+    """(value, matches) of each replicate of a static policy, from the documented streams."""
+    T = log.n_rounds
+    n = max(1, int(round(expansion * T)))
+    out = []
+    for child in np.random.default_rng(rng).spawn(B):
+        data = child.spawn(2)[0]
+        idx = data.integers(0, T, size=n)
+        noise = np.zeros((n, log.context.shape[1]))
+        if np.any(h > 0):
+            noise = np.concatenate([data.standard_normal((min(_CHUNK, n - s),
+                                                          log.context.shape[1]),
+                                                         dtype=np.float32)
+                                    for s in range(0, n, _CHUNK)]).astype(np.float64)
+        avail = log.available_mask()
+        chosen = np.array([policy.choose(log.context[r] + noise[j] * h, avail[r])
+                           for j, r in enumerate(idx)])
+        hit = chosen == log.action[idx]
+        if once:
+            records = np.unique(idx[hit])
+            total, count = float(log.reward[records].sum()), records.size
+        else:
+            total, count = float(log.reward[idx][hit].sum()), int(hit.sum())
+        out.append((total / count if count else math.nan, count))
+    return out
+
+
+@pytest.mark.parametrize("reveal", ["every", "once"])
+@pytest.mark.parametrize("jitter, expansion, B, ci", [
+    pytest.param(0.0, None, 30, 0.9, id="no-jitter"),
+    pytest.param(0.4, 2.5, 25, 0.95, id="jitter"),
+    pytest.param("auto", 18.0, 6, 0.8, id="auto-chunks"),  # 5,400 records: two chunks
+])
+def test_every_number_from_the_replicates_by_hand(reveal, jitter, expansion, B, ci):
+    world = make_world(3)
+    log, _ = make_log(world, 300, 4)
+    policy = StaticPolicy(np.random.default_rng(5).normal(size=(4, 3)))
+    est = bred(log, lambda g: policy, n_bootstrap=B, expansion=expansion, jitter=jitter,
+               ci=ci, reveal=reveal, rng=9)
+    h = est.bandwidth
+    if jitter == "auto":
+        np.testing.assert_allclose(h, log.context.std(axis=0) / math.sqrt(300), rtol=1e-12)
+    else:
+        assert np.all(h == jitter)
+    reps = replicates_by_hand(log, policy, B, 9, expansion=est.expansion, h=h,
+                              once=reveal == "once")
+    values = [v for v, _ in reps]
+    np.testing.assert_allclose(est.replicate_values, values, rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(est.replicate_matches, [c for _, c in reps])
+    assert est.expansion == (4.0 if expansion is None else expansion)
+    assert est.mean_matches == pytest.approx(statistics.fmean(c for _, c in reps), rel=1e-12)
+    assert est.n == B and est.level == ci and est.reveal == reveal
+    close = dict(rel=1e-12, abs=1e-15)
+    assert est.value == pytest.approx(statistics.fmean(values), **close)
+    assert est.stderr == pytest.approx(statistics.stdev(values), **close)
+    assert (est.ci_low, est.ci_high) == pytest.approx(
+        (quantile(values, (1 - ci) / 2), quantile(values, (1 + ci) / 2)), **close)
+
+
+def test_replicates_without_a_match_are_left_out_by_name():
+    """A policy matching only the one record with action 0: replicates that never resample it
+    are nan, counted out of ``n`` and of the summary, with the warning word for word."""
+    world = make_world(6)
+    log, _ = make_log(world, 12, 7)
+    keep = np.r_[np.flatnonzero(log.action == 0)[:1], np.flatnonzero(log.action != 0)]
+    log = log.take(keep)
+
+    class Zero:
+        def act(self, observation):
+            return 0
+
+        def update(self, observation, action, reward):
+            pass
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = bred(log, lambda g: Zero(), n_bootstrap=40, expansion=0.1, jitter=0.0, rng=2)
+    v = est.replicate_values
+    empty = int(np.isnan(v).sum())
+    assert 0 < empty < 40 and est.n == 40 - empty
+    assert [str(w.message) for w in caught] == [
+        f"{empty} of 40 BRED replicates matched no record and were left out."]
+    assert caught[0].category is NoMatchWarning and caught[0].filename == __file__
+    assert est.value == pytest.approx(statistics.fmean(v[~np.isnan(v)]), rel=1e-12)
+    assert est.stderr == pytest.approx(statistics.stdev(v[~np.isnan(v)]), rel=1e-12)
+    # the matches count the records that were drawn and matched, replicate by replicate
+    np.testing.assert_array_equal(np.isnan(v), est.replicate_matches == 0)
+
+
+def test_one_replicate_has_no_spread_and_the_seed_matters():
+    world = make_world(8)
+    log, _ = make_log(world, 100, 9)
+    policy = StaticPolicy(np.random.default_rng(1).normal(size=(4, 3)))
+    one = bred(log, lambda g: policy, n_bootstrap=1, rng=4)
+    assert one.n == 1 and math.isnan(one.stderr)
+    assert one.value == one.ci_low == one.ci_high == one.replicate_values[0]
+    a = bred(log, lambda g: policy, n_bootstrap=5, rng=4)
+    b = bred(log, lambda g: policy, n_bootstrap=5, rng=4)
+    c = bred(log, lambda g: policy, n_bootstrap=5, rng=5)
+    assert a.replicate_values.tobytes() == b.replicate_values.tobytes()
+    assert not np.array_equal(a.replicate_values, c.replicate_values)
