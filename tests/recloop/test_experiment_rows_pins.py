@@ -307,3 +307,42 @@ def test_estimator_selection_rows_from_the_per_log_estimates():
     assert sure <= k <= sure + either and either < n // 2, (sure, either, k)
     p, se_p, lo, hi = wilson(k, n)
     check(row("within"), p, se_p, (lo, hi), n=n, what="within")
+
+
+def test_offline_vs_online_rows_from_the_per_log_estimates():
+    """Each evaluator's value per agent (mean over logs, se, interval; truth V(T)) and its
+    Kendall tau against the true ranking: the mean over logs, its se and the percentile
+    bootstrap interval over logs (redrawn from the documented stream: keyed by the
+    evaluator's name and the horizon)."""
+    from scipy.stats import kendalltau
+
+    from recloop._selfcheck import FixedArm
+    from recloop.experiments._offline_vs_online import offline_vs_online
+
+    agents_ = {"arm0": lambda rng=None: FixedArm(0), "arm5": lambda rng=None: FixedArm(5),
+               "ucb1": make_ucb1}
+    per = []
+    rows = offline_vs_online("bred_linear", agents_, T=150, n_logs=5, n_bootstrap=2,
+                             n_truth_runs=4, n_resamples=300, rng=8, per_log=per.append)
+    got, per = rows_of(rows), by_group(per)
+    names = list(agents_)
+    evaluators_ = sorted({v for a, v, m in per if m == "value"})
+    truth = {v: [got[a, v, "online_value"].estimate for a in names] for v in ("T", "T_over_K")}
+    for e in evaluators_:
+        cols = {a: [m.estimate for m in per[a, e, "value"]] for a in names}
+        for a in names:
+            m, se = mean_se(cols[a])
+            check(got[a, e, "value"], m, se, (m - Z * se, m + Z * se), n=5,
+                  truth=got[a, "T", "online_value"].estimate, what=(e, a))
+        for v_idx, variant in enumerate(("T", "T_over_K")):
+            taus = [kendalltau([cols[a][i] for a in names], truth[variant]).statistic
+                    for i in range(5)]
+            assert [m.estimate for m in per[e, variant, "kendall_tau"]] == pytest.approx(taus)
+            if not all(math.isfinite(t) for t in taus):
+                continue
+            gen = child_rng(seed_sequence(8), 4, name_key(e), v_idx)
+            idx = gen.integers(0, 5, size=(300, 5))
+            means = [statistics.fmean(taus[j] for j in r) for r in idx]
+            m, se = mean_se(taus)
+            check(got[e, variant, "kendall_tau"], m, se,
+                  (quantile(means, 0.025), quantile(means, 0.975)), n=5, what=(e, variant))
