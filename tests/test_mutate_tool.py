@@ -119,3 +119,25 @@ def test_an_ambiguous_mutated_line_is_listed_with_its_removed_line():
     assert mutate.is_equivalent(MODULE, name, diff, known)
     assert not mutate.is_equivalent(MODULE, name, other, known)  # the same `)`, another call
     assert mutate.is_equivalent(MODULE, name, other, {(MODULE, "f", ")")})
+
+
+def test_plant_refuses_text_that_is_not_there_once(capsys):
+    assert mutate.main(["--plant", "evaluators/_ab.py", "no such text", "x"]) == 2
+    assert "occurs 0 times" in capsys.readouterr().err
+    assert mutate.main(["--plant", "evaluators/_ab.py", "import", "x"]) == 2
+    assert mutate.main(["--plant", "evaluators/_nothing.py", "a", "b"]) == 2
+    assert mutate.main(["--plant", "evaluators/_ab.py"]) == 2
+
+
+@pytest.mark.slow
+def test_plant_runs_the_tests_on_a_scratch_copy(capsys):
+    """A planted bug the tests see is killed, one they cannot see survives; the work tree's
+    module is untouched either way."""
+    before = (ROOT / "evaluators" / "_ab.py").read_text()
+    test = "tests/evaluators/test_ab.py::test_refusals_word_for_word"
+    assert mutate.main(["--plant", "evaluators/_ab.py", '"policy_a")', '"policy_A")', test]) == 0
+    assert "KILLED: 1 test(s) failed" in capsys.readouterr().out
+    assert mutate.main(["--plant", "evaluators/_ab.py", "p = math.nan", "p = math.nan  # x",
+                        test]) == 1
+    assert "SURVIVED" in capsys.readouterr().out
+    assert (ROOT / "evaluators" / "_ab.py").read_text() == before

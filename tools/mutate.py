@@ -25,6 +25,15 @@ functions changed or added since the run. The killed of unchanged functions keep
 verdicts, also when mutmut drops them because tests were added to the selection (tests only
 added cannot revive a killed mutant; a selection that lost tests keeps nothing).
 
+One bug, planted by hand, in a scratch copy (the work tree is never touched):
+
+    python tools/mutate.py --plant evaluators/_ab.py 'math.sqrt(a.stderr ** 2 + b.stderr ** 2)' \
+        'a.stderr + b.stderr'                   # against the module's TESTS
+    python tools/mutate.py --plant evaluators/_ab.py OLD NEW tests/evaluators/test_ab.py
+
+replaces the one occurrence of OLD by NEW in the module, runs the tests and says which fail:
+exit status 0 when the bug is caught (killed), 1 when every test passes (survived).
+
 It prints, per module, the mutants killed, survived (and how many of those are listed as
 equivalent in ``tools/equivalent_mutants.txt``), timed out and not covered, each survivor's
 diff, and as its last line a JSON summary with the kill rate of the non-equivalent mutants.
@@ -282,7 +291,59 @@ def is_equivalent(module: str, name: str, diff: str, known) -> bool:
     return key in known or (module, key[1], f"{' '.join(minus)} => {key[2]}") in known
 
 
+def plant(module: str, old: str, new: str, tests: list[str]) -> int:
+    """Plant one bug (``old`` -> ``new``, exactly one occurrence) in a scratch copy of the tree
+    and run ``tests`` (default: the module's ``TESTS``) there; print the failing tests. 0: the
+    tests caught it; 1: it survived; 2: bad arguments."""
+    src_path = ROOT / module
+    if not src_path.is_file():
+        print(f"tools/mutate.py: --plant: no module {module!r} in {ROOT}", file=sys.stderr)
+        return 2
+    count = src_path.read_text().count(old)
+    if count != 1:
+        print(f"tools/mutate.py: --plant: the text to replace must occur exactly once in "
+              f"{module}; it occurs {count} times", file=sys.stderr)
+        return 2
+    tests = tests or [t for t in TESTS.get(module, ["tests"]) if (ROOT / t).exists()]
+    work = WORK / "plant"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    for name in PACKAGES + ("tests",):
+        shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
+    (work / module).write_text(src_path.read_text().replace(old, new))
+    print(f"planted in {module}:\n- {old}\n+ {new}\nrunning {' '.join(tests)}", flush=True)
+    env = dict(os.environ, CI="true", PYTHONPATH=str(work))
+    start = time.perf_counter()
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-o", "addopts=", "--tb=line", "-rf",
+                          *[f"--ignore={t}" for t in IGNORED], *tests],
+                         cwd=work, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    lines = run.stdout.splitlines()
+    failed = [ln for ln in lines if ln.startswith("FAILED ") or ln.startswith("ERROR ")]
+    tail = lines[-1] if lines else run.stderr.strip()[-500:]
+    if run.returncode == 0:
+        print(f"SURVIVED: no test failed ({tail}; {seconds:.0f} s)")
+        return 1
+    if run.returncode != 1:  # collection errors, usage errors, interrupted
+        sys.stdout.write(run.stdout[-3000:] + run.stderr[-3000:])
+        print(f"KILLED? pytest exited {run.returncode}: read the output above")
+        return 0
+    print("\n".join(failed))  # each failing test with its assertion
+    print(f"KILLED: {len(failed)} test(s) failed ({tail}; {seconds:.0f} s)")
+    return 0
+
+
 def main(argv=None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "--plant":
+        if len(argv) < 4:
+            print("usage: tools/mutate.py --plant MODULE OLD NEW [TEST ...]", file=sys.stderr)
+            return 2
+        return plant(argv[1], argv[2], argv[3], list(argv[4:]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("modules", nargs="*", help="modules of the numeric core (default: all)")

@@ -165,7 +165,7 @@ def test_bred_vs_replay_rows_from_the_per_log_estimates():
         logs = per["ucb1", variant, "value"]
         v = [m.estimate for m in logs]
         n = len(v)
-        row = lambda metric: got["ucb1", variant, metric]  # noqa: E731
+        row = lambda metric, variant=variant: got["ucb1", variant, metric]  # noqa: E731
         m, se = mean_se(v)
         check(row("value"), m, se, (m - Z * se, m + Z * se), n=n, truth=t_T, what=variant)
         for suffix, truths, truth_se in (
@@ -217,7 +217,7 @@ def test_ope_real_rows_from_the_per_log_estimates():
         logs = per["good", variant, "value"]
         v, t = [m.estimate for m in logs], [m.truth for m in logs]
         n = len(v)
-        row = lambda metric: got["good", variant, metric]  # noqa: E731
+        row = lambda metric, variant=variant: got["good", variant, metric]  # noqa: E731
         p, se_p, lo, hi = wilson(0, n)
         check(row("nan_rate"), p, se_p, (lo, hi), n=n, what="nan_rate")
         m, se = mean_se(v)
