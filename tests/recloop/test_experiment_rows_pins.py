@@ -346,3 +346,49 @@ def test_offline_vs_online_rows_from_the_per_log_estimates():
             m, se = mean_se(taus)
             check(got[e, variant, "kendall_tau"], m, se,
                   (quantile(means, 0.025), quantile(means, 0.975)), n=5, what=(e, variant))
+
+
+def test_dynamic_news_rows_from_the_per_log_estimates():
+    """Windowed BRED: on each log, the mean of the windows' estimates with the standard error
+    sqrt(sum of the windows' se^2) / (number of windows) -- from the windows' own estimates
+    (per log, variant bred_window_local) -- and the summary rows of replay, bred_window and
+    bred_window_local (each window against its local truth) by the definitions."""
+    from recloop.experiments._bandit_eval import dynamic_news
+    from tests.recloop.test_bandit_eval import DYN
+
+    per = []
+    rows = dynamic_news(DYN, {"ucb1": make_ucb1}, T=120, window=40, n_logs=3, n_bootstrap=3,
+                        n_truth_runs=4, rng=5, per_log=per.append)
+    got, per = rows_of(rows), by_group(per)
+    windows = per["ucb1", "bred_window_local", "value"]  # window by window, logs in order
+    n_win = len(windows) // 3
+    for i, m in enumerate(per["ucb1", "bred_window", "value"]):
+        own = [windows[j * 3 + i] for j in range(n_win)]
+        assert all(w.log == i for w in own)
+        v = statistics.fmean(w.estimate for w in own)
+        se = math.sqrt(sum(w.stderr ** 2 for w in own)) / n_win
+        assert (m.estimate, m.stderr) == pytest.approx((v, se), rel=1e-12)
+        assert (m.ci_low, m.ci_high) == pytest.approx((v - Z * se, v + Z * se), rel=1e-12)
+    truth = got["ucb1", "bred_window", "value"].truth
+    for variant in ("replay", "bred_window", "bred_window_local"):
+        logs = per["ucb1", variant, "value"]
+        v = [m.estimate for m in logs]
+        t = [m.truth for m in logs]
+        n = len(v)
+        row = lambda metric, variant=variant: got["ucb1", variant, metric]  # noqa: E731
+        m_, se = mean_se(v)
+        check(row("value"), m_, se, (m_ - Z * se, m_ + Z * se), n=n, truth=statistics.fmean(t),
+              what=(variant, "value"))
+        err = [a - b for a, b in zip(v, t, strict=True)]
+        r, se_r = rmse_se(err)
+        check(row("rmse"), r, se_r, n=n, what=(variant, "rmse"))
+        b = statistics.fmean(err)
+        assert row("bias").estimate == pytest.approx(b, rel=1e-9, abs=1e-12)
+        # the bias's se adds the truth's Monte Carlo variance: at least the spread's part
+        assert row("bias").stderr >= math.sqrt(statistics.variance(err) / n) - 1e-15
+        k = sum(x.ci_low <= x.truth <= x.ci_high for x in logs)
+        p, se_p, lo, hi = wilson(k, n)
+        check(row("coverage"), p, se_p, (lo, hi), n=n, what=(variant, "coverage"))
+        w, se_w = mean_se([x.ci_high - x.ci_low for x in logs])
+        check(row("width"), w, se_w, n=n, what=(variant, "width"))
+    assert truth == per["ucb1", "replay", "value"][0].truth
