@@ -396,3 +396,170 @@ def test_the_default_budget_is_1000_iterations():
         warnings.simplefilter("ignore", UnmatchedItemsWarning)
         fit = fit_item_weights(R, C, method="gradient_descent", tol=1e-300)
     assert fit.n_iter <= 1000
+
+
+# -- the problem's set-up: names in the refusals, normalisation, empty profiles ---------------
+def test_the_problems_refusals_name_their_argument():
+    from evaluators import kl_objective
+
+    R, C = campaign(0)
+    cases = [
+        (lambda: fit_item_weights(R, "x"), TypeError,
+         "`current` must be a scipy.sparse matrix or a 2-D numpy array; got str."),
+        (lambda: fit_item_weights(np.zeros(5), C), ValueError,
+         "`reference` marginal must have a positive sum; got 0."),
+        (lambda: fit_item_weights(sp.csr_array((40, 5)), C), ValueError,
+         "`reference` must hold at least one edge (its marginal is undefined otherwise); got "
+         "an empty matrix."),
+        (lambda: fit_item_weights(R[:3], C, user_weights=np.ones(40)), ValueError,
+         "`user_weights` apply to both graphs, so `reference` and `current` must have the "
+         "same number of users; got 3 and 40."),
+        (lambda: kl_objective(R, C, np.ones(5), user_weights=np.r_[np.zeros(39), 1.0]),
+         None, None),  # one user with weight: legal
+    ]
+    for call, exc, message in cases:
+        if exc is None:
+            call()
+            continue
+        with pytest.raises(exc) as e:
+            call()
+        assert str(e.value) == message
+    # user weights 0 on every user holding an item of one graph: that graph is named
+    Rb = sp.csr_array(np.array([[1, 0], [0, 0], [0, 1]], float))
+    Cb = sp.csr_array(np.array([[0, 0], [1, 1], [0, 1]], float))
+    with pytest.raises(ValueError) as e:
+        fit_item_weights(Rb, Cb, user_weights=[0.0, 1.0, 0.0])
+    assert str(e.value) == ("`user_weights` must be positive for at least one user holding "
+                            "an item in `reference`; got 0 for all 2 of them.")
+    with pytest.raises(ValueError) as e:
+        fit_item_weights(Rb, Cb, user_weights=[1.0, 0.0, 0.0])
+    assert str(e.value) == ("`user_weights` must be positive for at least one user holding "
+                            "an item in `current`; got 0 for all 2 of them.")
+
+
+def test_a_reference_with_other_users_and_an_unnormalised_marginal():
+    """Without user weights the two graphs may hold different users (each P(u) is uniform
+    over its own graph's users); a reference marginal of counts is normalised."""
+    R, C = campaign(2)
+    fewer = fit_item_weights(R[:25], C)
+    assert fewer.kl_before == pytest.approx(dense_kl(R[:25], C, np.ones(5)), rel=1e-12)
+    p = np.array([float(x) for x in exact_marginal(R.toarray())])
+    counts = fit_item_weights(7.0 * p, C)
+    assert counts.kl_before == pytest.approx(fit_item_weights(p, C).kl_before, rel=1e-12)
+    assert counts.kl_before == pytest.approx(dense_kl(R, C, np.ones(5)), rel=1e-9)
+
+
+def test_empty_profiles_leave_no_numpy_warning():
+    """Users holding nothing in either graph (and an item nobody holds now) are legal: no
+    division by zero is warned about, and the fit is the fit without them."""
+    R, C = campaign(3)
+    D_R, D_C = R.toarray(), C.toarray()
+    D_R = np.vstack([D_R, np.zeros((2, 5))])
+    D_C = np.vstack([D_C, np.zeros((2, 5))])
+    Re, Ce = sp.csr_array(D_R), sp.csr_array(D_C)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for method in ("lbfgs", "gradient_descent"):
+            a = fit_item_weights(Re, Ce, method=method)
+            b = fit_item_weights(R, C, method=method)
+            np.testing.assert_allclose(a.weights, b.weights, rtol=1e-9)
+            assert a.kl_after == pytest.approx(b.kl_after, rel=1e-9, abs=1e-15)
+
+
+def test_user_weights_enter_the_objective_and_the_gradient():
+    from evaluators import kl_objective, reference_gradient
+
+    R, C = campaign(4)
+    uw = np.linspace(0.5, 2.0, 40)
+    w = np.exp(np.linspace(-1, 1, 5))
+
+    def weighted_kl(w):
+        Rd, Cd = R.toarray() != 0, C.toarray() != 0
+        p_ref = (uw[:, None] * Rd / Rd.sum(axis=1, keepdims=True)).sum(axis=0) / uw.sum()
+        p_cur = (uw[:, None] * Cd * w / (Cd * w).sum(axis=1, keepdims=True)).sum(axis=0)
+        p_cur = p_cur / uw.sum()
+        return float(np.sum(p_ref * np.log(p_ref / p_cur)))
+
+    assert kl_objective(R, C, w, user_weights=uw) == pytest.approx(weighted_kl(w), rel=1e-12)
+    h = 1e-6
+    fd = [(weighted_kl(w + h * np.eye(5)[k]) - weighted_kl(w - h * np.eye(5)[k])) / (2 * h)
+          for k in range(5)]
+    for method in ("per_coordinate", "vectorised"):
+        np.testing.assert_allclose(reference_gradient(R, C, w, user_weights=uw, method=method),
+                                   fd, rtol=1e-6, atol=1e-9)
+    np.testing.assert_array_equal(reference_gradient(R, C, w),
+                                  reference_gradient(R, C, w, method="per_coordinate"))
+    with pytest.raises(ValueError) as e:
+        reference_gradient(R, C, w, method="exact")
+    assert str(e.value) == "`method` must be 'per_coordinate' or 'vectorised'; got 'exact'."
+
+
+def test_nothing_matched_is_nan_for_every_function():
+    from evaluators import kl_objective, reference_gradient
+
+    R = sp.csr_array(np.array([[1, 0, 0], [1, 0, 0]], float))
+    C = sp.csr_array(np.array([[0, 1, 0], [0, 1, 1]], float))
+    with pytest.warns(UnmatchedItemsWarning):
+        assert math.isnan(kl_objective(R, C, np.ones(3)))
+    for method in ("per_coordinate", "vectorised"):
+        with pytest.warns(UnmatchedItemsWarning):
+            g = reference_gradient(R, C, np.ones(3), method=method)
+        assert g.shape == (3,) and g.dtype == np.float64 and np.all(np.isnan(g))
+    with pytest.warns(UnmatchedItemsWarning):
+        fit = fit_item_weights(R, C, method="gradient_descent")
+    assert (fit.n_iter, fit.converged, fit.method) == (0, True, "gradient_descent")
+    assert math.isnan(fit.kl_before) and math.isnan(fit.kl_after)
+
+
+@pytest.mark.parametrize("n_unmatched, listed", [
+    (10, "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"),
+    (11, "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9] ..."),
+    (12, "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9] ..."),
+])
+def test_the_unmatched_warning_lists_ten_items_and_points_at_the_caller(n_unmatched, listed):
+    n = n_unmatched + 2
+    R = sp.csr_array(np.ones((3, n)))
+    D = np.zeros((3, n))
+    D[:, n_unmatched:] = 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit_item_weights(R, sp.csr_array(D))
+    assert [str(w.message) for w in caught] == [
+        f"{n_unmatched} item(s) of the reference are held by nobody in `current` and cannot "
+        f"be matched: {listed}"]
+    assert caught[0].filename == __file__
+
+
+def test_items_absent_from_the_reference_and_free_items_together():
+    """Item 4 is pushed and absent from the reference: it goes to e^-30, and the other
+    items are optimised around it (both optimisers reach the same stationary point, where
+    the value D would be nan if the items outside the support entered its sum)."""
+    from evaluators import reference_gradient
+
+    R, C = campaign(6)
+    D_R, D_C = R.toarray(), C.toarray()
+    D_R[:, 4] = 0
+    D_R[D_R.sum(axis=1) == 0, 0] = 1
+    D_C[::2, 4] = 1
+    R, C = sp.csr_array(D_R), sp.csr_array(D_C)
+    fits = [fit_item_weights(R, C, method=m) for m in ("lbfgs", "gradient_descent")]
+    g0 = np.max(np.abs(reference_gradient(R, C, np.ones(5))))
+    for fit in fits:
+        assert fit.converged and fit.weights[4] == pytest.approx(math.exp(-30))
+        assert np.isfinite(fit.kl_after) and fit.kl_after < 1e-8
+        g = fit.weights * reference_gradient(R, C, np.asarray(fit.weights))
+        free = [i for i in fit.selected if i != 4]
+        assert np.max(np.abs(g[free])) < 1e-4 * g0
+    assert fits[0].kl_after == pytest.approx(fits[1].kl_after, abs=1e-9)
+
+
+def test_weights_worse_than_none_are_never_handed_back(monkeypatch):
+    """The safety net: an optimiser that ends above D(1) gives back w = 1 and D(1)."""
+    from evaluators import _weights
+
+    R, C = campaign(7)
+    monkeypatch.setattr(_weights, "_lbfgs",
+                        lambda pb, base, sel, tol, max_iter: (np.full(sel.size, 5.0), 3, True))
+    fit = fit_item_weights(R, C)
+    assert fit.kl_after == fit.kl_before and np.all(fit.weights == 1.0)
+    assert fit.n_iter == 3  # the optimiser's own count is kept
