@@ -164,3 +164,105 @@ def test_loo_summary_numbers_against_a_plain_loop():
     np.testing.assert_array_equal(res.rating, r[res.index])
     np.testing.assert_array_equal(res.user, u[res.index])
     np.testing.assert_array_equal(res.item, i[res.index])
+
+
+# -- refusals word for word and the users/neighbours masks ---------------------------------------
+U3 = (np.array([0, 0, 1, 1, 4, 4]), np.array([0, 1, 0, 1, 0, 1]),
+      np.array([1.0, 2.0, 3.0, 4.0, 2.0, 5.0]))
+
+
+@pytest.mark.parametrize("kwargs, exc, message", [
+    pytest.param({"users": np.array([[0, 1]])}, ValueError,
+                 "`users` must be a 1-D array of user ids; got shape (1, 2).", id="users-2d"),
+    pytest.param({"users": np.array([0.0])}, TypeError,
+                 "`users` must hold integer user ids; got dtype float64.", id="users-float"),
+    pytest.param({"neighbours": np.array([0, 2, 3])}, ValueError,
+                 "`neighbours` must be ids of users with ratings; got 2, which has none.",
+                 id="neighbours-missing"),
+    pytest.param({"users": np.array([9])}, ValueError,
+                 "`users` must be ids of users with ratings; got 9, which has none.",
+                 id="users-beyond"),
+    pytest.param({"neighbours": np.array([], dtype=np.int64)}, ValueError,
+                 "`neighbours` must be ids of at least one user with ratings (without a "
+                 "neighbour every prediction is the user's mean); got none.",
+                 id="neighbours-empty"),
+])
+def test_masks_refusals_word_for_word(kwargs, exc, message):
+    with pytest.raises(exc) as e:
+        loo_knn(U3, **kwargs)
+    assert str(e.value) == message
+
+
+def test_sparse_rows_as_users():
+    """Sparse input: users are row indices in [0, n_rows); a row without ratings holds
+    nothing out and is no neighbour."""
+    import scipy.sparse as sp
+
+    m = sp.csr_array(np.array([[1.0, 2.0, 0.0], [0.0, 0.0, 0.0], [3.0, 1.0, 2.0]]))
+    m.eliminate_zeros()
+    for bad, shown in ((-1, -1), (3, 3)):
+        with pytest.raises(ValueError) as e:
+            loo_knn(m, users=np.array([0, bad]))
+        assert str(e.value) == f"`users` must be row indices in [0, 3); got {shown}."
+    res = loo_knn(m, users=np.array([1, 2]), k=2)
+    np.testing.assert_array_equal(res.user, [2, 2, 2])
+    with pytest.raises(ValueError) as e:
+        loo_knn(m, neighbours=np.array([1]))
+    assert str(e.value).endswith("; got only rows without ratings.")
+    zero = loo_knn(m, users=np.array([0]), k=2)  # row 0 is a legal index
+    np.testing.assert_array_equal(zero.user, [0, 0])
+
+
+def test_user_ids_beyond_two_to_the_53_stay_distinct():
+    """Ids are compared as integers: 2^60 and 2^60 + 1 are two users (as doubles they would
+    be one)."""
+    big = 2 ** 60
+    users = np.array([big, big, big + 1, big + 1, 5, 5], dtype=np.int64)
+    items = np.array([0, 1, 0, 1, 0, 1])
+    r = np.array([1.0, 2.0, 3.0, 5.0, 2.0, 4.0])
+    res = loo_knn((users, items, r), users=np.array([big + 1], dtype=np.int64), k=2)
+    np.testing.assert_array_equal(res.index, [2, 3])
+    np.testing.assert_array_equal(res.user, [big + 1, big + 1])
+    empty = np.array([], dtype=np.float64)  # no ids at all: any dtype, nothing held out
+    with pytest.warns(LooKnnWarning, match="no rating was held out"):
+        assert loo_knn((users, items, r), users=empty).n == 0
+
+
+def test_the_executor_runs_the_fast_method_only(monkeypatch):
+    from evaluators import _loo_knn
+
+    monkeypatch.setattr(_loo_knn, "check_executor", lambda executor: executor)
+    with pytest.raises(ValueError) as e:
+        loo_knn(U3, executor=object(), method="naive")
+    assert str(e.value) == ("`executor` runs method='fast' only; got method='naive' (the "
+                            "naive reference runs in this process).")
+
+
+def test_kfold_passes_every_option_and_reports_every_field():
+    """clip, similarity, k and min_support reach each fold; the neighbour counts, fallback
+    kinds and their dtypes are those of the folds' own loo_knn; 2 folds and one fold per
+    user are legal bounds, refused outside with the message word for word."""
+    u, i, r = _fold_data()
+    opts = dict(similarity="cosine", k=3, min_support=2, clip=(2.0, 4.0))
+    res = kfold_loo_knn((u, i, r), n_folds=3, rng=4, **opts)
+    assert res.similarity == "cosine" and res.k == 3
+    assert res.n_neighbours.dtype == np.int64 and res.fallback.dtype == np.int8
+    assert res.prediction.min() >= 2.0 and res.prediction.max() <= 4.0
+    for f in range(3):
+        fold_users = np.unique(u[res.fold == f])
+        one = loo_knn((u, i, r), users=fold_users,
+                      neighbours=np.setdiff1d(np.unique(u), fold_users), **opts)
+        np.testing.assert_array_equal(res.prediction[one.index], one.prediction)
+        np.testing.assert_array_equal(res.n_neighbours[one.index], one.n_neighbours)
+        np.testing.assert_array_equal(res.fallback[one.index], one.fallback)
+    n_users = np.unique(u).size
+    assert kfold_loo_knn((u, i, r), n_folds=2, rng=0, k=2).n == r.size
+    assert np.unique(kfold_loo_knn((u, i, r), n_folds=n_users, rng=0, k=2).fold).size == n_users
+    for bad in (1, n_users + 1):
+        with pytest.raises(ValueError) as e:
+            kfold_loo_knn((u, i, r), n_folds=bad)
+        assert str(e.value) == (f"`n_folds` must be in [2, {n_users}] (the number of users "
+                                f"with ratings); got {bad}.")
+    with pytest.raises(TypeError) as e:
+        kfold_loo_knn((u, i, r), n_folds=2.0)
+    assert str(e.value) == "`n_folds` must be an integer; got float 2.0."
