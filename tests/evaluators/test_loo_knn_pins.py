@@ -266,3 +266,96 @@ def test_kfold_passes_every_option_and_reports_every_field():
     with pytest.raises(TypeError) as e:
         kfold_loo_knn((u, i, r), n_folds=2.0)
     assert str(e.value) == "`n_folds` must be an integer; got float 2.0."
+
+
+# -- options reach the kernel's schedule; defaults; warnings; the magnitude bound ---------------
+def test_defaults_are_the_documented_ones():
+    u, i, r = _fold_data()
+    assert loo_knn((u, i, r)).k == 20
+    res = kfold_loo_knn((u, i, r), rng=0)
+    assert res.k == 20 and res.similarity == "pearson" and np.unique(res.fold).size == 10
+    cos = loo_knn((u, i, r), similarity="cosine", k=4)
+    assert (cos.similarity, cos.k) == ("cosine", 4)
+
+
+def test_the_fast_method_runs_the_kernel_on_its_partitions(monkeypatch, capsys):
+    """``n_partitions``, ``progress`` and ``executor`` reach the partitioned run of the
+    kernel (``method="fast"``; the naive reference never runs then); k-fold runs show no bar."""
+    from evaluators import _loo_knn
+
+    calls = []
+    real = _loo_knn.run_partitions
+
+    def spy(fn, items, **kw):
+        calls.append((len(items), kw["executor"], kw["progress"]))
+        return real(fn, items, **dict(kw, executor=None))
+
+    def no_naive(*args, **kw):
+        raise AssertionError("the naive reference ran for method='fast'")
+
+    monkeypatch.setattr(_loo_knn, "run_partitions", spy)
+    monkeypatch.setattr(_loo_knn, "loo_knn_naive", no_naive)
+    u, i, r = _fold_data()
+    base = loo_knn((u, i, r), k=3)
+    three = loo_knn((u, i, r), k=3, n_partitions=3, progress=True)
+    assert calls[-1] == (3, None, True)
+    assert three.prediction.tobytes() == base.prediction.tobytes()
+    stand_in = object()
+    monkeypatch.setattr(_loo_knn, "check_executor", lambda e: e)
+    monkeypatch.setattr(_loo_knn, "executor_threads", lambda e: 2)
+    there = loo_knn((u, i, r), k=3, executor=stand_in)
+    assert calls[-1] == (8, stand_in, False)  # 4 partitions per worker thread
+    assert there.prediction.tobytes() == base.prediction.tobytes()
+    capsys.readouterr()
+    kfold_loo_knn((u, i, r), n_folds=3, rng=1, k=3)
+    assert all(progress is False for _, _, progress in calls[-3:])
+    assert capsys.readouterr().err == ""
+
+
+def test_the_degenerate_warnings_word_for_word_at_the_callers_line():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loo_knn((np.array([0]), np.array([0]), np.array([3.0])))
+        loo_knn(U3, users=np.array([], dtype=np.int64))
+    assert [str(w.message) for w in caught] == [
+        "loo_knn: the data hold a single rating, which cannot be predicted from the rest; mae "
+        "and rmse are nan.",
+        "loo_knn: no rating was held out; mae and rmse are nan."]
+    assert all(w.category is LooKnnWarning and w.filename == __file__ for w in caught)
+
+
+def test_option_refusals_word_for_word():
+    cases = [({"k": 2.5}, TypeError, "`k` must be an integer; got float 2.5."),
+             ({"min_support": "1"}, TypeError, "`min_support` must be an integer; got str '1'."),
+             ({"method": "slow"}, ValueError,
+              "`method` must be one of 'fast', 'naive'; got 'slow'."),
+             ({"clip": "ab"}, TypeError,
+              "`clip` must be None or a (low, high) pair of numbers; got 'ab'."),
+             ({"clip": (1.0, np.inf)}, ValueError,
+              "`clip` must be finite with low <= high; got (1.0, inf).")]
+    for kwargs, exc, message in cases:
+        with pytest.raises(exc) as e:
+            loo_knn(U3, **kwargs)
+        assert str(e.value) == message
+    point = loo_knn(U3, clip=(3.0, 3.0))  # low == high: legal, every prediction is 3
+    assert np.all(point.prediction == 3.0)
+
+
+def test_the_magnitude_bound_is_inclusive():
+    """One rating per user (m = 1): magnitudes up to sqrt(1e150) are accepted, the next
+    double above is refused."""
+    import math
+
+    limit = math.sqrt(1e150)
+    users, items = np.arange(3), np.zeros(3, dtype=np.int64)
+    ok = loo_knn((users, items, np.array([limit, 1.0, 2.0])))
+    assert ok.n == 3
+    with pytest.raises(ValueError, match="must have magnitudes <= 1e\\+75"):
+        loo_knn((users, items, np.array([np.nextafter(limit, np.inf), 1.0, 2.0])))
+
+
+def test_results_are_read_only():
+    res = kfold_loo_knn(_fold_data(), n_folds=3, rng=0, k=2)
+    for a in (res.prediction, res.n_neighbours, res.fallback, res.fold, res.user, res.item,
+              res.rating, res.index):
+        assert not a.flags.writeable
