@@ -111,7 +111,10 @@ TESTS = {
     "evaluators/_loo_knn.py": ["tests/evaluators/test_loo_knn.py",
                                "tests/evaluators/test_loo_knn_pins.py"],
     "evaluators/_replay.py": ["tests/evaluators/test_replay.py",
-                              "tests/evaluators/test_replay_pins.py"],
+                              "tests/evaluators/test_replay_pins.py",
+                              # BRED walks its replicates with replay's _walk (jitter, reveal)
+                              "tests/evaluators/test_bred_pins.py",
+                              "tests/evaluators/test_bred.py"],
     "evaluators/_bred.py": ["tests/evaluators/test_bred.py",
                             "tests/evaluators/test_bred_pins.py"],
 }
@@ -427,8 +430,11 @@ def main(argv=None) -> int:
 def summarize(work: Path, modules: list[str], known, args, seconds: float | None) -> int:
     """Print every survivor's diff and the counts per module; the exit status."""
     summary = {}
+    # a mutant whose test process died of a signal (SIGSEGV: a compiled kernel handed a
+    # mutated array) was noticed by the tests: counted as killed, as mutmut counts it
     status = {0: "survived", 1: "killed", 3: "killed", 33: "no tests", 5: "no tests",
-              36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout"}
+              36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
+              -11: "killed", 139: "killed"}
     for module in modules:
         meta = verdicts(work, module)
         counts = {"killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "no tests": 0,
