@@ -297,12 +297,14 @@ def test_the_fast_method_runs_the_kernel_on_its_partitions(monkeypatch, capsys):
     monkeypatch.setattr(_loo_knn, "loo_knn_naive", no_naive)
     u, i, r = _fold_data()
     base = loo_knn((u, i, r), k=3)
+    assert calls[-1][2] is False and capsys.readouterr().err == ""  # no bar by default
     three = loo_knn((u, i, r), k=3, n_partitions=3, progress=True)
     assert calls[-1] == (3, None, True)
+    assert "loo_knn" in capsys.readouterr().err  # the bar, with its label
     assert three.prediction.tobytes() == base.prediction.tobytes()
     stand_in = object()
     monkeypatch.setattr(_loo_knn, "check_executor", lambda e: e)
-    monkeypatch.setattr(_loo_knn, "executor_threads", lambda e: 2)
+    monkeypatch.setattr(_loo_knn, "executor_threads", lambda e: 2 if e is stand_in else 0)
     there = loo_knn((u, i, r), k=3, executor=stand_in)
     assert calls[-1] == (8, stand_in, False)  # 4 partitions per worker thread
     assert there.prediction.tobytes() == base.prediction.tobytes()
@@ -359,3 +361,83 @@ def test_results_are_read_only():
     for a in (res.prediction, res.n_neighbours, res.fallback, res.fold, res.user, res.item,
               res.rating, res.index):
         assert not a.flags.writeable
+
+
+# -- the ratings' refusals word for word; sparse shapes and dtypes ----------------------------
+@pytest.mark.parametrize("ratings, exc, message", [
+    pytest.param((np.array([0]), np.array([0])), ValueError,
+                 "`ratings` must be a (users, items, ratings) tuple of three arrays; got a "
+                 "tuple of length 2.", id="two-arrays"),
+    pytest.param([np.array([0])] * 4, ValueError,
+                 "`ratings` must be a (users, items, ratings) tuple of three arrays; got a "
+                 "list of length 4.", id="four-arrays"),
+    pytest.param((np.array([[0]]), np.array([0]), np.array([1.0])), ValueError,
+                 "`ratings`: the users array must be 1-D; got shape (1, 1).", id="users-2d"),
+    pytest.param((np.array([0]), np.array([[0]]), np.array([1.0])), ValueError,
+                 "`ratings`: the items array must be 1-D; got shape (1, 1).", id="items-2d"),
+    pytest.param((np.array([0]), np.array([0]), np.array([[1.0]])), ValueError,
+                 "`ratings`: the ratings array must be 1-D; got shape (1, 1).",
+                 id="ratings-2d"),
+    pytest.param((np.array([0.0]), np.array([0]), np.array([1.0])), TypeError,
+                 "`ratings`: the users array must hold integer ids; got dtype float64.",
+                 id="users-float"),
+    pytest.param((np.array([0]), np.array([0.5]), np.array([1.0])), TypeError,
+                 "`ratings`: the items array must hold integer ids; got dtype float64.",
+                 id="items-float"),
+    pytest.param((np.array([0, 3, -2]), np.array([0, 1, 2]), np.array([1.0, 2, 3])), ValueError,
+                 "`ratings`: the users array must hold ids >= 0; got -2 at index 2.",
+                 id="users-negative"),
+    pytest.param((np.array([0, 1, 2]), np.array([0, -1, 2]), np.array([1.0, 2, 3])), ValueError,
+                 "`ratings`: the items array must hold ids >= 0; got -1 at index 1.",
+                 id="items-negative"),
+    pytest.param({"u": 1}, TypeError,
+                 "`ratings` must be a (users, items, ratings) tuple of arrays or a scipy.sparse "
+                 "matrix; got dict.", id="dict"),
+])
+def test_ratings_refusals_word_for_word(ratings, exc, message):
+    with pytest.raises(exc) as e:
+        loo_knn(ratings)
+    assert str(e.value) == message
+
+
+def test_sparse_input_shapes_and_dtypes():
+    """A 1-d sparse array is refused; rows of a tall matrix are users (valid row indices up
+    to its number of rows, not of columns); ids come back as int64 whatever the matrix's
+    index dtype."""
+    import scipy.sparse as sp
+
+    with pytest.raises(ValueError) as e:
+        loo_knn(sp.coo_array(np.array([1.0, 2.0])))
+    assert str(e.value) == "`ratings` must be a 2-D sparse matrix; got ndim=1."
+    D = np.array([[1.0, 2.0], [3.0, 0.0], [0.0, 4.0], [5.0, 1.0]])  # 4 users x 2 items
+    m = sp.csr_array(D)
+    m.eliminate_zeros()
+    m.indices = m.indices.astype(np.int32)
+    m.indptr = m.indptr.astype(np.int32)
+    res = loo_knn(m, users=np.array([3]), k=2)
+    np.testing.assert_array_equal(res.user, [3, 3])
+    np.testing.assert_array_equal(res.item, [0, 1])
+    assert res.user.dtype == np.int64 and res.item.dtype == np.int64
+    full = loo_knn(m, k=2)
+    assert full.n_neighbours.dtype == np.int64 and full.fallback.dtype == np.int8
+
+
+def test_a_partition_on_threads_gives_the_serial_bits():
+    """A partition of users run on several threads (chunks of users, outputs at their own
+    positions) and by its Python kernel gives the serial compiled run's numbers, bit for
+    bit; so does the default of this process's threads (``None``)."""
+    from evaluators import _loo_knn as impl
+
+    u, i, r = _fold_data()
+    prep = impl._Prepared(impl._as_data((u, i, r)))
+    allowed = np.ones(prep.n_users, dtype=bool)
+    held = np.arange(prep.n_users)
+    for sim in ("pearson", "adjusted_cosine"):
+        args = impl._kernel_args(prep, allowed, sim, 3, 1)
+        serial = impl._loo_partition(args, (held, 1, False))
+        for threads, python in ((3, False), (None, False), (2, True)):
+            other = impl._loo_partition(args, (held, threads, python))
+            for a, b in zip(serial, other, strict=True):
+                assert a.tobytes() == b.tobytes(), (sim, threads, python)
+        one = impl._loo_partition(args, (held[:1], 4, False))  # one user: no threads needed
+        assert one[0].tobytes() == serial[0][:one[0].size].tobytes()
