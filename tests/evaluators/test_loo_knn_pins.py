@@ -441,3 +441,33 @@ def test_a_partition_on_threads_gives_the_serial_bits():
                 assert a.tobytes() == b.tobytes(), (sim, threads, python)
         one = impl._loo_partition(args, (held[:1], 4, False))  # one user: no threads needed
         assert one[0].tobytes() == serial[0][:one[0].size].tobytes()
+
+
+@pytest.mark.parametrize("users, items, named", [
+    # the repetition that comes first in the input is named, with its first occurrence
+    pytest.param([1, 1, 0, 0], [5, 5, 3, 3], "(1, 5) at positions 0 and 1", id="second-block"),
+    pytest.param([1, 0, 1, 1], [5, 3, 5, 5], "(1, 5) at positions 0 and 2", id="triple"),
+    pytest.param([0, 0, 1, 1], [3, 3, 5, 5], "(0, 3) at positions 0 and 1", id="first-block"),
+])
+def test_a_duplicate_pair_is_named_by_its_first_repetition(users, items, named):
+    r = np.arange(1.0, len(users) + 1)
+    with pytest.raises(ValueError) as e:
+        loo_knn((np.array(users), np.array(items), r))
+    assert str(e.value) == (f"`ratings` has a duplicate (user, item) pair {named}; each pair "
+                            "may be rated once.")
+
+
+def test_empty_and_non_finite_ratings_word_for_word():
+    import scipy.sparse as sp
+
+    with pytest.raises(ValueError) as e:
+        loo_knn((np.array([], dtype=np.int64), np.array([], dtype=np.int64), np.array([])))
+    assert str(e.value) == "`ratings` must hold at least one observation; got none."
+    m = sp.csr_array((np.array([1.0, np.nan]), (np.array([0, 1]), np.array([0, 1]))),
+                     shape=(2, 2))
+    with pytest.raises(ValueError) as e:
+        loo_knn(m)
+    assert str(e.value) == "`ratings` must be finite; got nan at entry 1."
+    with pytest.raises(ValueError) as e:
+        loo_knn((np.array([0, 1]), np.array([0, 1]), np.array([1.0, np.inf])))
+    assert str(e.value) == "`ratings` must be finite; got inf at index 1."
