@@ -124,7 +124,7 @@ def test_the_documented_tie_rule_on_a_hand_made_tie():
 
 
 @pytest.mark.filterwarnings("ignore::evaluators.UnmatchedItemsWarning")
-@settings(max_examples=30)
+@settings(max_examples=20)
 @given(problem=tied_problems(), p=st.sampled_from([None, 1, 2]))
 def test_kl_before_and_after_against_a_dense_computation(problem, p):
     """kl_before = D(1) and kl_after = D(weights) by the dense loop (nan when no reference
