@@ -471,3 +471,37 @@ def test_empty_and_non_finite_ratings_word_for_word():
     with pytest.raises(ValueError) as e:
         loo_knn((np.array([0, 1]), np.array([0, 1]), np.array([1.0, np.inf])))
     assert str(e.value) == "`ratings` must be finite; got inf at index 1."
+
+
+# -- the zero-denominator rule at rounding residues ---------------------------------------------
+@st.composite
+def constant_raters(draw):
+    """Continuous ratings where some users rate every co-rated item with one non-dyadic
+    value (0.1, 0.7, 1/3, ...): exactly zero variances that the running sums leave as
+    rounding residues, the case the rule ``D <= 1e-12 M`` exists for."""
+    n_users = draw(st.integers(3, 7))
+    n_items = draw(st.integers(3, 6))
+    seed = draw(st.integers(0, 2**32 - 1))
+    g = np.random.default_rng(seed)
+    D = np.where(g.random((n_users, n_items)) < 0.75, g.normal(3.0, 1.2, (n_users, n_items)),
+                 np.nan)
+    D[:, 0] = g.normal(3.0, 1.2, n_users)  # every user rates item 0
+    for u in draw(st.lists(st.integers(0, n_users - 1), min_size=1, max_size=3)):
+        c = draw(st.sampled_from([0.1, 0.7, 1 / 3, 2.2, -0.3]))
+        D[u, ~np.isnan(D[u])] = c
+        if draw(st.booleans()):  # and one different rating, at the item held out
+            D[u, 0] = c + draw(st.sampled_from([0.1, 1.0]))
+    u, i = np.nonzero(~np.isnan(D))
+    return u, i, D[u, i]
+
+
+@pytest.mark.filterwarnings("ignore::evaluators.LooKnnWarning")
+@pytest.mark.parametrize("similarity", SIMILARITIES)
+@settings(max_examples=40)
+@given(ratings=constant_raters(), k=st.integers(1, 4))
+def test_fast_equals_naive_where_variances_vanish(similarity, ratings, k):
+    fast = loo_knn(ratings, similarity=similarity, k=k)
+    naive = loo_knn(ratings, similarity=similarity, k=k, method="naive")
+    np.testing.assert_array_equal(fast.n_neighbours, naive.n_neighbours)
+    np.testing.assert_array_equal(fast.fallback, naive.fallback)
+    np.testing.assert_allclose(fast.prediction, naive.prediction, rtol=0, atol=1e-9)
