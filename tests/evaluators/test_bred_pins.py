@@ -113,7 +113,8 @@ def test_replicates_without_a_match_are_left_out_by_name():
     assert 0 < empty < 40 and est.n == 40 - empty
     assert [str(w.message) for w in caught] == [
         f"{empty} of 40 BRED replicates matched no record and were left out."]
-    assert caught[0].category is NoMatchWarning and caught[0].filename == __file__
+    assert caught[0].category is NoMatchWarning
+    assert caught[0].filename == __file__ or "mutmut" in caught[0].filename  # trampoline
     assert est.value == pytest.approx(statistics.fmean(v[~np.isnan(v)]), rel=1e-12)
     assert est.stderr == pytest.approx(statistics.stdev(v[~np.isnan(v)]), rel=1e-12)
     # the matches count the records that were drawn and matched, replicate by replicate

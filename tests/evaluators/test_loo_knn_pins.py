@@ -323,7 +323,9 @@ def test_the_degenerate_warnings_word_for_word_at_the_callers_line():
         "loo_knn: the data hold a single rating, which cannot be predicted from the rest; mae "
         "and rmse are nan.",
         "loo_knn: no rating was held out; mae and rmse are nan."]
-    assert all(w.category is LooKnnWarning and w.filename == __file__ for w in caught)
+    # under mutmut the caller is its trampoline (docs/testing.md)
+    assert all(w.category is LooKnnWarning for w in caught)
+    assert all(w.filename == __file__ or "mutmut" in w.filename for w in caught)
 
 
 def test_option_refusals_word_for_word():

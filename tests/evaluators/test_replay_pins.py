@@ -137,6 +137,6 @@ def test_one_record_used_and_none():
     assert [w.category for w in caught] == [NoMatchWarning]
     assert str(caught[0].message) == ("replay matched no record of 2 (method='uniform'); "
                                       "returning nan.")
-    assert caught[0].filename == __file__
+    assert caught[0].filename == __file__ or "mutmut" in caught[0].filename  # trampoline
     assert math.isnan(none.value) and math.isnan(none.stderr) and none.n == 0
     assert (none.n_records, none.n_matches, none.level, none.method) == (2, 0, 0.8, "uniform")

@@ -388,14 +388,12 @@ def test_no_item_selected_and_one_iteration(method):
 
 
 def test_the_default_budget_is_1000_iterations():
-    import inspect
-
-    assert inspect.signature(fit_item_weights).parameters["max_iter"].default == 1000
-    R, C = unreachable()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnmatchedItemsWarning)
-        fit = fit_item_weights(R, C, method="gradient_descent", tol=1e-300)
-    assert fit.n_iter <= 1000
+    """By what it does (under mutmut the signature is the trampoline's): a problem the
+    reference optimiser cannot finish at a tolerance of 1e-300 stops after 1000 iterations."""
+    R = np.array([0.5, 0.2, 0.3])
+    C = sp.csr_array(np.array([[1, 1, 1], [1, 1, 1], [0, 1, 0], [0, 0, 1]], float))
+    fit = fit_item_weights(R, C, method="gradient_descent", tol=1e-300)
+    assert (fit.n_iter, fit.converged) == (1000, False)
 
 
 # -- the problem's set-up: names in the refusals, normalisation, empty profiles ---------------
@@ -527,7 +525,7 @@ def test_the_unmatched_warning_lists_ten_items_and_points_at_the_caller(n_unmatc
     assert [str(w.message) for w in caught] == [
         f"{n_unmatched} item(s) of the reference are held by nobody in `current` and cannot "
         f"be matched: {listed}"]
-    assert caught[0].filename == __file__
+    assert caught[0].filename == __file__ or "mutmut" in caught[0].filename  # trampoline
 
 
 def test_items_absent_from_the_reference_and_free_items_together():
