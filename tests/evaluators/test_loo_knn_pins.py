@@ -507,3 +507,38 @@ def test_fast_equals_naive_where_variances_vanish(similarity, ratings, k):
     np.testing.assert_array_equal(fast.n_neighbours, naive.n_neighbours)
     np.testing.assert_array_equal(fast.fallback, naive.fallback)
     np.testing.assert_allclose(fast.prediction, naive.prediction, rtol=0, atol=1e-9)
+
+
+def test_similarities_are_ranked_rounded_to_ten_decimals():
+    """Cosine neighbours of user 0's rating of item 2, built to sit at the rounding: user 1's
+    similarity is 3e-11 (rounds to 0: not a neighbour), user 2's is 7e-11 (rounds to 1e-10:
+    a neighbour), user 3's is ordinary. The prediction and the neighbour count follow the
+    definition computed here with numpy (similarities rounded by np.round(s, 10))."""
+    x = np.array([1.0, 1.0])  # user 0's ratings of items 0 and 1; it rates item 2 as 2
+
+    def user(sim, b):
+        """Ratings (1, -1 + d, b) whose cosine with x over items 0-1 is about ``sim``."""
+        d = sim * np.sqrt(2.0 * (1.0 + 1.0 + b * b))
+        return [1.0, -1.0 + d, b]
+
+    rows = [[1.0, 1.0, 2.0], user(3e-11, 3.0), user(7e-11, 1.0), [2.0, 1.0, 4.0]]
+    D = np.array(rows)
+    u, i = np.nonzero(np.ones_like(D))
+    r = D[u, i]
+    res = loo_knn((u, i, r), similarity="cosine", k=5)
+    j = 2  # user 0, item 2
+    sims, devs = [], []
+    for v in (1, 2, 3):
+        y = D[v]
+        sims.append(float(x @ y[:2] / np.sqrt((x @ x) * (y @ y))))
+        devs.append(y[2] - y.mean())
+    keys = np.round(sims, 10)
+    assert keys.tolist()[:2] == [0.0, 1e-10] and keys[2] > 0
+    kept = [s for s, key in zip(sims, keys, strict=True) if key > 0]
+    kept_devs = [d for d, key in zip(devs, keys, strict=True) if key > 0]
+    expected = x.mean() + np.dot(kept, kept_devs) / np.sum(kept)
+    assert res.n_neighbours[j] == 2
+    assert res.prediction[j] == pytest.approx(expected, abs=1e-12)
+    naive = loo_knn((u, i, r), similarity="cosine", k=5, method="naive")
+    np.testing.assert_array_equal(res.n_neighbours, naive.n_neighbours)
+    np.testing.assert_allclose(res.prediction, naive.prediction, rtol=0, atol=1e-12)
