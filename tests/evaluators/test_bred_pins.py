@@ -133,3 +133,38 @@ def test_one_replicate_has_no_spread_and_the_seed_matters():
     c = bred(log, lambda g: policy, n_bootstrap=5, rng=5)
     assert a.replicate_values.tobytes() == b.replicate_values.tobytes()
     assert not np.array_equal(a.replicate_values, c.replicate_values)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_part_gives_up_once_another_part_failed(batched):
+    """The stop event (set when another part of the replicates failed, or on an interrupt):
+    a part checks it before each replicate (plain) or chunk of records (batched twins) and
+    gives up with its own message instead of computing on."""
+    import threading
+
+    import agents
+    from evaluators import _bred
+
+    world = make_world(2)
+    log, _ = make_log(world, 60, 3)
+    arrays = (log.context, log.available_mask(), log.action, log.reward)
+    gens = [np.random.default_rng(s) for s in range(3)]
+    h = np.zeros(log.context.shape[1])
+    stop = threading.Event()
+    stop.set()
+    ucb = []
+    for g in range(3):
+        a = agents.UCB1()
+        a.reset(g)
+        ucb.append(a)
+    with pytest.raises(RuntimeError) as e:
+        if batched:
+            index = np.zeros((3, 10), dtype=np.int64)
+            _bred._run_batched(arrays, type(ucb[0]).batch(ucb), index, gens, h, False, stop)
+        else:
+            _bred._run_plain(arrays, ucb, gens, 10, h, False, stop)
+    assert str(e.value) == "stopped: another part of the replicates failed"
+    # not set: the part runs
+    fresh = threading.Event()
+    out = _bred._run_plain(arrays, ucb, gens, 10, h, False, fresh)
+    assert len(out[0]) == 3
