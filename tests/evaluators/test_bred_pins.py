@@ -168,3 +168,46 @@ def test_a_part_gives_up_once_another_part_failed(batched):
     fresh = threading.Event()
     out = _bred._run_plain(arrays, ucb, gens, 10, h, False, fresh)
     assert len(out[0]) == 3
+
+
+def _slow(single, twin):
+    """``single``'s subclass whose batched twin has no compiled replay (``replay_arrays =
+    None`` opts out of the fast path): BRED steps the twin in Python, chunk by chunk."""
+    slow_twin = type("Slow" + twin.__name__, (twin,), {"replay_arrays": None})
+
+    def batch(cls, singles):
+        return slow_twin(singles)
+
+    return type("Slow" + single.__name__, (single,), {"batch": classmethod(batch)})
+
+
+@pytest.mark.parametrize("reveal", ["every", "once"])
+@pytest.mark.parametrize("jitter", [0.0, 0.3])
+@pytest.mark.parametrize("name", ["UCB1", "LinUCB"])
+def test_a_twin_without_compiled_replay_steps_in_python_with_the_same_numbers(name, reveal,
+                                                                               jitter):
+    """Batched twins whose replay is not compiled run BRED's Python loop over chunks of
+    records (jittered contexts, reveal once); their replicates equal those of the agents'
+    compiled twins, bit for bit."""
+    import agents
+    from recloop_base.fast_paths import fast_path
+
+    single, twin = getattr(agents, name), getattr(agents, "Batched" + name)
+    slow_cls = _slow(single, twin)
+    world = make_world(7)
+    log, _ = make_log(world, 150, 8)
+
+    def make(cls):
+        def f(g):
+            a = cls(1.0)
+            a.reset(g)
+            return a
+        return f
+
+    probe = [make(slow_cls)(np.random.default_rng(0))]
+    assert fast_path(probe[0], "batch") is not None
+    assert fast_path(slow_cls.batch(probe), "replay_arrays") is None
+    slow = bred(log, make(slow_cls), n_bootstrap=4, jitter=jitter, reveal=reveal, rng=3)
+    fast = bred(log, make(single), n_bootstrap=4, jitter=jitter, reveal=reveal, rng=3)
+    np.testing.assert_array_equal(slow.replicate_values, fast.replicate_values)
+    np.testing.assert_array_equal(slow.replicate_matches, fast.replicate_matches)
