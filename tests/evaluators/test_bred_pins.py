@@ -211,3 +211,12 @@ def test_a_twin_without_compiled_replay_steps_in_python_with_the_same_numbers(na
     fast = bred(log, make(single), n_bootstrap=4, jitter=jitter, reveal=reveal, rng=3)
     np.testing.assert_array_equal(slow.replicate_values, fast.replicate_values)
     np.testing.assert_array_equal(slow.replicate_matches, fast.replicate_matches)
+
+
+def test_a_bandwidth_given_as_integers_is_reported_as_floats():
+    world = make_world(4)
+    log, _ = make_log(world, 50, 2)
+    policy = StaticPolicy(np.random.default_rng(2).normal(size=(4, 3)))
+    est = bred(log, lambda g: policy, n_bootstrap=2, jitter=[0, 1, 0], rng=1)
+    assert est.bandwidth.dtype == np.float64
+    np.testing.assert_array_equal(est.bandwidth, [0.0, 1.0, 0.0])
