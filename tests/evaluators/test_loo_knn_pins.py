@@ -542,3 +542,26 @@ def test_similarities_are_ranked_rounded_to_ten_decimals():
     naive = loo_knn((u, i, r), similarity="cosine", k=5, method="naive")
     np.testing.assert_array_equal(res.n_neighbours, naive.n_neighbours)
     np.testing.assert_allclose(res.prediction, naive.prediction, rtol=0, atol=1e-12)
+
+
+def test_nearly_equal_ratings_far_from_their_mean_keep_the_tie_rule():
+    """A bug the vanishing-variance strategy found (issue 33): user 2 rates items 0 and 2 as
+    2.2339... and 2.2262..., so its co-rated Pearson factor is a difference of sums 3e5 times
+    larger than itself; from running sums its similarity came out 0.9999999999182, which
+    rounds below user 3's 1.0 and took user 2's place at k = 1 (prediction 2.716 instead of
+    the definition's 3.122). On Jester's 38,217 ratings the fast method differed from the
+    definition in 120 predictions at k = 5 (by up to 7.2 points) and 24 at k = 20."""
+    r = np.array([3.4261166400566583, 2.4450407050100473, 3.517408936029253,
+                  3.0336915276534664, 3.0932283622603767, 3.656485895764684,
+                  1.8261740644810043, 2.467491929462591, 2.2339439128673333,
+                  1.7306172268551197, 2.2262197188338138, 2.570742789134527, 0.2, 0.1, 0.1,
+                  0.1])
+    u = np.array([0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3])
+    i = np.array([0, 1, 2, 3, 4, 0, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3])
+    fast = loo_knn((u, i, r), similarity="pearson_corated", k=1)
+    # the definition: over C = {0, 2} users 2 and 3 both correlate 1 with user 1; the tie
+    # goes to user 2, whose deviation on item 3 is 2.5707... - its mean
+    expected = np.mean(r[[5, 6]]) + (r[11] - np.mean(r[8:12]))
+    assert fast.prediction[7] == pytest.approx(expected, abs=1e-12)
+    naive = loo_knn((u, i, r), similarity="pearson_corated", k=1, method="naive")
+    np.testing.assert_allclose(fast.prediction, naive.prediction, rtol=0, atol=1e-12)
