@@ -220,3 +220,93 @@ def test_a_bandwidth_given_as_integers_is_reported_as_floats():
     est = bred(log, lambda g: policy, n_bootstrap=2, jitter=[0, 1, 0], rng=1)
     assert est.bandwidth.dtype == np.float64
     np.testing.assert_array_equal(est.bandwidth, [0.0, 1.0, 0.0])
+
+
+# -- the public function's refusals word for word and its plumbing --------------------------------
+class _ActOnly:
+    def act(self, observation):
+        return 0
+
+
+@pytest.mark.parametrize("kwargs, exc, message", [
+    pytest.param({"make_agent": 3}, TypeError,
+                 "`make_agent` must be callable (Generator -> agent); got int.", id="make"),
+    pytest.param({"make_agent": lambda g: object()}, TypeError,
+                 "`make_agent` must return a bandit agent (with `act` and `update`); got object "
+                 "for replicate 0.", id="not-an-agent"),
+    pytest.param({"make_agent": lambda g: _ActOnly()}, TypeError,
+                 "`make_agent` must return a bandit agent (with `act` and `update`); got "
+                 "_ActOnly for replicate 0.", id="no-update"),
+    pytest.param({"n_bootstrap": 2.0}, TypeError, "`n_bootstrap` must be an int; got float.",
+                 id="n_bootstrap"),
+    pytest.param({"expansion": "2"}, TypeError, "`expansion` must be a float > 0; got str.",
+                 id="expansion-str"),
+    pytest.param({"expansion": True}, TypeError, "`expansion` must be a float > 0; got bool.",
+                 id="expansion-bool"),
+    pytest.param({"jitter": True}, TypeError,
+                 "`jitter` must be \"auto\", a float >= 0 or one float >= 0 per context feature; "
+                 "got bool.", id="jitter-bool"),
+    pytest.param({"jitter": [0.1, -0.1, 0.0]}, ValueError,
+                 "`jitter` must be \"auto\", a float >= 0 or one float >= 0 per context feature "
+                 "(3 here); got [0.1, -0.1, 0.0].", id="jitter-negative"),
+])
+def test_refusals_word_for_word(kwargs, exc, message):
+    log, _ = make_log(make_world(1), 40, 1)
+    policy = StaticPolicy(np.eye(4, 3))
+    args = dict(make_agent=lambda g: policy, n_bootstrap=2, rng=0)
+    args.update(kwargs)
+    with pytest.raises(exc) as e:
+        bred(log, args.pop("make_agent"), **args)
+    assert str(e.value) == message
+
+
+def test_a_non_uniform_log_is_refused_by_name():
+    log, _ = make_log(make_world(1), 40, 1, kind="nonuniform")
+    with pytest.raises(ValueError) as e:
+        bred(log, lambda g: StaticPolicy(np.eye(4, 3)), n_bootstrap=2, rng=0)
+    assert str(e.value).startswith("`bred` requires uniform logging propensities")
+
+
+def test_the_replicates_run_on_their_partitions(monkeypatch, capsys):
+    """The parts of the replicates: one per thread for agents with a compiled twin, four per
+    thread otherwise (here or per worker thread of an executor), ``n_partitions`` when
+    given; the stop event locally, none on a cluster; the progress bar labelled "bred"."""
+    import threading
+
+    import agents
+    from evaluators import _bred
+    from recloop_base.threads import n_threads
+
+    calls = []
+    real = _bred.run_partitions
+
+    def spy(fn, parts, **kw):
+        calls.append((len(parts), kw["executor"], kw["progress"], kw["stop"], kw["threads"]))
+        return real(fn, parts, **dict(kw, executor=None))
+
+    monkeypatch.setattr(_bred, "run_partitions", spy)
+    log, _ = make_log(make_world(5), 80, 5)
+
+    def ucb(g):
+        a = agents.UCB1()
+        a.reset(g)
+        return a
+
+    policy = StaticPolicy(np.eye(4, 3))
+    base = bred(log, ucb, n_bootstrap=8, rng=2)
+    parts, executor, progress, stop, threads = calls[-1]
+    assert (parts, executor, progress, threads) == (n_threads(), None, False, n_threads())
+    assert isinstance(stop, threading.Event) and capsys.readouterr().err == ""
+    bred(log, lambda g: policy, n_bootstrap=8, rng=2)  # no twin: four parts a thread, one
+    assert calls[-1][0] == 4 and calls[-1][4] == 1     # thread (the walk holds the GIL)
+    three = bred(log, ucb, n_bootstrap=8, rng=2, n_partitions=3, progress=True)
+    assert calls[-1][:3] == (3, None, True) and "bred" in capsys.readouterr().err
+    np.testing.assert_array_equal(three.replicate_values, base.replicate_values)
+    stand_in = object()
+    monkeypatch.setattr(_bred, "check_executor", lambda e: e)
+    monkeypatch.setattr(_bred, "executor_threads", lambda e: 3 if e is stand_in else 0)
+    there = bred(log, ucb, n_bootstrap=8, rng=2, executor=stand_in)
+    assert calls[-1][:4] == (3, stand_in, False, None)  # one part per worker thread
+    np.testing.assert_array_equal(there.replicate_values, base.replicate_values)
+    bred(log, lambda g: policy, n_bootstrap=16, rng=2, executor=stand_in)
+    assert calls[-1][0] == 12  # four per worker thread
