@@ -139,4 +139,48 @@ def test_one_record_used_and_none():
                                       "returning nan.")
     assert caught[0].filename == __file__ or "mutmut" in caught[0].filename  # trampoline
     assert math.isnan(none.value) and math.isnan(none.stderr) and none.n == 0
+    assert math.isnan(none.ci_low) and math.isnan(none.ci_high)
     assert (none.n_records, none.n_matches, none.level, none.method) == (2, 0, 0.8, "uniform")
+
+
+class Recorder:
+    """Plays arm 0 and keeps every observation it is shown and updated with."""
+
+    def __init__(self):
+        self.shown, self.updated = [], []
+
+    def act(self, observation):
+        self.shown.append(observation)
+        return 0
+
+    def update(self, observation, action, reward):
+        self.updated.append(observation)
+
+
+def test_the_agent_sees_the_logs_own_observations():
+    """Each record's observation as the log gives it (``BanditLog.observation``): with the
+    user and the tick when the log has them, in order, one per record."""
+    g = np.random.default_rng(0)
+    n = 30
+    log = BanditLog(context=g.normal(size=(n, 2)), action=g.integers(0, 3, n),
+                    reward=g.random(n), pscore=np.full(n, 1 / 3), n_actions=3,
+                    tick=np.arange(n) // 3, user=g.integers(0, 7, n))
+    agent = Recorder()
+    est = replay(log, agent)
+    assert len(agent.shown) == n
+    for j, obs in enumerate(agent.shown):
+        want = log.observation(j)
+        assert set(obs) == set(want) == {"context", "available", "tick", "user"}
+        assert obs["tick"] == want["tick"] and obs["user"] == want["user"]
+        np.testing.assert_array_equal(obs["context"], want["context"])
+    assert len(agent.updated) == est.n == int(np.sum(log.action == 0))
+
+
+def test_refusals_name_the_function():
+    log, _ = make_log(make_world(1), 40, 1, kind="nonuniform")
+    with pytest.raises(ValueError) as e:
+        replay(log, StaticPolicy(np.eye(4, 3)))
+    assert str(e.value).startswith("`replay` requires uniform logging propensities")
+    with pytest.raises(ValueError) as e:
+        replay(log, StaticPolicy(np.eye(4, 3)), method="rejected")
+    assert str(e.value) == "`method` must be one of ('uniform', 'rejection'); got 'rejected'."

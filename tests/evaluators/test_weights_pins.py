@@ -221,6 +221,9 @@ def unreachable():
     pytest.param(3, None, 1e-3, 1000, id="loose-tol"),
     pytest.param("unreachable", None, 1e-12, 300, id="optimum-at-infinity"),
     pytest.param("big-kl", None, 1e-10, 1000, id="kl-above-1"),
+    pytest.param("floor", None, 1e-5, 1000, id="optimum-above-1"),
+    pytest.param("floor", None, 1e-2, 1000, id="optimum-above-1-loose"),
+    pytest.param("long", None, 1e-300, 60, id="backtracking"),
 ])
 def test_gradient_descent_reference_step_by_step(case, p, tol, max_iter):
     if case == "unreachable":
@@ -228,6 +231,12 @@ def test_gradient_descent_reference_step_by_step(case, p, tol, max_iter):
     elif case == "big-kl":
         R = np.array([0.97, 0.01, 0.01, 0.01])
         C = sp.csr_array(np.array([[1, 1, 1, 1], [0, 1, 1, 1], [0, 1, 1, 0]], float))
+    elif case == "floor":  # item 0 reaches 1/4 at most: D stays above 1 (1.319 at the end)
+        R = np.array([0.99, 0.01])
+        C = sp.csr_array(np.array([[1, 1], [0, 1], [0, 1], [0, 1]], float))
+    elif case == "long":  # 60 iterations of a slow descent: the step overshoots and halves
+        R = np.array([0.5, 0.2, 0.3])
+        C = sp.csr_array(np.array([[1, 1, 1], [1, 1, 1], [0, 1, 0], [0, 0, 1]], float))
     else:
         R, C = campaign(case)
     with warnings.catch_warnings():
@@ -254,6 +263,8 @@ def test_gradient_descent_reference_step_by_step(case, p, tol, max_iter):
         assert np.max(np.abs(np.log(fit.weights))) == pytest.approx(30.0)
     if case == "big-kl":
         assert fit.kl_before > 1
+    if case == "floor":
+        assert fit.kl_after > 1
 
 
 @pytest.mark.parametrize("method", ["lbfgs", "gradient_descent"])
@@ -549,6 +560,17 @@ def test_items_absent_from_the_reference_and_free_items_together():
         free = [i for i in fit.selected if i != 4]
         assert np.max(np.abs(g[free])) < 1e-4 * g0
     assert fits[0].kl_after == pytest.approx(fits[1].kl_after, abs=1e-9)
+
+
+def test_only_items_absent_from_the_reference_selected():
+    """p = 1 selects an item the reference does not hold: it goes to e^-30 directly, no
+    optimiser runs (n_iter 0), and the fit counts as converged."""
+    R = sp.csr_array(np.array([[1, 1, 0], [1, 0, 0], [0, 1, 0]], float))
+    C = sp.csr_array(np.array([[1, 1, 1], [1, 0, 1], [0, 1, 1]], float))
+    for method in ("lbfgs", "gradient_descent"):
+        fit = fit_item_weights(R, C, p=1, method=method)
+        assert fit.selected.tolist() == [2]
+        assert (fit.n_iter, fit.converged, fit.method) == (0, True, method)
 
 
 def test_weights_worse_than_none_are_never_handed_back(monkeypatch):
