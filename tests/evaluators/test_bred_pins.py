@@ -125,7 +125,9 @@ def test_one_replicate_has_no_spread_and_the_seed_matters():
     world = make_world(8)
     log, _ = make_log(world, 100, 9)
     policy = StaticPolicy(np.random.default_rng(1).normal(size=(4, 3)))
-    one = bred(log, lambda g: policy, n_bootstrap=1, rng=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy warning from a spread of one value
+        one = bred(log, lambda g: policy, n_bootstrap=1, rng=4)
     assert one.n == 1 and math.isnan(one.stderr)
     assert one.value == one.ci_low == one.ci_high == one.replicate_values[0]
     a = bred(log, lambda g: policy, n_bootstrap=5, rng=4)
@@ -310,3 +312,43 @@ def test_the_replicates_run_on_their_partitions(monkeypatch, capsys):
     np.testing.assert_array_equal(there.replicate_values, base.replicate_values)
     bred(log, lambda g: policy, n_bootstrap=16, rng=2, executor=stand_in)
     assert calls[-1][0] == 12  # four per worker thread
+
+
+def test_defaults_floors_and_degenerate_replicates():
+    """100 replicates by default; at least one record per resample (a tiny expansion);
+    no warning when every replicate matched; two replicates: their standard deviation;
+    none matched: nan and the warning word for word; read-only arrays."""
+    import warnings
+
+    world = make_world(9)
+    log, _ = make_log(world, 40, 9)
+    policy = StaticPolicy(np.random.default_rng(3).normal(size=(4, 3)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = bred(log, lambda g: policy, rng=0)  # matches in every replicate: no warning
+    assert est.replicate_values.size == 100 and est.n == 100
+    for a in (est.replicate_values, est.replicate_matches, est.bandwidth):
+        assert not a.flags.writeable
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoMatchWarning)
+        one = bred(log, lambda g: policy, n_bootstrap=30, expansion=1e-6, jitter=0.0, rng=1)
+    assert set(one.replicate_matches.tolist()) <= {0, 1} and one.replicate_matches.max() == 1
+    two = bred(log, lambda g: policy, n_bootstrap=2, rng=4)
+    v = two.replicate_values
+    assert two.stderr == pytest.approx(abs(v[0] - v[1]) / math.sqrt(2), rel=1e-12)
+    never = log.take(np.flatnonzero(log.action != 0))
+
+    class Zero:
+        def act(self, observation):
+            return 0
+
+        def update(self, observation, action, reward):
+            pass
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        none = bred(never, lambda g: Zero(), n_bootstrap=3, rng=0)
+    assert [str(w.message) for w in caught] == [
+        "no BRED replicate matched any record (B=3); returning nan."]
+    assert math.isnan(none.value) and math.isnan(none.stderr) and none.n == 0
+    assert math.isnan(none.ci_low) and math.isnan(none.ci_high)
