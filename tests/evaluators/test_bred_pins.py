@@ -302,7 +302,7 @@ def test_the_replicates_run_on_their_partitions(monkeypatch, capsys):
     bred(log, lambda g: policy, n_bootstrap=8, rng=2)  # no twin: four parts a thread, one
     assert calls[-1][0] == 4 and calls[-1][4] == 1     # thread (the walk holds the GIL)
     three = bred(log, ucb, n_bootstrap=8, rng=2, n_partitions=3, progress=True)
-    assert calls[-1][:3] == (3, None, True) and "bred" in capsys.readouterr().err
+    assert calls[-1][:3] == (3, None, True) and "\rbred: " in capsys.readouterr().err
     np.testing.assert_array_equal(three.replicate_values, base.replicate_values)
     stand_in = object()
     monkeypatch.setattr(_bred, "check_executor", lambda e: e)

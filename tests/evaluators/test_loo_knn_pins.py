@@ -300,7 +300,7 @@ def test_the_fast_method_runs_the_kernel_on_its_partitions(monkeypatch, capsys):
     assert calls[-1][2] is False and capsys.readouterr().err == ""  # no bar by default
     three = loo_knn((u, i, r), k=3, n_partitions=3, progress=True)
     assert calls[-1] == (3, None, True)
-    assert "loo_knn" in capsys.readouterr().err  # the bar, with its label
+    assert "\rloo_knn: " in capsys.readouterr().err  # the bar, with its label
     assert three.prediction.tobytes() == base.prediction.tobytes()
     stand_in = object()
     monkeypatch.setattr(_loo_knn, "check_executor", lambda e: e)
