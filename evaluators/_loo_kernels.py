@@ -26,7 +26,7 @@ import numpy as np
 
 from recloop_base.kernels import LazyKernels
 
-__all__ = ["loo_users"]
+__all__ = ["centred_sums", "loo_users"]
 
 _KERNELS = LazyKernels(globals())
 
@@ -153,6 +153,26 @@ def loo_users(held, out_off, u_ptr, u_item, u_rating, u_dev, i_ptr, i_user, i_ra
                         dv = nc * syy - sy * sy
                         mu = nc * sxx
                         mv = nc * syy
+                    # the running sums lose digits when a factor is a small difference of
+                    # large sums (ratings far from their mean, nearly equal over C): below a
+                    # thousandth of its magnitude (and above the zero rule's threshold, which
+                    # drops it anyway), compute the factors again over C from centred
+                    # ratings, as the definition does (a similarity off by 1e-10 can flip a
+                    # tie at the 10th decimal: issue 33)
+                    if (du > zero_rel * mu and dv > zero_rel * mv
+                            and (du <= 1e-3 * mu or dv <= 1e-3 * mv)):
+                        if code == 0:
+                            cxy, cxx, cyy = centred_sums(u, v, kk, u_ptr, u_item, u_rating,
+                                                         mean_rest, sum_u[v] / cnt_u[v], False)
+                            num = nu * nv * cxy
+                            du = nu2 * cxx
+                            dv = nv2 * cyy
+                        else:
+                            cxy, cxx, cyy = centred_sums(u, v, kk, u_ptr, u_item, u_rating,
+                                                         0.0, 0.0, True)
+                            num = nc * cxy
+                            du = nc * cxx
+                            dv = nc * cyy
                 elif code == 1:
                     num = acc[v, 1] - a * b
                     mu = sq_u[u]
@@ -210,6 +230,50 @@ def loo_users(held, out_off, u_ptr, u_item, u_rating, u_dev, i_ptr, i_user, i_ra
             pred[pos] = mean_rest + wdev / wsum
             n_nb[pos] = n_top
             kind[pos] = 0
+
+
+@_KERNELS.kernel
+def centred_sums(u, v, kk, u_ptr, u_item, u_rating, cx, cy, corated):  # pragma: no cover
+    """``sum_C (x - cx)(y - cy)``, ``sum_C (x - cx)^2`` and ``sum_C (y - cy)^2`` over the
+    co-rated items ``C = (I_u \\ {kk}) ∩ I_v`` (u's ratings x, v's ratings y), merging the two
+    users' rows of the CSR arrays (items ascending); with ``corated`` the centres are C's own
+    means (a first pass), else ``cx`` and ``cy``. Called for ill-conditioned candidates only."""
+    lo_u, hi_u, lo_v, hi_v = u_ptr[u], u_ptr[u + 1], u_ptr[v], u_ptr[v + 1]
+    if corated:
+        n = 0
+        sx = sy = 0.0
+        p, q = lo_u, lo_v
+        while p < hi_u and q < hi_v:
+            if u_item[p] < u_item[q]:
+                p += 1
+            elif u_item[q] < u_item[p]:
+                q += 1
+            else:
+                if u_item[p] != kk:
+                    n += 1
+                    sx += u_rating[p]
+                    sy += u_rating[q]
+                p += 1
+                q += 1
+        cx = sx / n
+        cy = sy / n
+    sxy = sxx = syy = 0.0
+    p, q = lo_u, lo_v
+    while p < hi_u and q < hi_v:
+        if u_item[p] < u_item[q]:
+            p += 1
+        elif u_item[q] < u_item[p]:
+            q += 1
+        else:
+            if u_item[p] != kk:
+                dx = u_rating[p] - cx
+                dy = u_rating[q] - cy
+                sxy += dx * dy
+                sxx += dx * dx
+                syy += dy * dy
+            p += 1
+            q += 1
+    return sxy, sxx, syy
 
 
 __getattr__ = _KERNELS.install()  # compiled on first access (recloop_base.kernels)

@@ -507,7 +507,11 @@ def loo_knn(ratings, *, similarity="pearson", k=20, min_support=1, users=None,
     ``I_u ∩ I_v`` of ``r_ui r_vi``, ``r_ui``, ``r_vi``, ``r_ui^2``, ``r_vi^2`` and the count;
     removing ``r_uk`` then subtracts the term of item k (and shifts ``mean_u``) in O(1) per
     candidate. Pearson is evaluated scaled by ``(|I_u| - 1) |I_v|``, which makes its numerator
-    and denominators exact integers for integer ratings. Time
+    and denominators exact integers for integer ratings. Where a Pearson factor is a small
+    difference of large sums (below a thousandth of its magnitude: ratings nearly equal over
+    ``C`` and far from their mean, as Jester's continuous ratings often are), the running sums
+    lose the digits that decide a tie at the 10th decimal; the factors are then computed again
+    over ``C`` from centred ratings, as the definition does. Time
     ``O(sum_k |raters(k)|^2)`` (a numba kernel, run over partitions of users in threads or on
     a Dask cluster).
 

@@ -119,3 +119,36 @@ def test_an_ambiguous_mutated_line_is_listed_with_its_removed_line():
     assert mutate.is_equivalent(MODULE, name, diff, known)
     assert not mutate.is_equivalent(MODULE, name, other, known)  # the same `)`, another call
     assert mutate.is_equivalent(MODULE, name, other, {(MODULE, "f", ")")})
+
+
+def test_plant_refuses_text_that_is_not_there_once(capsys):
+    assert mutate.main(["--plant", "evaluators/_ab.py", "no such text", "x"]) == 2
+    assert "occurs 0 times" in capsys.readouterr().err
+    assert mutate.main(["--plant", "evaluators/_ab.py", "import", "x"]) == 2
+    assert mutate.main(["--plant", "evaluators/_nothing.py", "a", "b"]) == 2
+    assert mutate.main(["--plant", "evaluators/_ab.py"]) == 2
+
+
+@pytest.mark.slow
+def test_plant_runs_the_tests_on_a_scratch_copy(capsys):
+    """A planted bug the tests see is killed (exit 0, the failing test listed); the work
+    tree's module is untouched."""
+    before = (ROOT / "evaluators" / "_ab.py").read_text()
+    test = "tests/evaluators/test_ab.py::test_refusals_word_for_word"
+    assert mutate.main(["--plant", "evaluators/_ab.py", '"policy_a")', '"policy_A")', test]) == 0
+    out = capsys.readouterr().out
+    assert "KILLED: 1 test(s) failed" in out and f"FAILED {test}" in out
+    assert (ROOT / "evaluators" / "_ab.py").read_text() == before
+
+
+def test_plant_says_survived_when_every_test_passes(monkeypatch, capsys):
+    import subprocess
+
+    monkeypatch.setattr(mutate, "WORK", mutate.WORK / "plant-test")
+    # empty directories for the tree (pytest is stubbed: nothing needs the files)
+    monkeypatch.setattr(mutate.shutil, "copytree",
+                        lambda src, dst, **k: Path(dst).mkdir(parents=True, exist_ok=True))
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a, 0, stdout="3 passed in 0.1s\n", stderr=""))
+    assert mutate.main(["--plant", "evaluators/_ab.py", "p = math.nan", "p = 0.0", "x"]) == 1
+    assert "SURVIVED: no test failed (3 passed in 0.1s" in capsys.readouterr().out

@@ -25,6 +25,15 @@ functions changed or added since the run. The killed of unchanged functions keep
 verdicts, also when mutmut drops them because tests were added to the selection (tests only
 added cannot revive a killed mutant; a selection that lost tests keeps nothing).
 
+One bug, planted by hand, in a scratch copy (the work tree is never touched):
+
+    python tools/mutate.py --plant evaluators/_ab.py 'math.sqrt(a.stderr ** 2 + b.stderr ** 2)' \
+        'a.stderr + b.stderr'                   # against the module's TESTS
+    python tools/mutate.py --plant evaluators/_ab.py OLD NEW tests/evaluators/test_ab.py
+
+replaces the one occurrence of OLD by NEW in the module, runs the tests and says which fail:
+exit status 0 when the bug is caught (killed), 1 when every test passes (survived).
+
 It prints, per module, the mutants killed, survived (and how many of those are listed as
 equivalent in ``tools/equivalent_mutants.txt``), timed out and not covered, each survivor's
 diff, and as its last line a JSON summary with the kill rate of the non-equivalent mutants.
@@ -38,6 +47,7 @@ import argparse
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,9 +101,43 @@ TESTS = {
     "simulator/_fidelity.py": ["tests/simulator/test_fidelity.py",
                                "tests/simulator/test_fidelity_mutants.py",
                                "tests/recloop/test_calibration.py"],
+    # issue 33: narrow selections, about a second a mutant (the module's own tests and the
+    # file that pins its numbers against independent computations)
+    "evaluators/_ab.py": ["tests/evaluators/test_ab.py"],
+    "evaluators/_weights.py": ["tests/evaluators/test_weights.py",
+                               "tests/evaluators/test_weights_pins.py"],
+    "evaluators/_loo_kernels.py": ["tests/evaluators/test_loo_knn.py",
+                                   "tests/evaluators/test_loo_knn_pins.py"],
+    "evaluators/_loo_knn.py": ["tests/evaluators/test_loo_knn.py",
+                               "tests/evaluators/test_loo_knn_pins.py"],
+    "evaluators/_replay.py": ["tests/evaluators/test_replay.py",
+                              "tests/evaluators/test_replay_pins.py",
+                              # BRED walks its replicates with replay's _walk (jitter, reveal)
+                              "tests/evaluators/test_bred_pins.py",
+                              "tests/evaluators/test_bred.py"],
+    "evaluators/_bred.py": ["tests/evaluators/test_bred.py",
+                            "tests/evaluators/test_bred_pins.py"],
 }
 #: tests that cannot run under mutmut's fork-per-mutant workers (they start a Dask cluster)
 IGNORED = ["tests/evaluators/test_distributed.py"]
+
+
+_KERNEL_DECORATOR = re.compile(r"^@(\w+)\.kernel\n", re.M)
+_KERNEL_INSTALL = re.compile(r"^__getattr__ = (\w+)\.install\(\).*$", re.M)
+
+
+def plain_kernels(source: str) -> str:
+    """A lazy numba kernel module (``recloop_base.kernels.LazyKernels``) as plain Python, the
+    source mutmut mutates: mutmut leaves out decorated functions, and numba cannot compile
+    its trampolines. The ``@kernels.kernel`` decorators go (the decorator only registers the
+    function), and the module's ``__getattr__`` that compiles on first access becomes
+    ``kernel.py_func = kernel`` for each kernel, so that the callers' compiled path and their
+    ``.py_func`` path both run the (mutated) Python function. Any other module: unchanged."""
+    names = re.findall(r"^@\w+\.kernel\ndef (\w+)", source, re.M)
+    if not names or not _KERNEL_INSTALL.search(source):
+        return source
+    plain = "\n".join(f"{n}.py_func = {n}  # tools/mutate.py: run as plain Python" for n in names)
+    return _KERNEL_INSTALL.sub(lambda m: plain, _KERNEL_DECORATOR.sub("", source))
 
 
 def core_modules() -> list[str]:
@@ -128,6 +172,8 @@ def prepare(modules: list[str], keep: bool) -> Path:
         if dst.exists():
             shutil.rmtree(dst)
         shutil.copytree(ROOT / name, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    for m in modules:  # kernels compiled by numba are mutated as plain Python
+        (work / m).write_text(plain_kernels((ROOT / m).read_text()))
     if keep and (work / "mutants").exists():
         # mutmut copies sources only when missing: drop its copies, but keep its verdicts
         # (the .meta files), which it keeps for each function whose code is unchanged
@@ -248,7 +294,59 @@ def is_equivalent(module: str, name: str, diff: str, known) -> bool:
     return key in known or (module, key[1], f"{' '.join(minus)} => {key[2]}") in known
 
 
+def plant(module: str, old: str, new: str, tests: list[str]) -> int:
+    """Plant one bug (``old`` -> ``new``, exactly one occurrence) in a scratch copy of the tree
+    and run ``tests`` (default: the module's ``TESTS``) there; print the failing tests. 0: the
+    tests caught it; 1: it survived; 2: bad arguments."""
+    src_path = ROOT / module
+    if not src_path.is_file():
+        print(f"tools/mutate.py: --plant: no module {module!r} in {ROOT}", file=sys.stderr)
+        return 2
+    count = src_path.read_text().count(old)
+    if count != 1:
+        print(f"tools/mutate.py: --plant: the text to replace must occur exactly once in "
+              f"{module}; it occurs {count} times", file=sys.stderr)
+        return 2
+    tests = tests or [t for t in TESTS.get(module, ["tests"]) if (ROOT / t).exists()]
+    work = WORK / "plant"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    for name in PACKAGES + ("tests",):
+        shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
+    (work / module).write_text(src_path.read_text().replace(old, new))
+    print(f"planted in {module}:\n- {old}\n+ {new}\nrunning {' '.join(tests)}", flush=True)
+    env = dict(os.environ, CI="true", PYTHONPATH=str(work))
+    start = time.perf_counter()
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-o", "addopts=", "--tb=line", "-rf",
+                          *[f"--ignore={t}" for t in IGNORED], *tests],
+                         cwd=work, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    lines = run.stdout.splitlines()
+    failed = [ln for ln in lines if ln.startswith("FAILED ") or ln.startswith("ERROR ")]
+    tail = lines[-1] if lines else run.stderr.strip()[-500:]
+    if run.returncode == 0:
+        print(f"SURVIVED: no test failed ({tail}; {seconds:.0f} s)")
+        return 1
+    if run.returncode != 1:  # collection errors, usage errors, interrupted
+        sys.stdout.write(run.stdout[-3000:] + run.stderr[-3000:])
+        print(f"KILLED? pytest exited {run.returncode}: read the output above")
+        return 0
+    print("\n".join(failed))  # each failing test with its assertion
+    print(f"KILLED: {len(failed)} test(s) failed ({tail}; {seconds:.0f} s)")
+    return 0
+
+
 def main(argv=None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "--plant":
+        if len(argv) < 4:
+            print("usage: tools/mutate.py --plant MODULE OLD NEW [TEST ...]", file=sys.stderr)
+            return 2
+        return plant(argv[1], argv[2], argv[3], list(argv[4:]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("modules", nargs="*", help="modules of the numeric core (default: all)")
@@ -305,8 +403,8 @@ def main(argv=None) -> int:
             # and every mutant of a function changed or added since that run (patterns)
             dotted = m.removesuffix(".py").replace("/", ".")
             names += [f"{dotted}.{f}__mutmut_*"
-                      for f in sorted(changed_functions((work / m).read_text(),
-                                                        (ROOT / m).read_text()))]
+                      for f in sorted(changed_functions(
+                          (work / m).read_text(), plain_kernels((ROOT / m).read_text())))]
     work = prepare(modules, args.keep or args.survivors)
     start = time.perf_counter()
     env = dict(os.environ, CI="true")  # tests/conftest.py: derandomised hypothesis
@@ -332,8 +430,11 @@ def main(argv=None) -> int:
 def summarize(work: Path, modules: list[str], known, args, seconds: float | None) -> int:
     """Print every survivor's diff and the counts per module; the exit status."""
     summary = {}
+    # a mutant whose test process died of a signal (SIGSEGV: a compiled kernel handed a
+    # mutated array) was noticed by the tests: counted as killed, as mutmut counts it
     status = {0: "survived", 1: "killed", 3: "killed", 33: "no tests", 5: "no tests",
-              36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout"}
+              36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
+              -11: "killed", 139: "killed"}
     for module in modules:
         meta = verdicts(work, module)
         counts = {"killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "no tests": 0,
