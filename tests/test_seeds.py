@@ -31,7 +31,6 @@ from tests.evaluators.test_replay import StaticPolicy, make_log, make_world
 
 #: Public functions taking ``rng``/``seed`` that the registry leaves out, with the reason.
 EXCLUDED = {
-    "evaluators._twin.select_by_twin": "the twin's own tests (another helper's)",
     "evaluators._slope.select_estimator": "SLOPE's own tests (another helper's)",
     "agents._base.as_generator": "the conversion itself (recloop_base's tests)",
     "agents._base.BanditPolicy.reset": "the protocol's declaration: no code",
@@ -331,6 +330,60 @@ def holdout(seed):
     return repr(h)
 
 
+def selection(name, **kw):
+    """A selector on a small log among three candidates (the twin, the split-based ones and
+    SLOPE draw the reward models' folds; the first three also their twins or splits)."""
+    def call(seed):
+        log = bandit_log()
+        cands = {"ips": evaluators.ips, "dm": evaluators.direct_method,
+                 "dr": evaluators.doubly_robust}
+        sel = getattr(evaluators, name)(log, target(log), candidates=cands, rng=seed, **kw)
+        return sel.selected, sel.value, tuple((c.label, c.score) for c in sel.leaderboard)
+    return call
+
+
+def evaluate_log(seed):
+    log = bandit_log()
+    out = evaluators.evaluate_log(log, target(log), select="twin", rng=seed)
+    return out.frame().to_numpy().astype(str)
+
+
+def full_information(seed):
+    from evaluators._real_data import ClassifierPolicy
+
+    g = np.random.default_rng(0)
+    X = g.normal(size=(120, 2))
+    rewards = g.random((120, 3))
+    out = datasets.full_information_to_bandit(X, rewards, logging=ClassifierPolicy(0.0),
+                                              target=ClassifierPolicy(0.0), rng=seed)
+    return out.log.action, out.eval_index
+
+
+def implicit_mf(seed):
+    x = sp.csr_array((np.random.default_rng(0).random((30, 20)) < 0.3).astype(float))
+    return agents.ImplicitMF(3, n_iter=2, rng=seed).fit(x).user_factors
+
+
+def fit_drift(seed):
+    """The drift fit of a small log, the static calibration as ``fit``; the seed only
+    subsamples users beyond MAX_USERS, so two seeds may agree on a small log."""
+    users, items, _, stamps = small_world_log()
+    ticks = ((np.asarray(stamps) - 1_000_000) // 86400).astype(np.int64)
+
+    def fit(cols):  # as calibrate calls it: static, ticks as timestamps
+        return simulator.calibrate(cols, n_factors=2, ratings=False, seconds_per_tick=1.0,
+                                   drift=False, max_iter=5, rng=0)
+
+    return repr(simulator.fit_drift(np.asarray(users), np.asarray(items), ticks,
+                                    int(ticks.max()) + 1, fit, np.random.default_rng(seed)))
+
+
+def noise_bands(seed):
+    real = calibrated().observed_matrix()
+    sim = calibrated().world(1).profiles(calibrated().config.n_ticks - 1)
+    return repr(simulator.noise_bands(real, sim, n_splits=5, n_pairs=200, rng=seed))
+
+
 DRAWS = [
     # simulator
     Draw("simulator._world.World.__init__", world_edges),
@@ -356,6 +409,8 @@ DRAWS = [
          lambda s: calibrated().world(s).profiles(calibrated().config.n_ticks - 1)),
     Draw("simulator._fidelity.fidelity", fidelity),
     Draw("simulator._fidelity.holdout_fidelity", holdout),
+    Draw("simulator._fidelity.noise_bands", noise_bands),
+    Draw("simulator._drift.fit_drift", fit_drift, matters=False),
     # agents
     *[Draw("agents._bandits._Bandit.reset", bandit_agent(name, **kw), label=f"{name}.reset")
       for name, kw in (
@@ -367,6 +422,7 @@ DRAWS = [
     Draw("agents._plackett_luce.PlackettLuce.sample", lambda s: slate_policy().sample(
         {"user": np.arange(50), "available": np.ones((50, 8), bool)}, rng=s)),
     Draw("agents._check.check_agent", check_agent),
+    Draw("agents._mf.ImplicitMF.__init__", implicit_mf, label="ImplicitMF"),
     # evaluators
     Draw("evaluators._ab.ab_test", lambda s: evaluators.ab_test(
         gym.make("recloop/LinearBandit-v0"), seeded(agents.UniformRandom(), 0),
@@ -397,6 +453,12 @@ DRAWS = [
          lambda s: datasets.bernoulli_ts_action_dist(
              (np.ones(4), np.ones(4)), 4, 2, n_sim=500, rng=s)),
     Draw("evaluators._real_data.multiclass_to_bandit", multiclass),
+    Draw("evaluators._real_data.full_information_to_bandit", full_information),
+    Draw("evaluators._twin.select_by_twin", selection("select_by_twin", n_twins=3)),
+    Draw("evaluators._cv_ope.select_by_cv", selection("select_by_cv", n_splits=3)),
+    Draw("evaluators._pasif.select_by_pasif", selection("select_by_pasif", n_subsamples=3)),
+    Draw("evaluators._slope.select_by_slope", selection("select_by_slope")),
+    Draw("evaluators._evaluate.evaluate_log", evaluate_log),
     Draw("evaluators._splits.train_test_split", lambda s: splits.train_test_split(50, rng=s)),
     Draw("evaluators._splits.train_validation_test_split",
          lambda s: splits.train_validation_test_split(50, rng=s)),
