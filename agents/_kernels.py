@@ -8,8 +8,8 @@ batched copy bit-for-bit identical to a single agent. Plain Python versions are 
 
 Lazy: importing this module imports neither numba nor compiles anything. The kernels are
 plain functions registered by ``@_kernel``; the first access to one of them as a module
-attribute (``kn.pick``) imports numba and wraps them all (``njit(cache=False,
-nogil=True)``), before any of them is compiled, so that kernels calling one another resolve
+attribute (``kn.pick``) imports numba and wraps them all (``recloop_base.kernels.jit``:
+cached on disk), before any of them is compiled, so that kernels calling one another resolve
 to the compiled versions. Each compiles on its first call.
 """
 

@@ -2,8 +2,14 @@
 
 Importing a kernel module imports neither numba nor compiles anything (``tests/test_imports.py``
 keeps it so). A kernel is written as a plain Python function (its reference: the tests run it
-beside the compiled one) and compiled with ``numba.njit(cache=False, nogil=True)`` -- the GIL
-released, so that thread pools split the work -- the first time it is needed:
+beside the compiled one) and compiled with ``numba.njit(nogil=True)`` -- the GIL released, so
+that thread pools split the work -- the first time it is needed. Kernels written in a source
+file are cached on disk (``cache=True``: numba's ``__pycache__`` beside the file, or its
+user-wide cache when that is not writable), so that each new process -- a worker, a guest, a
+command -- loads them instead of compiling them again; numba keys the cache on the source
+file and the closure's contents, and compiles again when either changed. Kernels generated at
+run time (``agents._kernels``' unrolled LinUCB steps) have no file and are compiled once per
+process:
 
 * :func:`compiled` ``(py_fn)`` for a self-contained kernel: one compiled dispatcher per
   Python function, made once per process (thread-safe);
@@ -25,10 +31,13 @@ _CACHE: dict = {}
 
 
 def jit(fn):
-    """``numba.njit(cache=False, nogil=True)(fn)`` (imports numba)."""
+    """``numba.njit(cache=..., nogil=True)(fn)`` (imports numba): cached on disk when ``fn``
+    is written in a source file, not when it was generated at run time."""
+    import os
+
     from numba import njit
 
-    return njit(cache=False, nogil=True)(fn)
+    return njit(cache=os.path.isfile(fn.__code__.co_filename), nogil=True)(fn)
 
 
 def compiled(py_fn):
