@@ -510,7 +510,7 @@ def _kind_figures(rows: list[dict], scenario: dict, folder: Path,
             what = stem[len(ev["name"]):].strip("_") if stem.startswith(ev["name"]) else stem
             made.append((ev["name"], f"{ev['name']}: {what or stem}{which}",
                          f"figures/{Path(path).name}"))
-        if kind.figures_only:
+        if kind.figures_only and paths:  # none drawn (no selectors): the generic ones
             covered.add(ev["name"])
     return made, covered, failed
 
