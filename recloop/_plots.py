@@ -34,10 +34,11 @@ from typing import Sequence
 
 from recloop._rundir import atomic_savefig
 
-__all__ = ["DASHES", "MARKERS", "MAX_LEGEND", "RECORD_WIDTH", "REFERENCE", "TRUTH", "Dots",
-           "Series", "caption", "constant_text", "dot_plot", "figure", "groups", "is_constant",
-           "legend", "log_axis", "number", "save", "series_plot", "setting_text", "style",
-           "truth_handle", "window", "direct_labels"]
+__all__ = ["DASHES", "MARKERS", "MAX_LEGEND", "ORACLE_GOAL", "RECORD_WIDTH", "REFERENCE",
+           "TRUTH", "Dots", "Series", "caption", "constant_text", "direct_labels", "dot_plot",
+           "figure", "groups", "is_constant", "legend", "log_axis", "number", "oracle_figure",
+           "panel_legend", "save", "series_plot", "setting_text", "style", "truth_handle",
+           "window"]
 
 #: Markers of the series, in order (hollow, so that one shows through another).
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*", "p")
@@ -174,6 +175,22 @@ def legend(fig, *, handles=None, labels=None, title: str | None = None):
                       title=title, title_fontsize=8)
 
 
+def panel_legend(ax, *, ncols: int = 2):
+    """A short legend under one panel, of its own marks only (series first, references
+    last): for a figure whose panels draw different things, where one legend for all
+    would ask the eye to match marks across panels. ``None`` when nothing is labelled."""
+    from matplotlib.artist import Artist
+
+    pairs = [(h, lab) for h, lab in zip(*ax.get_legend_handles_labels(), strict=True)
+             if lab and not lab.startswith("_")]
+    if not pairs:
+        return None
+    pairs.sort(key=lambda p: isinstance(p[0], Artist) and p[0].get_gid() == REFERENCE)
+    return ax.legend(*zip(*pairs, strict=True), loc="upper center",
+                     bbox_to_anchor=(0.5, -0.2), fontsize=7, ncols=min(ncols, len(pairs)),
+                     frameon=False, handletextpad=0.3, columnspacing=1.0)
+
+
 def caption(fig, title: str, note: str = "") -> None:
     """The figure's title and, under it, a smaller note of what the marks and bars are."""
     width = max(40, int(fig.get_figwidth() * 12))  # characters of 9 pt at 100 dpi
@@ -187,7 +204,8 @@ class Dots:
     drawn as a thick bar, and optionally a ``spread`` ``[spread_low, spread_high]`` drawn as
     a thin line (``nan`` where there is none). ``j`` picks its :func:`style`; ``by_row``
     colours each row by the style of its category's index instead (one series whose rows
-    are the estimators)."""
+    are the estimators); ``color`` overrides the style's colour (a series that must not be
+    read as one of another panel's coloured series)."""
 
     label: str
     values: Sequence[float]
@@ -197,14 +215,17 @@ class Dots:
     spread_high: Sequence[float] | None = None
     j: int = 0
     by_row: bool = False
+    color: str | None = None
 
 
 def dot_plot(ax, categories: Sequence[str], series: Sequence[Dots], *,
              truths: Sequence[float] | None = None, truth_label: str = "truth",
-             row_styles: Sequence[int] | None = None) -> None:
+             row_styles: Sequence[int] | None = None, markersize: float = 7.0,
+             spread: float = 0.22) -> None:
     """A horizontal dot plot: one row per category (top to bottom), each series a dot with
-    its interval, several series side by side within a row. The truth of each row is a
-    black mark, or one dashed vertical line when every row shares it.
+    its interval, several series side by side within a row (``spread``: the farthest from
+    the row's middle, in rows). The truth of each row is a black mark, or one dashed
+    vertical line when every row shares it.
 
     ``row_styles``: with a ``by_row`` series, the style index of each row (default: its
     position)."""
@@ -213,12 +234,14 @@ def dot_plot(ax, categories: Sequence[str], series: Sequence[Dots], *,
     n = len(categories)
     y = np.arange(n, dtype=float)
     k = len(series)
-    offsets = np.linspace(-0.22, 0.22, k) if k > 1 else np.zeros(1)
+    offsets = np.linspace(-spread, spread, k) if k > 1 else np.zeros(1)
     for s, off in zip(series, offsets, strict=True):
         vals = np.asarray(s.values, dtype=float)
         for i in range(n):
             st = style(row_styles[i] if row_styles is not None else i) if s.by_row \
                 else style(s.j)
+            if s.color is not None:
+                st = {**st, "color": s.color}
             yy = y[i] + off
             if s.spread_low is not None and math.isfinite(s.spread_low[i]) \
                     and math.isfinite(s.spread_high[i]):
@@ -230,7 +253,7 @@ def dot_plot(ax, categories: Sequence[str], series: Sequence[Dots], *,
             if s.low is not None and math.isfinite(s.low[i]) and math.isfinite(s.high[i]):
                 xerr = [[max(0.0, vals[i] - s.low[i])], [max(0.0, s.high[i] - vals[i])]]
             ax.errorbar([vals[i]], [yy], xerr=xerr, fmt=st["marker"], color=st["color"],
-                        markersize=7, markerfacecolor="none", markeredgewidth=1.6,
+                        markersize=markersize, markerfacecolor="none", markeredgewidth=1.6,
                         elinewidth=2.4, capsize=3,
                         label=s.label if i == 0 and not s.by_row else None)
         if s.by_row:  # rows in their own colours: the legend shows a neutral mark
@@ -476,3 +499,74 @@ def window(ax, start: float, end: float, *, label: str | None = "campaign") -> N
     legend."""
     ax.axvspan(start - 0.5, max(end, start + 1) - 0.5, color="0.55", alpha=0.22, lw=0,
                zorder=0, gid=REFERENCE, label=label)
+
+
+# --- choosers against the oracle: estimator selection's figure of record ----------------------
+
+#: The goal a selector is held to (issue 37): its pick's RMSE within this many times the
+#: oracle's, the candidate of least RMSE over the logs.
+ORACLE_GOAL = 1.2
+
+
+def _ratio_ticks(lo: float, hi: float) -> list[float]:
+    """Ticks of a ratio axis in ``[lo, hi]``: 1-2-5 steps, with 0.8, 1.2 and 1.5 when the
+    range is narrow (two or fewer of those)."""
+    steps = [m * 10.0 ** e for e in range(-3, 4) for m in (1, 2, 5)]
+    ticks = [t for t in steps if lo <= t <= hi]
+    if len(ticks) <= 2:
+        ticks = sorted(ticks + [t for t in (0.5, 0.8, 1.2, 1.5, 3.0) if lo <= t <= hi
+                                and t not in ticks])
+    return ticks
+
+
+def oracle_figure(panels: Sequence[tuple[str, Sequence[str], Sequence[Dots]]], path, *,
+                  title: str, note: str,
+                  x_label: str = "RMSE / the oracle's RMSE") -> Path:
+    """Each chooser's RMSE over the oracle's, per cell: one dot plot per panel (``(title,
+    rows, series)``, the panels side by side, at most 3 a row; rows named once when panels
+    side by side have the same), one row per cell, one mark per chooser (a series: its own
+    look in every panel), on the same log axis in every panel; the oracle (1) black and
+    dashed, the goal (:data:`ORACLE_GOAL` times the oracle) dotted; one legend under the
+    panels. Written at :data:`RECORD_WIDTH` (a figure of record)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    panels = [p for p in panels if len(p[1])]
+    k = max([len(p[2]) for p in panels] + [1])
+    row = max(0.4, 0.1 + 0.12 * k)  # inches a row: its marks ~0.1 inch apart
+    ncols = min(3, max(1, len(panels)))
+    nrows = math.ceil(len(panels) / ncols)
+    tallest = [max(len(p[1]) for p in panels[r * ncols:(r + 1) * ncols])
+               for r in range(nrows)] or [1]
+    fig, axes = figure(nrows, ncols, width=RECORD_WIDTH, height=row * sum(tallest)
+                       + 0.4 * nrows + 1.5, gridspec_kw={"height_ratios": tallest})
+    flat = list(axes.flat)
+    values = [v for _, _, dots in panels for d in dots
+              for v in (*d.values, *(d.low or ()), *(d.high or ()))]
+    finite = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    lo, hi = min(finite + [1.0]) / 1.12, max(finite + [ORACLE_GOAL]) * 1.12
+    ticks = _ratio_ticks(lo, hi)
+    for n, (ax, (name, cats, dots)) in enumerate(zip(flat, panels, strict=False)):
+        dot_plot(ax, cats, dots, markersize=5.5, spread=0.3 if k > 2 else 0.2)
+        ax.axvline(1.0, label="oracle: the best fixed candidate", **TRUTH)
+        ax.axvline(ORACLE_GOAL, color="0.35", linestyle=":", linewidth=1.2, zorder=1,
+                   gid=REFERENCE, label=f"{ORACLE_GOAL:g} x the oracle: the goal")
+        ax.set_xscale("log")
+        ax.set_xlim(lo, hi)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: number(v)))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.tick_params(labelsize=7)
+        left = panels[n - 1] if n % ncols else None
+        if left is not None and list(left[1]) == list(cats):
+            ax.tick_params(labelleft=False)  # the same rows: named once, on the left
+        if name:
+            ax.set_title(name, fontsize=8)
+    for n, ax in enumerate(flat[:len(panels)]):
+        if n + ncols >= len(panels):  # nothing under it
+            ax.set_xlabel(x_label, fontsize=8)
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    legend(fig)
+    caption(fig, title, note)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return save(fig, path, dpi=100)

@@ -144,9 +144,9 @@ class EvaluationKind:
     family of agents it accepts (``""``: none). ``check(params, agents, world)`` yields
     ``(key, message)`` for cross-key rules; ``figures(rows, out_dir, world)`` returns PNG
     paths, the kind's figure of record first -- the one designed to answer its question,
-    shown on the report's first screen (``figures_only``: they replace the report's generic
-    figures); ``report(rows,
-    scenario, summary)`` returns Markdown lines of the kind's own section of ``report.md``
+    shown on the report's first screen (``figures_only``: where it draws any, they replace
+    the report's generic figures of that evaluation); ``report(rows, scenario, summary)``
+    returns Markdown lines of the kind's own section of ``report.md``
     (e.g. a leaderboard; ``rows`` are the evaluation's result rows as dicts, ``scenario``
     the resolved scenario, ``summary`` the :func:`recloop.summarize` rows of its per-log
     estimates: a leaderboard shows those numbers, the ones of every other summary).

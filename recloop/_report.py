@@ -510,7 +510,7 @@ def _kind_figures(rows: list[dict], scenario: dict, folder: Path,
             what = stem[len(ev["name"]):].strip("_") if stem.startswith(ev["name"]) else stem
             made.append((ev["name"], f"{ev['name']}: {what or stem}{which}",
                          f"figures/{Path(path).name}"))
-        if kind.figures_only:
+        if kind.figures_only and paths:  # none drawn (no selectors): the generic ones
             covered.add(ev["name"])
     return made, covered, failed
 
@@ -690,6 +690,7 @@ def _estimators_figure(folder: Path, evaluation: str, metric: str, items: list,
     fig, axes = _plots.figure(nrows, ncols, width=3.6 * ncols + 1.6,
                               height=(0.32 * len(variants) + 1.3) * nrows + 0.9)
     flat = list(axes.flat)
+    shown = []  # per panel: drawn (False: one value, said in a line of text)
     for ax, panel in zip(flat, panels, strict=False):
         mine = [g for g in items if not panel_key
                 or json.dumps(g.params.get(panel_key), sort_keys=True) == panel]
@@ -706,8 +707,15 @@ def _estimators_figure(folder: Path, evaluation: str, metric: str, items: list,
         if len(agents) == 1:
             by_variant = {g.variant: g for g in mine}
             truths = [by_variant[v].truth if v in by_variant else math.nan for v in variants]
-        _plots.dot_plot(ax, variants, series, truths=truths)
-        ax.set_xlabel(metric)
+        values = [g.estimate for g in mine if g.variant in variants and g.agent in agents]
+        if _plots.is_constant(values) and not any(g.has_truth for g in mine):  # one value
+            shown.append(False)
+            _plots.constant_text(ax, f"{metric} is {_num(values[0])} for every estimator"
+                                 + (" and target" if len(agents) > 1 else ""))
+        else:
+            shown.append(True)
+            _plots.dot_plot(ax, variants, series, truths=truths)
+            ax.set_xlabel(metric)
         if panel_key:
             first = mine[0] if mine else None
             what = ", ".join(f"{k} = {_value_text(first.params[k])}" for k in fixed
@@ -716,8 +724,9 @@ def _estimators_figure(folder: Path, evaluation: str, metric: str, items: list,
                          + (f"\n({what})" if what else ""), fontsize=9)
     for ax in flat[len(panels):]:
         ax.set_visible(False)
-    for ax in flat[1:len(panels)]:
-        ax.tick_params(labelleft=False)  # the estimators' names once, on the left
+    for n, ax in enumerate(flat[1:len(panels)]):
+        if shown[n] and n % ncols != ncols - 1:  # the names once, on the left (where drawn)
+            ax.tick_params(labelleft=False)
     _plots.legend(fig, title="target" if len(agents) > 1 else None)
     n_more = len(dict.fromkeys(g.variant for g in items)) - len(variants)
     _plots.caption(fig, f"{evaluation}: {metric}", _bars_note(items)
@@ -776,9 +785,14 @@ def _generic_figure(folder: Path, evaluation: str, metric: str, items: list) -> 
                 lab, [_x_of(g, x_key) if not dots else 0 for g in pts],
                 [g.estimate for g in pts], [1.96 * g.se for g in pts],
                 [g.truth for g in pts], j=labels.index(lab)))
-        _plots.series_plot(ax, series, x_label=x_key or "", y_label=metric,
-                           log_x=None if x_key != "tick" else False,
-                           dot_label="mean (95% interval)")
+        values = [v for s in series for v in s.y]
+        truths = [t for s in series for t in (s.truth or ()) if math.isfinite(t)]
+        if dots and not truths and _plots.is_constant(values):  # a line of text says it
+            _plots.constant_text(ax, f"{metric} is {_num(values[0])} in every row")
+        else:
+            _plots.series_plot(ax, series, x_label=x_key or "", y_label=metric,
+                               log_x=None if x_key != "tick" else False,
+                               dot_label="mean (95% interval)")
         if panel_key is not None:
             ax.set_title(panel, fontsize=9)
     for ax in flat[len(panels):]:

@@ -431,9 +431,19 @@ def test_offline_vs_online(tmp_path, drawn):
     readable(path)
     d = drawn[path.name]
     check_rules(d)
-    assert d.labels == ["tau against the truth at T", "tau against the truth at T/K",
-                        "replay", "bred_once", "online value V(T): the truth"]
-    assert ticks(d.axes[1], "y") == ["ucb1", "ucb1b"]
+    # issue 34, "legends the eye can match": each panel names its own marks under it, the
+    # taus in black and grey, never in the colours of the evaluators beside them
+    left, right = d.axes
+    assert not d.fig.legends
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["against V(T)",
+                                                                     "against V(T/K)"]
+    assert [t.get_text() for t in right.get_legend().get_texts()] == [
+        "replay", "bred_once", "V(T): the truth"]
+    taus = {c.lines[0].get_color() for c in left.containers}
+    assert taus == {"black", "0.55"}
+    assert not taus & {c.lines[0].get_color() for c in right.containers}
+    assert ticks(left, "y") == ["replay", "bred_once"]
+    assert ticks(right, "y") == ["ucb1", "ucb1b"]
     own = [r.estimate for r in rows if r.agent == "online_T_over_K"][0]
     assert f"that by V(T): tau {own:.2f}" in d.title
 
@@ -475,6 +485,128 @@ def test_fast_loo_cf_on_a_fitted_world_sets_the_logs_one_above_the_other(tmp_pat
     assert is_dot_plot(d.axes[2], ["cosine", "pearson"])
     assert d.axes[0].get_shared_x_axes().joined(d.axes[0], d.axes[2])
     assert "Kendall tau 1.00 (RMSE)" in d.title
+
+
+# -- estimator selection against the oracle: every chooser the run has ---------------------------
+
+def row_names(ax) -> list[str]:
+    """The rows of a dot plot, top down, also where a panel leaves them to the one on its
+    left (its tick labels hidden)."""
+    fmt = ax.yaxis.get_major_formatter()
+    return [fmt(v, i) for i, v in enumerate(ax.get_yticks())]
+
+
+def marks(ax) -> dict:
+    """The x of every mark of a dot plot, by series label and row name: ``{label: {row:
+    x}}`` (a mark's series known by its colour and marker, its row by its height)."""
+    names = row_names(ax)
+    look = {(c.lines[0].get_color(), c.lines[0].get_marker()): c.get_label()
+            for c in ax.containers if not c.get_label().startswith("_")}
+    out: dict = {}
+    for c in ax.containers:
+        line = c.lines[0]
+        label = look[line.get_color(), line.get_marker()]
+        row = names[int(round(float(line.get_ydata()[0])))]
+        out.setdefault(label, {})[row] = float(line.get_xdata()[0])
+    return out
+
+
+ORACLE_LINES = ["oracle: the best fixed candidate", "1.2 x the oracle: the goal"]
+
+
+@pytest.fixture(scope="module")
+def selection_rows():
+    from recloop.experiments._selection import estimator_selection
+
+    return [r for family in ("ips", "dr_os") for noise in (0.0, 0.5)
+            for r in estimator_selection("bred_linear", family=family, logging="softmax",
+                                         n_rounds=200, n_logs=3, n_actions=5,
+                                         reward_noise=noise, selectors=["twin", "cv", "pasif"],
+                                         n_twins=3, n_resamples=20, rng=6,
+                                         evaluation="sel")]
+
+
+def test_selection_against_the_oracle_draws_every_chooser(tmp_path, drawn, selection_rows):
+    """estimator_selection's figure of record (its kind's first figure): per family a
+    panel, per setting a row, a mark for each chooser the rows hold -- SLOPE, the twin,
+    CV-OPE, PAS-IF and the untuned estimator -- at its RMSE over the oracle's; the oracle
+    and the 1.2x goal as lines."""
+    from recloop._registry import registry
+    from recloop.experiments._selection import CHOOSER_LABELS
+
+    rows = selection_rows
+    record, *rest = registry().evaluations["estimator_selection"].figures(rows, tmp_path, None)
+    assert record.name == "sel_vs_oracle.png" and not rest
+    readable(record)
+    d = drawn[record.name]
+    check_rules(d)
+    choosers = ["untuned", "slope", "twin", "cv", "pasif"]
+    assert d.labels == [CHOOSER_LABELS[c] for c in choosers] + ORACLE_LINES
+    assert [ax.get_title() for ax in d.axes] == ["family ips", "family dr_os"]
+    assert all(ax.get_xscale() == "log" for ax in d.axes)
+    for ax, family in zip(d.axes, ("ips", "dr_os"), strict=True):
+        drawn_x = marks(ax)
+        assert row_names(ax) == ["noise 0", "noise 0.5"]
+        for c in choosers:
+            for noise in (0.0, 0.5):
+                got = {r.variant: r.estimate for r in rows if r.metric == "rmse"
+                       and r.params["family"] == family and r.params["reward_noise"] == noise}
+                want = got[c] / got["oracle"]
+                assert drawn_x[CHOOSER_LABELS[c]][f"noise {_plots.number(noise)}"] == \
+                    pytest.approx(want, rel=1e-12), (family, noise, c)
+        refs = sorted(float(ln.get_xdata()[0]) for ln in ax.get_lines()
+                      if ln.get_gid() == _plots.REFERENCE)
+        assert refs == [1.0, 1.2]
+    # SLOPE alone: SLOPE and the untuned estimator, nothing drawn for absent selectors
+    alone = [r for r in rows if r.variant not in ("twin", "cv", "pasif")]
+    path, = plot_selection_of(alone, tmp_path / "alone")
+    assert drawn[path.name].labels == [CHOOSER_LABELS[c] for c in ("untuned", "slope")] \
+        + ORACLE_LINES
+
+
+def plot_selection_of(rows, out):
+    from recloop.experiments._selection import plot_selection
+
+    return plot_selection(rows, out, prefix="alone")
+
+
+@pytest.fixture(scope="module")
+def ope_real_selection_rows():
+    pytest.importorskip("sklearn")
+    from recloop.experiments._ope_real import ope_real
+
+    return [r for source in ("wine", "iris") for r in ope_real(
+        source, estimators=["ips", "snips", "direct_method"],
+        selectors=["select_by_twin", "select_by_cv", "select_by_slope"], n_logs=3, rng=7,
+        evaluation="multiclass_selection")]
+
+
+def test_ope_real_selectors_against_the_oracle(tmp_path, drawn, ope_real_selection_rows):
+    """ope_real's figure of record with selectors: a panel per data set (never a numeric
+    axis of their sizes), a row per target, a mark per selector at its oracle_ratio; an
+    evaluation without selectors draws none (its generic figures stay)."""
+    from recloop._registry import registry
+
+    rows = ope_real_selection_rows
+    kind = registry().evaluations["ope_real"]
+    record, *rest = kind.figures(rows, tmp_path, None)
+    assert record.name == "multiclass_selection_vs_oracle.png" and not rest
+    readable(record)
+    d = drawn[record.name]
+    check_rules(d, fixed={r.params["n_rounds"] for r in rows})
+    selectors = ["select_by_twin", "select_by_cv", "select_by_slope"]
+    assert d.labels == selectors + ORACLE_LINES
+    assert [ax.get_title().split("\n")[0] for ax in d.axes] == ["wine", "iris"]
+    for ax, source in zip(d.axes, ("wine", "iris"), strict=True):
+        assert row_names(ax) == ["good", "hedged", "poor"]
+        want = {(r.variant, r.agent): r.estimate for r in rows if r.metric == "oracle_ratio"
+                and r.params["source"] == source}
+        got = {(s, t): x for s, by_row in marks(ax).items() for t, x in by_row.items()}
+        assert got == pytest.approx(want, rel=1e-12)
+        assert {s for s, _ in got} == set(selectors)
+        assert {t for _, t in got} == {"good", "hedged", "poor"}
+    plain = [r for r in rows if r.variant not in selectors and r.variant != "oracle"]
+    assert kind.figures(plain, tmp_path / "plain", None) == []
 
 
 # -- a sweep over categories is never a numeric axis, in any kind's figure ----------------------
@@ -647,14 +779,43 @@ def test_a_categorical_sweep_is_never_a_numeric_axis_and_a_constant_is_a_line(tm
     assert "nan_rate is 0 in every row (18): not drawn" in report
 
 
+@pytest.mark.parametrize("targets", [("bts",), ("good", "poor")], ids=["one", "two"])
+def test_a_panel_of_one_value_is_a_line_of_text(tmp_path, drawn, targets):
+    """obd_random_to_bts's overlap at its smallest size: 1 for every estimator in the men's
+    and women's campaigns, spread in all's -- those panels say it in a line of text, the
+    estimators named on the panel that draws them."""
+    from recloop._report import write_report
+
+    rows = [{"agent": t, "variant": e, "metric": "overlap",
+             "estimate": 1.0 if c != "all" else 0.25 * (j + k),
+             "params": {"campaign": c, "n_rounds": 300}}
+            for c in ("all", "men", "women") for k, t in enumerate(targets)
+            for j, e in enumerate(("ips", "snips", "dm"))]
+    write_report(write_run(tmp_path, rows, [], "selfcheck"))
+    d = drawn["ev__overlap.png"]
+    check_rules(d)
+    texts = [[t.get_text() for t in ax.texts] for ax in d.axes]
+    say = "overlap is 1 " + ("in every row" if len(targets) == 1 else
+                             "for every estimator and target")
+    assert texts[0] == [] and texts[1] == texts[2] == [say]
+    assert ticks(d.axes[0], "y") == ["ips", "snips", "dm"]
+
+
 # -- every built-in scenario's figures, at its smallest size ------------------------------------
+
+def rows_of(run_dir: Path) -> list[dict]:
+    """The rows of a run's results.jsonl."""
+    import json
+
+    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+
 
 #: Built-in scenarios of the kinds whose figures recloop designs here (campaign_bias is the
 #: quickstart's kind; bred_vs_replay's, 20 s at its smallest, is dynamic_news's function on
-#: other rows and is drawn above; estimator_selection's and ope_real's own figures are
-#: theirs).
-RULED = ("calibrated_campaign_bias", "calibrated_loo_cf", "dynamic_news", "fast_loo_cf",
-         "large_action_spaces", "offline_vs_online", "ope_static", "quickstart", "slate_ope")
+#: other rows and is drawn above).
+RULED = ("calibrated_campaign_bias", "calibrated_loo_cf", "dynamic_news",
+         "estimator_selection", "fast_loo_cf", "large_action_spaces", "offline_vs_online",
+         "ope_real", "ope_static", "quickstart", "slate_ope")
 
 
 @pytest.mark.slow
@@ -677,8 +838,18 @@ def test_every_figure_of_a_builtin_scenario_keeps_the_rules(name, tmp_path, draw
     first = page.split("\nContents: [")[0]
     records = {"bred_vs_replay": "__value", "dynamic_news": "__value", "slate_ope": "__bias",
                "campaign_bias": "__scores", "fast_loo_cf": "_errors", "ope": "_rmse_0",
-               "offline_vs_online": "_T"}
+               "offline_vs_online": "_T", "estimator_selection": "_vs_oracle",
+               "ope_real": "_vs_oracle"}
     for ev in res.scenario["evaluations"]:
+        if ev["kind"] == "ope_real" and not ev.get("selectors"):
+            continue  # no selectors: the report's generic figures
         assert f"](figures/{ev['name']}{records[ev['kind']]}" in first, ev["name"]
+        if records[ev["kind"]] == "_vs_oracle":  # every selector the run emitted, drawn
+            emitted = {r["variant"] for r in rows_of(res.run_dir) if r["evaluation"] ==
+                       ev["name"] and r["metric"] in ("oracle_ratio", "within")}
+            labels = drawn[f"{ev['name']}_vs_oracle.png"].labels
+            assert emitted and all(any(label == v or label.startswith(f"{v}:")
+                                       for label in labels) for v in emitted), (emitted,
+                                                                                labels)
     if "calibrate_from" in res.scenario.get("world", {}):
         assert "](figures/fitted_world_fidelity.png)" in first

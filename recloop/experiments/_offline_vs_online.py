@@ -348,13 +348,14 @@ def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
                                   height=0.42 * rows_shown + 2.2)
         ax1, ax2 = axes[0]
         series = []
-        for j, (variant, text) in enumerate((("T", "tau against the truth at T"),
-                                             ("T_over_K", "tau against the truth at T/K"))):
+        # black and grey: not the evaluators' colours of the right panel (rows name them)
+        for j, (variant, text, color) in enumerate((("T", "against V(T)", "black"),
+                                                    ("T_over_K", "against V(T/K)", "0.55"))):
             ms = {r.agent: r for r in taus if r.variant == variant}
             series.append(_plots.Dots(
                 text, [ms[n].estimate if n in ms else math.nan for n in names],
                 [ms[n].ci_low if n in ms else math.nan for n in names],
-                [ms[n].ci_high if n in ms else math.nan for n in names], j=j))
+                [ms[n].ci_high if n in ms else math.nan for n in names], j=j, color=color))
         _plots.dot_plot(ax1, names, series)
         ax1.axvline(0.0, color="grey", lw=0.8)
         ax1.set_xlim(-1.05, 1.05)
@@ -369,18 +370,18 @@ def plot_offline_vs_online(rows, out_dir, *, prefix: str = EVALUATION) -> list:
                     for m in ms]
             series.append(_plots.Dots(e, est, [v - h for v, h in zip(est, half, strict=True)],
                                       [v + h for v, h in zip(est, half, strict=True)],
-                                      j=j + 2))
+                                      j=j))
         truth = {}
         for r in values:
             truth.setdefault(r.agent, r.truth)
         _plots.dot_plot(ax2, agents, series, truths=[truth[a] for a in agents],
-                        truth_label="online value V(T): the truth")
+                        truth_label="V(T): the truth")
         ax2.set_xlabel("value")
         ax2.set_title("each agent's estimates beside the truth", fontsize=8)
-        _plots.legend(fig)
-        for ax in (ax1, ax2):
+        for ax in (ax1, ax2):  # a short legend under each panel: its own marks only
             ax.tick_params(labelsize=7)
             ax.xaxis.label.set_size(8)
+            _plots.panel_legend(ax)
         own = [r.estimate for r in sel if r.agent == _TRUTH_ROW]
         _plots.caption(fig, f"Offline evaluators against the online truth, T = "
                        f"{_plots.number(T)}", "Left: mean Kendall tau over the logs, 95% "

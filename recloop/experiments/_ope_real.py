@@ -51,7 +51,7 @@ from recloop_base.validation import (
     check_int,
 )
 
-__all__ = ["DEFAULT_TARGETS", "KIND", "SOURCES", "ope_real"]
+__all__ = ["DEFAULT_TARGETS", "KIND", "SOURCES", "ope_real", "plot_selectors"]
 
 EVALUATION = "ope_real"
 #: Where the truth comes from: the Open Bandit Dataset, or a bundled classification set.
@@ -472,6 +472,56 @@ def overlap_table(rows) -> list[str]:
     return out + [""]
 
 
+def plot_selectors(rows, out_dir, *, prefix: str = EVALUATION) -> list:
+    """The figure of record of an evaluation with ``selectors``,
+    ``{prefix}_vs_oracle.png``: per cell (a panel per data set, a row per target) each
+    selector's ``oracle_ratio`` (its RMSE over the oracle's, the mean over seeds) on a log
+    axis, the oracle (1) and the goal (1.2 x the oracle) as lines. No figure (``[]``)
+    without selectors."""
+    from pathlib import Path
+
+    from recloop import _plots
+    from recloop.experiments._selection import chooser_dots
+
+    acc: dict = {}  # data set -> target -> selector -> ratios (one a seed)
+    for m in rows:
+        if m.metric != "oracle_ratio":
+            continue
+        p = dict(m.params or {})
+        where = p.get("source", "")
+        if where == "obd":
+            where = f"obd\ncampaign {p.get('campaign', 'all')}"
+        elif "n_actions" in p:
+            where = f"{where}\n{_plots.number(p['n_rounds'])} rows, {p['n_actions']} actions"
+        acc.setdefault(where, {}).setdefault(m.agent, {}).setdefault(m.variant, []).append(
+            m.estimate)
+    if not acc:
+        return []
+    selectors = list(dict.fromkeys(v for cells in acc.values() for by in cells.values()
+                                   for v in by))
+    panels = []
+    for where, cells in acc.items():
+        targets = list(cells)
+        dots = []
+        for j, s in enumerate(selectors):
+            ratios = [float(np.mean(cells[t][s])) if cells[t].get(s) else math.nan
+                      for t in targets]
+            dots.append(chooser_dots(s, s.removeprefix("select_by_"), ratios, j=4 + j))
+        panels.append((where if len(acc) > 1 else "", targets, dots))
+    one = next(iter(acc)) if len(acc) == 1 else ""
+    note = ("oracle: the candidate of least RMSE over the logs, known only to the harness; "
+            "no bars (pick_within in the tables: the share of logs within 1.2 x, with its "
+            "interval)" + (f"; {one}".replace("\n", ", ") if one else ""))
+    return [_plots.oracle_figure(panels, Path(out_dir) / f"{prefix}_vs_oracle.png",
+                                 title=f"{prefix}: each selector's RMSE / the oracle's",
+                                 note=note)]
+
+
+def _figures_kind(measurements, out_dir, world):
+    prefix = measurements[0].evaluation if measurements else EVALUATION
+    return plot_selectors(measurements, out_dir, prefix=prefix)
+
+
 def _report(rows, scenario, summary, estimates=()) -> list:
     from recloop.experiments._ope import leaderboard
 
@@ -615,6 +665,7 @@ KIND = EvaluationKind(
     needs_world=False,
     min_agents=0,
     check=_check_kind,
+    figures=_figures_kind,
     resources=_resources,
     headline=("value",),
     unit="log",

@@ -45,7 +45,8 @@ from recloop.experiments._ope import (
 )
 from recloop_base.validation import check_int
 
-__all__ = ["FAMILIES", "KIND", "estimator_selection", "plot_selection"]
+__all__ = ["CHOOSER_LABELS", "CHOOSER_STYLES", "FAMILIES", "KIND", "estimator_selection",
+           "plot_selection"]
 
 EVALUATION = "estimator_selection"
 #: Estimator families SLOPE tunes (see ``evaluators.SLOPE_DEFAULTS``).
@@ -371,115 +372,158 @@ def _chooser_rows(ests, picks, truth, err, rmse, best, within, gen, n_resamples,
 # -- report --------------------------------------------------------------------------------------
 
 def summary_table(rows, summary) -> list[str]:
-    """Markdown: per setting and target, the untuned, oracle's and SLOPE's RMSE over the
-    logs (the :func:`recloop.summarize` rows of the per-log estimates, the logs of every
-    seed pooled), the regret (SLOPE's RMSE minus the oracle's) and how often SLOPE picks
-    within 10% of the oracle's RMSE (``within``: the cells' own rows, mean over seeds)."""
+    """Markdown: per setting, target and chooser (SLOPE, and the selectors the run has),
+    the untuned and the oracle's RMSE over the logs, the chooser's RMSE, its ratio to the
+    oracle's (the figure of record's mark) and its regret (the :func:`recloop.summarize`
+    rows of the per-log estimates, the logs of every seed pooled), how often its pick is
+    within 10% of the oracle's RMSE (``within``) and how often its self-check warned
+    (``warned``; the cells' own rows, mean over seeds)."""
     import json
 
-    within: dict = {}  # (setting, target, chooser) -> `within` of each seed
+    cell: dict = {}  # (setting, target, chooser, metric) -> the value of each seed
     for r in rows:  # the rows of one evaluation
-        if r["variant"] in ("slope", "twin") and r["metric"] == "within":
-            key = (json.dumps(r["params"] or {}, sort_keys=True), r["agent"], r["variant"])
-            within.setdefault(key, []).append(r["estimate"])
+        if r["metric"] in ("within", "warned"):
+            key = (json.dumps(r["params"] or {}, sort_keys=True), r["agent"], r["variant"],
+                   r["metric"])
+            cell.setdefault(key, []).append(r["estimate"])
     groups: dict = {}  # (setting, target) -> {variant: SummaryRow}
     for s in summary:
         if s.metric == "value":
             key = (json.dumps(dict(s.params), sort_keys=True), s.agent)
             groups.setdefault(key, {})[s.variant] = s
-    twins = any(r["variant"] == "twin" for r in rows)
-    out = ["| setting | target | logs | untuned RMSE | oracle (choice) RMSE | SLOPE RMSE | "
-           "regret | within 10% |" + (" twin RMSE | twin regret | twin within 10% |"
-                                     if twins else ""),
-           "|---|---|---|---|---|---|---|---|" + ("---|---|---|" if twins else "")]
+    choosers = [c for c in ("slope", *SELECTORS) if any(c in g for g in groups.values())]
+    out = ["| setting | target | logs | untuned RMSE | oracle (choice) RMSE | chooser | RMSE | "
+           "RMSE / oracle | regret | within 10% | warned |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def f(x, digits=3):
         return "" if x is None or math.isnan(x) else f"{x:.{digits}g}"
 
     for (setting, target), by_variant in groups.items():
         cands = [(v, s) for v, s in by_variant.items() if "=" in v]
-        slope = by_variant.get("slope")
-        if not cands or slope is None:
+        if not cands or "slope" not in by_variant:
             continue
         rmses = [s.rmse for _, s in cands]
         best = (int(np.nanargmin(rmses)) if np.isfinite(rmses).any() else None)
         oracle = cands[best][1].rmse if best is not None else math.nan
         choice = cands[best][0].partition("=")[2] if best is not None else ""
-        def w_mean(chooser, key=(setting, target)):
-            w = within.get((*key, chooser), [])
+
+        def mean(chooser, metric, key=(setting, target)):
+            w = cell.get((*key, chooser, metric), [])
             return float(np.nanmean(w)) if np.isfinite(w).any() else math.nan
 
         p = json.loads(setting)
         shown = ", ".join(f"{k} {p[k]}" for k in ("family", "logging", "beta", "n_rounds",
                                                     "n_actions", "reward_noise") if k in p)
-        line = (f"| {shown} | {target} | {slope.n_logs} | {f(cands[0][1].rmse)} | "
-                f"{f(oracle)} ({choice}) | {f(slope.rmse)} | {f(slope.rmse - oracle)} | "
-                f"{f(w_mean('slope'), 2)} |")
-        if twins:
-            tw = by_variant.get("twin")
-            t_rmse = tw.rmse if tw is not None else math.nan
-            line += f" {f(t_rmse)} | {f(t_rmse - oracle)} | {f(w_mean('twin'), 2)} |"
-        out.append(line)
+        for c in choosers:
+            got = by_variant.get(c)
+            rmse = got.rmse if got is not None else math.nan
+            out.append(f"| {shown} | {target} | {by_variant['slope'].n_logs} | "
+                       f"{f(cands[0][1].rmse)} | {f(oracle)} ({choice}) | {c} | {f(rmse)} | "
+                       f"{f(rmse / oracle if oracle > 0 else math.nan)} | "
+                       f"{f(rmse - oracle)} | {f(mean(c, 'within'), 2)} | "
+                       f"{f(mean(c, 'warned'), 2)} |")
     return out
 
 
+#: Each chooser's look in the figures against the oracle (its :func:`recloop._plots.style`
+#: index), the same in ``estimator_selection``'s and ``ope_real``'s (``select_by_twin`` there).
+CHOOSER_STYLES = {"twin": 0, "cv": 1, "pasif": 2, "slope": 3}
+#: The choosers' names in the legend (the results' variant first, as the tables name it).
+CHOOSER_LABELS = {"slope": "slope: SLOPE's rule", "twin": "twin",
+                  "cv": "cv: cross-validated OPE", "pasif": "pasif: PAS-IF",
+                  "untuned": "untuned (no clip or shrinkage)"}
+#: How a setting's parameters read in a row's name.
+_SHOWN = {"family": "family {}", "logging": "{} logging", "beta": "beta {}",
+          "epsilon": "epsilon {}", "n_rounds": "{} rounds", "n_actions": "{} arms",
+          "reward_noise": "noise {}", "n_twins": "{} twins"}
+
+
+def _setting_words(params: dict, keys) -> str:
+    from recloop._plots import number
+
+    return ", ".join(_SHOWN[k].format(number(params[k]) if isinstance(params[k], (int, float))
+                                      else params[k]) for k in keys if k in params)
+
+
+def chooser_dots(label: str, key: str, ratios, lows=None, highs=None, *, j: int):
+    """The :class:`recloop._plots.Dots` of one chooser against the oracle, in its look
+    (:data:`CHOOSER_STYLES`; the untuned estimator grey)."""
+    from recloop import _plots
+
+    return _plots.Dots(label, ratios, lows, highs, j=CHOOSER_STYLES.get(key, j),
+                       color="0.45" if key == "untuned" else None)
+
+
 def plot_selection(rows, out_dir, *, prefix: str = EVALUATION) -> list:
-    """One dot plot per evaluation: per setting and target, the RMSE of SLOPE's pick, the
-    twin's (with ``n_twins``) and the untuned estimator's divided by the oracle's (1: as
-    good as the best fixed candidate in hindsight; the bars: the bootstrap interval of
-    the regret over logs, divided likewise), the mean over seeds."""
+    """The figure of record, ``{prefix}_vs_oracle.png``: per setting and target, the RMSE of
+    every chooser the rows hold (SLOPE's pick, and the twin's, CV-OPE's and PAS-IF's with
+    ``selectors``) and of the untuned estimator, divided by the oracle's (1: as good as the
+    best fixed candidate in hindsight; the bars: the bootstrap interval of the regret over
+    the logs, divided likewise), the mean over seeds; the goal (1.2 x the oracle) dotted; a
+    panel per family when several are swept, a row per setting that varies."""
     import json
     from pathlib import Path
 
     from recloop import _plots
 
+    choosers = ["untuned", "slope", *SELECTORS]
     acc: dict = {}
+    n_logs = set()
     for m in rows:
-        if m.metric not in ("rmse", "regret") or m.variant not in (
-                "oracle", "untuned", "slope", "twin"):
+        if m.metric not in ("rmse", "regret") or m.variant not in ("oracle", *choosers):
             continue
-        p = dict(m.params or {})
-        key = (json.dumps(p, sort_keys=True), m.agent)
+        key = (json.dumps(dict(m.params or {}), sort_keys=True), m.agent)
         acc.setdefault(key, {}).setdefault((m.variant, m.metric), []).append(m)
+        if m.variant == "oracle":
+            n_logs.add(m.n)
     if not acc:
         return []
-    shown = ("family", "logging", "beta", "n_rounds", "n_actions", "reward_noise")
-    cats, series = [], {"untuned": [], "slope": [], "twin": []}
-    lows = {k: [] for k in series}
-    highs = {k: [] for k in series}
+    present = [c for c in choosers if any((c, "rmse") in got for got in acc.values())]
+    settings = [json.loads(s) for s, _ in acc]
+    keys = [k for k in _SHOWN if any(k in p for p in settings)]
+    varying = [k for k in keys if len({json.dumps(p.get(k)) for p in settings}) > 1]
+    fixed = [k for k in keys if k not in varying]
+    targets = list(dict.fromkeys(t for _, t in acc))
+    panel_key = "family" if "family" in varying else None
+    in_row = [k for k in varying if k != panel_key]
+    panels: dict = {}  # panel -> {row name: {(chooser, what): value}}
     for (setting, target), got in acc.items():
         p = json.loads(setting)
-        cats.append(", ".join(f"{p[k]}" for k in shown if k in p) + f" | {target}")
+        name = _setting_words(p, in_row)
+        if len(targets) > 1 or not name:
+            name = f"{name} | {target}" if name else target
         oracle = float(np.mean([m.estimate for m in got.get(("oracle", "rmse"), [])]
                                or [math.nan]))
-        for v in series:
+        cell = panels.setdefault(p.get(panel_key, "") if panel_key else "", {})
+        cell[name] = out = {}
+        for v in present:
             r = [m.estimate for m in got.get((v, "rmse"), [])]
-            series[v].append(float(np.mean(r)) / oracle if r and oracle > 0 else math.nan)
+            out[v, "ratio"] = float(np.mean(r)) / oracle if r and oracle > 0 else math.nan
             g = got.get((v, "regret"), [])
             lo = [m.ci_low for m in g if m.ci_low is not None]
             hi = [m.ci_high for m in g if m.ci_high is not None]
-            lows[v].append((oracle + float(np.mean(lo))) / oracle if lo and oracle > 0
-                           else math.nan)
-            highs[v].append((oracle + float(np.mean(hi))) / oracle if hi and oracle > 0
-                            else math.nan)
-    labels = {"untuned": "untuned (no clip/shrinkage)", "slope": "SLOPE's pick",
-              "twin": "the twin's pick"}
-    dots = [_plots.Dots(labels[v], series[v], lows[v], highs[v], j=j)
-            for j, v in enumerate(series) if np.isfinite(series[v]).any()]
-    fig, axes = _plots.figure(1, 1, width=9.0, height=3.2 + 0.42 * len(cats))
-    ax = axes[0, 0]
-    _plots.dot_plot(ax, cats, dots)
-    ax.axvline(1.0, label="oracle (best fixed candidate)", **_plots.TRUTH)
-    ax.axvline(1.2, color="0.5", linestyle=":", linewidth=1.0, label="1.2 x oracle")
-    ax.set_xscale("log")
-    _plots.log_axis(ax, "x")
-    ax.set_xlabel("RMSE / the oracle's RMSE (log scale)")
-    _plots.caption(fig, f"{prefix}: how close each chooser gets to the oracle",
-                   "dots: RMSE over the logs / the oracle candidate's; bars: 95% bootstrap "
-                   "interval of the regret over logs, divided likewise. Rows: " +
-                   ", ".join(k for k in shown) + " | target")
-    _plots.legend(fig)
-    return [_plots.save(fig, Path(out_dir) / f"{prefix}_vs_oracle.png")]
+            out[v, "low"] = (oracle + float(np.mean(lo))) / oracle if lo and oracle > 0 \
+                else math.nan
+            out[v, "high"] = (oracle + float(np.mean(hi))) / oracle if hi and oracle > 0 \
+                else math.nan
+    drawn = []
+    for panel, cells in panels.items():
+        names = list(cells)
+        dots = [chooser_dots(CHOOSER_LABELS[v], v, *([cells[c][v, w] for c in names]
+                                                      for w in ("ratio", "low", "high")),
+                             j=4)
+                for v in present]
+        drawn.append((f"family {panel}" if panel_key else "", names, dots))
+    what = _setting_words(settings[0], fixed)
+    logs = f"{min(n_logs)}" if len(n_logs) == 1 else f"{min(n_logs)}-{max(n_logs)}"
+    note = ("oracle: the candidate of least RMSE over the logs, known only to the harness; "
+            f"bars: 95% bootstrap interval of the regret, divided likewise; {logs} logs a row"
+            + (f"; {what}" if what else "") + (f"; target {targets[0]}"
+                                                if len(targets) == 1 else ""))
+    return [_plots.oracle_figure(drawn, Path(out_dir) / f"{prefix}_vs_oracle.png",
+                                 title=f"{prefix}: each chooser's RMSE / the oracle's",
+                                 note=note)]
 
 
 def _figures_kind(measurements, out_dir, world):
@@ -597,15 +641,16 @@ KIND = EvaluationKind(
     min_agents=0,
     check=_check_kind,
     figures=_figures_kind,
-    figures_only=False,
     resources=_resources,
     headline=("value",),
     unit="log",
     report=lambda rows, scenario, summary: [
-        "SLOPE's pick against the oracle's (the candidate with the least RMSE against the "
-        "exact value over the logs, the logs of every seed pooled); `within 10%` is the "
-        "share of logs whose pick is within 10% of the oracle's RMSE in its cell, mean over "
-        "seeds:", ""] + summary_table(rows, summary) + [""],
+        "Each chooser's pick (SLOPE's, and the twin's, CV-OPE's and PAS-IF's when the "
+        "evaluation has `selectors`) against the oracle's (the candidate with the least "
+        "RMSE against the exact value over the logs, the logs of every seed pooled); "
+        "`within 10%` is the share of logs whose pick is within 10% of the oracle's RMSE "
+        "in its cell, `warned` the share where the selector's self-check warned (SLOPE has "
+        "none), mean over seeds:", ""] + summary_table(rows, summary) + [""],
     function=estimator_selection,
 )
 
