@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from evaluators._cv_ope import select_by_cv
 from evaluators._estimate import Estimate
 from evaluators._ope import _rows, _target_at_logged
-from evaluators._reward_models import fit_reward_model
-from evaluators._cv_ope import select_by_cv
 from evaluators._pasif import select_by_pasif
+from evaluators._reward_models import fit_reward_model
 from evaluators._select import CANDIDATES
 from evaluators._slope import select_by_slope
 from evaluators._twin import select_by_twin

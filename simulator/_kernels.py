@@ -1,10 +1,11 @@
 """numba kernels of the world's simulation (loops that carry state: the profile matrix).
 
 Each kernel is written once as a plain Python function (``*_py``, the reference the tests run
-in the interpreter) and compiled with ``numba.njit`` (cached on disk: ``recloop_base.kernels``) on first use by
-:func:`organic_span`; importing this module neither imports numba nor compiles anything.
-Kernels take arrays and pre-drawn uniforms, never Generators, so the random streams (and
-therefore the common random numbers of a world and its twin) are the caller's business.
+in the interpreter) and compiled with ``numba.njit`` (cached on disk: ``recloop_base.kernels``)
+on first use by :func:`organic_span`; importing this module neither imports numba nor
+compiles anything. Kernels take arrays and pre-drawn uniforms, never Generators, so the random
+streams (and therefore the common random numbers of a world and its twin) are the caller's
+business.
 """
 
 from __future__ import annotations

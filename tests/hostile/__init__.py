@@ -23,12 +23,14 @@ them now (``pytest tests/hostile`` runs them all; CI runs them with the suite):
    environment.json, a backtick in ``--out``, newlines that start a heading or a table row,
    raw HTML in report.md: the same three string tests,
    ``::test_recloop_run_with_a_hostile_description_set_and_out_name``,
-   ``::test_markdown_lines_from_elsewhere_stay_text``, ``::test_a_link_never_points_outside_the_run``,
+   ``::test_markdown_lines_from_elsewhere_stay_text``,
+   ``::test_a_link_never_points_outside_the_run``,
    ``::test_the_policy_blocks_what_escaping_would_have_let_through`` (the CSP);
 3. guests that reach recloop (a wrapped ``_mean_estimate``, a replaced ``summarize``, a
    ``chdir`` at import, forked children, the ``BaseException`` family, a
    ``threading.Timer(7, os._exit)``): ``test_guest_cases.py``, a test each;
-4. a stopped worker: ``test_run_cases.py::test_a_stopped_worker_fails_its_cell_and_the_run_goes_on``;
+4. a stopped worker:
+   ``test_run_cases.py::test_a_stopped_worker_fails_its_cell_and_the_run_goes_on``;
 5. a forged, re-hashed cell: ``test_run_cases.py::test_verify_catches_a_forged_rehashed_cell``;
 6. ``select_by_twin`` without guards (writes through ``.base``, 42.0 and inverted
    intervals, all-NaN candidates, no time limit, ``sys.exit``): ``test_selector_cases.py``,
