@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from evaluators._datasets import DatasetFormatError
-from evaluators._user_log import microseconds, utf8_error
+from evaluators._user_log import utf8_error
 from recloop_base.validation import (
     ArgumentTypeError,
     ArgumentValueError,
@@ -35,7 +35,7 @@ from recloop_base.validation import (
     check_float,
     check_int,
 )
-from simulator.logs import BanditLog
+from simulator.logs import BanditLog, microseconds
 
 __all__ = [
     "OBD_BEHAVIOR_POLICIES",

@@ -62,42 +62,6 @@ def utf8_error(path: Path) -> tuple[int, int] | None:
             offset += len(block)
 
 
-def microseconds(texts) -> tuple[np.ndarray | None, int | None]:
-    """ISO 8601 dates (a pandas Series of str) as microseconds since 1970 UTC: ``(ticks,
-    None)``, or ``(None, j)`` with ``j`` the first entry that is no date pandas can hold
-    (the years 1678-2261). (The same rule as ``BanditLog.from_frame``'s time column, whose
-    module evaluators may not import.)"""
-    import pandas as pd
-
-    def parse(x):
-        return pd.to_datetime(x, utc=True, format="ISO8601")
-
-    def ticks(x):  # (microseconds since 1970, bad: no date or outside [1678, 2261])
-        us = parse(x).dt.tz_localize(None).astype("datetime64[us]").to_numpy()
-        t = us.astype(np.int64)
-        return t, np.isnat(us) | (t < _FIRST_US) | (t > _LAST_US)
-
-    try:
-        t, bad = ticks(texts)
-        if not bad.any():
-            return t, None
-        return None, int(np.argmax(bad))
-    except (ValueError, TypeError, OverflowError):  # OutOfBoundsDatetime is a ValueError
-        pass
-    for j, x in enumerate(texts.tolist()):  # the slow search, only to name the entry
-        try:
-            if ticks(pd.Series([x]))[1][0]:
-                return None, j
-        except (ValueError, TypeError, OverflowError):
-            return None, j
-    return None, 0
-
-
-#: Dates recloop reads: the years 1678 to 2261 (what pandas holds in nanoseconds), in
-#: microseconds since 1970.
-_FIRST_US, _LAST_US = -9_214_560_000_000_000, 9_214_646_399_999_999
-
-
 def _size_check(path: Path, max_bytes) -> None:
     if max_bytes is None:
         return

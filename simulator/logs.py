@@ -18,6 +18,7 @@ import scipy.sparse as sp
 
 from simulator._log_frame import DEFAULT_COLUMNS, MAX_CATEGORIES, LogFrameError
 from simulator._log_frame import from_frame as _from_frame
+from simulator._log_frame import microseconds as microseconds  # the loaders' one date rule
 from simulator._log_io import (
     _FORMAT_VERSION,
     LogFormatError,
