@@ -822,15 +822,21 @@ RULED = ("calibrated_campaign_bias", "calibrated_loo_cf", "dynamic_news",
 @pytest.mark.parametrize("name", RULED)
 def test_every_figure_of_a_builtin_scenario_keeps_the_rules(name, tmp_path, drawn):
     """Each built-in scenario run at its smallest size: every figure of its report keeps the
-    rules (legend, constant panels), and its first screen shows the figure each kind
-    designed as its figure of record (and a fitted world's fidelity)."""
+    rules (legend, constant panels), its first screen shows the figure each kind designed as
+    its figure of record (and a fitted world's fidelity), and every name it emits is in the
+    glossary (the glossary's test runs the other built-in scenarios)."""
     import recloop
     from tests.builtin_data import overrides
     from tests.recloop.smallest import smallest
+    from tests.recloop.test_glossary import undefined_names
 
     res = recloop.run(smallest(name), out=tmp_path, workers=1, set=overrides(name),
                       progress=False)
     assert not (res.run_dir / "errors.log").exists()
+    # the glossary's check on the same run (tests/recloop/test_glossary.py: FIGURES_RUN)
+    undefined = undefined_names(res)
+    assert not undefined, f"{name} emits names the glossary does not define: {undefined}"
+    assert 'id="glossary"' in (res.run_dir / "report.html").read_text()
     assert drawn
     for d in drawn.values():
         check_rules(d)

@@ -1,6 +1,7 @@
 """Every metric, variant and row label a built-in scenario emits is defined (issue 34):
 in ``recloop._glossary`` (report.html shows it on hover and in its Glossary section) and in
-docs/results.md."""
+docs/results.md. Each built-in scenario is run once at its smallest size for the check: here,
+or in tests/test_figures.py for those whose figures it checks (``FIGURES_RUN``)."""
 
 import re
 from pathlib import Path
@@ -16,21 +17,41 @@ from tests.recloop.smallest import smallest
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "results.md"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(builtin_scenarios()))
-def test_every_name_a_builtin_scenario_emits_is_defined(name, tmp_path):
-    res = recloop.run(smallest(name), out=tmp_path, workers=1, set=overrides(name),
-                      progress=False)
+def undefined_names(res) -> list:
+    """The metric and variant names a finished run emitted that neither the glossary nor its
+    scenario defines."""
     from recloop import _rundir
 
     emitted = {r[k] for path in (_rundir.read_results, _rundir.read_estimates)
                for r in path(res.run_dir) for k in ("metric", "variant")} - {""}
     named = scenario_names(res.scenario)  # the scenario's own {name, factory, params}
-    undefined = sorted(n for n in emitted if define(n) is None and n not in named)
+    return sorted(n for n in emitted if define(n) is None and n not in named)
+
+
+#: The built-in scenarios tests/test_figures.py runs at their smallest size: it checks their
+#: names with :func:`undefined_names` on the same run (one run per scenario for both).
+FIGURES_RUN = ("calibrated_campaign_bias", "calibrated_loo_cf", "dynamic_news",
+               "estimator_selection", "fast_loo_cf", "large_action_spaces",
+               "offline_vs_online", "ope_real", "ope_static", "quickstart", "slate_ope")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(set(builtin_scenarios()) - set(FIGURES_RUN)))
+def test_every_name_a_builtin_scenario_emits_is_defined(name, tmp_path):
+    res = recloop.run(smallest(name), out=tmp_path, workers=1, set=overrides(name),
+                      progress=False)
+    undefined = undefined_names(res)
     assert not undefined, f"{name} emits names the glossary does not define: {undefined}"
     # ... and its report.html shows them: on hover in the summary, in the Glossary section
     page = (res.run_dir / "report.html").read_text()
     assert 'id="glossary"' in page
+
+
+def test_every_builtin_scenario_has_its_names_checked():
+    from tests.test_figures import RULED
+
+    assert set(FIGURES_RUN) == set(RULED)
+    assert set(FIGURES_RUN) <= set(builtin_scenarios())
 
 
 def test_docs_results_md_holds_the_glossary():
