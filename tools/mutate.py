@@ -117,6 +117,21 @@ TESTS = {
                               "tests/evaluators/test_bred.py"],
     "evaluators/_bred.py": ["tests/evaluators/test_bred.py",
                             "tests/evaluators/test_bred_pins.py"],
+    # the twins written out record by record (test_twin.py), and every selector's shared
+    # contract (the selectors' and the hostile cases' files call select_by_twin too)
+    "evaluators/_twin.py": ["tests/evaluators/test_twin.py",
+                            "tests/evaluators/test_twin_mutants.py",
+                            "tests/evaluators/test_selectors.py",
+                            "tests/hostile/test_selector_cases.py"],
+    # the model's own tests and the estimators that read it (DM, the DR family, their
+    # variances, positions, refusals)
+    "evaluators/_reward_models.py": ["tests/evaluators/test_reward_models.py",
+                                     "tests/evaluators/test_reward_models_pins.py",
+                                     "tests/evaluators/test_ope.py",
+                                     "tests/evaluators/test_ope_mutants.py",
+                                     "tests/evaluators/test_stderr.py",
+                                     "tests/evaluators/test_positions.py",
+                                     "tests/evaluators/test_refusals.py"],
 }
 #: tests that cannot run under mutmut's fork-per-mutant workers (they start a Dask cluster)
 IGNORED = ["tests/evaluators/test_distributed.py"]
