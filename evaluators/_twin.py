@@ -258,7 +258,9 @@ def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, mode
     k = np.isfinite(E).sum(axis=0)
     mean = np.where(k > 0, np.nansum(E, axis=0) / np.maximum(k, 1), np.nan)
     var_pop = np.where(k > 0, np.nansum((E - mean) ** 2, axis=0) / np.maximum(k, 1), np.nan)
-    var = var_pop * k / np.maximum(k - 1, 1)  # the twins' variance (ddof=1)
+    # the twins' variance (ddof=1): unknown from one twin (0 would give a candidate without
+    # its own standard error a score of 0 from one number)
+    var = np.where(k > 1, var_pop * k / np.maximum(k - 1, 1), np.nan)
     use_log = bias == "log" or (bias == "twin" and bool(unfaithful))
     if bias == "twin" and not unfaithful:  # the twins' own RMSE
         board, _ = _select.leaderboard(cands.labels, E ** 2, ests[:C], errors=E)
