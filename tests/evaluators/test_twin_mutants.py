@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import evaluators
-from evaluators import direct_method, dr_os, fit_reward_model, ips, select_by_twin
+from evaluators import direct_method, doubly_robust, dr_os, fit_reward_model, ips, select_by_twin
+from evaluators._estimate import Estimate
 from simulator.logs import BanditLog
 from tests.evaluators.test_twin import on_log, reference_twin_errors, small_log
 
@@ -22,16 +23,21 @@ def ips_value(log, action_dist):
 CANDS = [("ips", ips), ("dr_os(lambda_=10)", functools.partial(dr_os, lambda_=10.0))]
 
 
-@pytest.fixture(scope="module", params=[5, 2], ids=["5-twins", "2-twins"])
-def problem(request):
-    """A 60-record log, a target, and the twins of IPS and DR-OS written out by hand (IPS's
-    column is also the float candidate's: the same value on every twin); 5 twins, and 2
-    (where ddof=1 doubles the variance)."""
+@functools.cache
+def make_problem(R):
+    """A 60-record log, a target, and ``R`` twins of IPS and DR-OS written out by hand
+    (IPS's column is also the float candidate's: the same value on every twin)."""
     log = small_log(5, n=60)
     pi = np.random.default_rng(6).dirichlet(np.ones(3), size=(60, 1)).transpose(0, 2, 1)
-    R, seed = request.param, 13
+    seed = 13
     return log, pi, R, seed, reference_twin_errors(log, pi, CANDS, R, seed), \
         on_log(log, pi, CANDS, seed)
+
+
+@pytest.fixture(params=[5, 2], ids=["5-twins", "2-twins"])
+def problem(request):
+    """:func:`make_problem` with 5 twins, and 2 (where ddof=1 doubles the variance)."""
+    return make_problem(request.param)
 
 
 @pytest.mark.parametrize("bias", ["auto", "log"])
@@ -90,7 +96,6 @@ def test_the_self_checks_words_name_the_three_largest_z_and_count_the_rest(which
     |z| (a negative z larger in size first), at most three named, "and 1 more candidate",
     "and 2 more candidates"; the differences' mean and sd read over the twins where both
     candidates have a number."""
-    from evaluators._estimate import Estimate
     from evaluators._twin import _unfaithful_words
 
     labels = ["a", "b", "c", "d", "e", "ref"]
@@ -140,7 +145,6 @@ def test_the_log_bias_statistics_against_their_definitions():
     than 2 twins, or when the reference has none; a candidate equal to the reference plus a
     constant on every twin (v = 0) has z 0 when the log shows that constant, else +-inf
     with the sign of ``d``; a skipped candidate does not stop the ones after it."""
-    from evaluators._estimate import Estimate
     from evaluators._twin import _log_bias
 
     def est(v):
@@ -181,22 +185,25 @@ def test_a_fitted_reward_model_is_the_twins_model_as_it_is():
     """``model`` a :class:`RewardModel` fitted on the log: the twins' reward function is its
     cross-fitted prediction (the one the default fits from the same folds gives the same
     twins; one from other folds, other twins), and the candidates on the log fit their own
-    model from the first child of the model's stream (the given one is not reused)."""
+    model from the model stream's first child (the given one is not reused)."""
     log = small_log(31, n=60)
     pi = np.random.default_rng(32).dirichlet(np.ones(3), size=60)
-    cands = [("ips", ips), ("direct_method", direct_method)]
+    cands = [("ips", ips), ("doubly_robust", doubly_robust)]
     seed = 41
-    model_seq = np.random.SeedSequence(seed).spawn(2)[0]
-    same = fit_reward_model(log, "ridge", rng=np.random.default_rng(model_seq))
+    same = fit_reward_model(log, "ridge", rng=np.random.default_rng(
+        np.random.SeedSequence(seed).spawn(2)[0]))
     given = select_by_twin(log, pi, candidates=cands, n_twins=3, rng=seed, model=same)
     default = select_by_twin(log, pi, candidates=cands, n_twins=3, rng=seed)
     assert given.details["twin_values"] == default.details["twin_values"]
     for label, _ in cands:
         a, b = given.scores()[label], default.scores()[label]
         assert (a.bias, a.sd) == (b.bias, b.sd)
+    model_seq = np.random.SeedSequence(seed).spawn(2)[0]  # (no child spawned yet)
     on_log = fit_reward_model(log, "ridge",
                               rng=np.random.default_rng(model_seq.spawn(1)[0]))
-    assert given.scores()["direct_method"].estimate == direct_method(log, pi, model=on_log)
+    assert given.scores()["doubly_robust"].estimate == doubly_robust(log, pi, model=on_log)
+    assert doubly_robust(log, pi, model=same).value != doubly_robust(log, pi,
+                                                                     model=on_log).value
     other = fit_reward_model(log, "ridge", rng=np.random.default_rng(7))
     moved = select_by_twin(log, pi, candidates=cands, n_twins=3, rng=seed, model=other)
     assert moved.details["twin_values"] != default.details["twin_values"]
@@ -272,15 +279,28 @@ def test_a_candidate_with_a_number_on_one_twin_or_none(bias):
     R, seed = 5, 13
     one = [math.nan] * R
     one[2] = 0.4
+    with_se = [math.nan] * R
+    with_se[2] = Estimate(0.4, 0.05, 0.3, 0.5, 60)
     cands = [("one", on_twins_only(log, one, 0.35)),
+             ("one_with_se", on_twins_only(log, with_se, Estimate(0.35, 0.05, 0.25, 0.45, 60))),
              ("none", on_twins_only(log, [math.nan] * R, 0.3)), *CANDS]
     got = select_by_twin(log, pi, candidates=cands, n_twins=R, rng=seed, bias=bias)
     s = got.scores()
     e = 0.4 - got.details["twin_values"][2]  # its error on twin 2
     assert s["one"].bias == pytest.approx(e, rel=1e-12)
     assert s["one"].n == 0 and math.isnan(s["one"].score)
+    # with its own standard error: ``sqrt(se^2 + e^2)`` from its one twin ("auto": the
+    # log resolves no bias from one twin), ``sqrt(se^2 + 0)`` under "log"; either way a
+    # number on one twin of five, too few to rank it (it scored on all five under "log",
+    # and won, before issue 33's mutation run)
+    t = s["one_with_se"]
+    assert t.n == 1
+    if bias == "auto":
+        assert t.score == pytest.approx(math.sqrt(0.05 ** 2 + e * e), rel=1e-12)
+    else:
+        assert t.score == pytest.approx(0.05, rel=1e-12)
     assert s["none"].n == 0 and math.isnan(s["none"].score)
-    assert got.selected not in ("none", "one")
+    assert got.selected not in ("none", "one", "one_with_se")
 
 
 def test_refused_estimates_are_reported_in_twin_order():
@@ -297,18 +317,117 @@ def test_refused_estimates_are_reported_in_twin_order():
 
 def test_a_candidates_other_model_is_fitted_on_the_log_from_the_models_first_child():
     """A model-based candidate whose model is not the twins' (here "mean" against the
-    twins' "ridge") gets, on the log, that model fitted with folds from the first child of
-    the model's stream; the twins' own model is reused for the candidates that name it."""
+    twins' "ridge") gets, on the log, that model cross-fitted with folds from the first
+    child of the model's stream; the twins' own model is reused for the candidates that
+    name it."""
     log = small_log(36, n=60)
     pi = np.random.default_rng(37).dirichlet(np.ones(3), size=60)
-    cands = [("dm_mean", functools.partial(direct_method, model="mean")),
+    cands = [("dr_mean", functools.partial(doubly_robust, model="mean")),
              ("direct_method", direct_method)]
     seed = 8
     model_seq = np.random.SeedSequence(seed).spawn(2)[0]
     got = select_by_twin(log, pi, candidates=cands, n_twins=2, rng=seed).scores()
-    mean = fit_reward_model(log, "mean", rng=np.random.default_rng(model_seq.spawn(1)[0]))
+    # the twins' model first (its folds' streams are the model stream's first children)
     ridge = fit_reward_model(log, "ridge", rng=np.random.default_rng(model_seq))
-    assert got["dm_mean"].estimate == direct_method(log, pi, model=mean)
+    mean = fit_reward_model(log, "mean", rng=np.random.default_rng(model_seq.spawn(1)[0]))
+    assert got["dr_mean"].estimate == doubly_robust(log, pi, model=mean)
+    other = fit_reward_model(log, "mean", rng=np.random.default_rng(1))
+    assert doubly_robust(log, pi, model=other).value != got["dr_mean"].estimate.value
     own = direct_method(log, pi, model=ridge)  # (the twins' model, its sums cached)
     assert got["direct_method"].estimate.value == own.value
     assert got["direct_method"].estimate.stderr == pytest.approx(own.stderr, rel=1e-12)
+
+
+def test_how_a_log_was_logged():
+    """``logging_mode``: "pi_b" when the log has it; "uniform" when every propensity is
+    ``1 / n_available`` within 1e-9 (relative); "logged" otherwise, also when every
+    propensity is within a factor 2 of uniform."""
+    from evaluators._twin import logging_mode
+
+    def log_with(pscore, **kw):
+        n = len(pscore)
+        return BanditLog(context=np.zeros((n, 1)), action=np.zeros(n, int),
+                         reward=np.zeros(n), pscore=np.array(pscore), n_actions=3, **kw)
+
+    third = 1 / 3
+    assert logging_mode(log_with([third] * 4)) == "uniform"
+    assert logging_mode(log_with([third * (1 + 5e-10), third])) == "uniform"
+    assert logging_mode(log_with([third * (1 + 3e-9), third])) == "logged"
+    assert logging_mode(log_with([0.3, 0.4, 0.5])) == "logged"
+    avail = np.array([[True, False, True], [True, True, True]])
+    assert logging_mode(log_with([0.5, third], available=avail)) == "uniform"
+    pi_b = np.full((2, 3), third)
+    assert logging_mode(log_with([third, third], pi_b=pi_b)) == "pi_b"
+
+
+def test_the_sentence_says_where_the_biases_come_from():
+    """``how_sure`` names the twins and where each bias was read: "from the twins" (their
+    own RMSE), "with each bias from the log", or "with m of C biases read from the log"
+    (m: the candidates whose squared difference from the reference on the log exceeds twice
+    its variance over the twins)."""
+    log, pi, R, seed, err, est = make_problem(5)
+    ref = len(CANDS)
+    m = sum(1 for c in range(len(CANDS))
+            if (est[c].value - est[ref].value) ** 2 > 2 * np.var(err[:, c] - err[:, ref], ddof=1))
+    for bias, words in [("twin", "from the twins"), ("log", "with each bias from the log"),
+                        ("auto", f"with {m} of {len(CANDS)} biases read from the log")]:
+        got = select_by_twin(log, pi, candidates=CANDS, n_twins=R, rng=seed, bias=bias)
+        assert not got.warnings
+        assert got.how_sure.startswith(f"{got.selected!r} has the least score on {R} twins, "
+                                       f"{words}, ")
+        assert got.n_replicates == R and got.method == "twin"
+        assert got.details == {"twin_values": got.details["twin_values"],
+                               "reward": "bernoulli", "logging": "pi_b",
+                               "reference": "doubly_robust", "bias": bias,
+                               "z": got.details["z"]}
+
+
+@pytest.mark.parametrize("bias", ["auto", "log"])
+def test_the_scores_standard_errors_add_the_logs_bias_term(bias):
+    """A score's standard error by the delta method: ``se(mean loss + offset) / (2 score)``.
+    A bias read from the log is the offset ``max(0, d^2 - v)`` with standard error
+    ``2 |d| sqrt(v)``, on a loss ``s^2`` the same on every twin; one read from the twins has
+    no offset and the losses ``s^2 + e_i^2 - var_pop`` (``e_i`` the twin's error)."""
+    log, pi, R, seed, err, est = make_problem(5)
+    got = select_by_twin(log, pi, candidates=CANDS, n_twins=R, rng=seed, bias=bias)
+    ref = len(CANDS)
+    for c, (label, _) in enumerate(CANDS):
+        s = got.scores()[label]
+        e = err[:, c]
+        d = est[c].value - est[ref].value
+        v = np.var(e - err[:, ref], ddof=1)
+        s2 = est[c].stderr ** 2
+        if bias == "log" or d * d > 2 * v:
+            se = 2 * abs(d) * math.sqrt(v) / (2 * s.score)
+        else:
+            losses = s2 + e ** 2 - np.var(e)
+            se = np.std(losses, ddof=1) / math.sqrt(R) / (2 * s.score)
+        assert s.stderr == pytest.approx(se, rel=1e-9)
+
+
+def test_the_reference_as_a_candidate_takes_its_bias_from_the_twins():
+    """DR (the reference) among the candidates: its difference from itself is 0 on the log
+    and on every twin, so z is 0 and "auto" reads its bias from the twins (the log resolves
+    nothing: ``0 > 2 * 0`` is false): ``score^2 = se^2 + mean error^2``."""
+    log, pi, R, seed, err, est = make_problem(5)
+    cands = [*CANDS, ("doubly_robust", doubly_robust)]
+    got = select_by_twin(log, pi, candidates=cands, n_twins=R, rng=seed)
+    assert got.details["z"]["doubly_robust"] == 0.0
+    s = got.scores()["doubly_robust"]
+    e = err[:, len(CANDS)]
+    assert s.score == pytest.approx(math.sqrt(est[-1].stderr ** 2 + e.mean() ** 2), rel=1e-9)
+
+
+def test_a_candidate_that_fails_on_the_log_is_named_with_the_log():
+    log = small_log(5, n=60)
+    pi = np.random.default_rng(6).dirichlet(np.ones(3), size=60)
+
+    def fails_on_the_log(lg, action_dist):
+        if np.array_equal(lg.context, log.context):
+            raise RuntimeError("not here")
+        return 0.3
+    with pytest.raises(ValueError) as info:
+        select_by_twin(log, pi, candidates=[("bad", fails_on_the_log), *CANDS], n_twins=2,
+                       rng=1)
+    assert str(info.value) == ("`candidates`: 'bad' on the log failed: RuntimeError: "
+                               "not here")
