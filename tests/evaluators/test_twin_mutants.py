@@ -431,3 +431,28 @@ def test_a_candidate_that_fails_on_the_log_is_named_with_the_log():
                        rng=1)
     assert str(info.value) == ("`candidates`: 'bad' on the log failed: RuntimeError: "
                                "not here")
+
+
+class FailsWithoutRepeats:
+    """A regressor that fails on data without a repeated context (a real log's), and fits
+    a constant on a twin's (resampled with replacement: repeats in every fold)."""
+
+    def fit(self, X, y):
+        if np.unique(X[:, 0]).size == X.shape[0]:
+            raise RuntimeError("singular")
+        self.c = float(np.mean(y))
+        return self
+
+    def predict(self, X):
+        return np.full(X.shape[0], self.c)
+
+
+def test_a_candidates_model_that_fails_on_the_log_is_named_with_the_log():
+    log = small_log(5, n=60)
+    pi = np.random.default_rng(6).dirichlet(np.ones(3), size=60)
+    cands = [("dm_reg", functools.partial(direct_method, model=FailsWithoutRepeats())),
+             *CANDS]
+    with pytest.raises(ValueError) as info:
+        select_by_twin(log, pi, candidates=cands, n_twins=2, rng=1)
+    assert str(info.value) == ("`candidates`: the reward model failed to fit on the log: "
+                               "RuntimeError: singular")
