@@ -14,6 +14,7 @@ Runs of the larger modules take hours on two cores; two options make them resuma
 
     python tools/mutate.py evaluators/_ope.py --keep        # go on with a stopped run
     python tools/mutate.py evaluators/_ope.py --survivors   # retry its survivors, new tests
+    python tools/mutate.py simulator/_world.py --functions World._plan_campaign World.true_ctr
 
 ``--keep`` refreshes the scratch copy's sources and tests but keeps mutmut's verdicts: a mutant
 keeps its verdict when its function's code is unchanged, and only the mutants not yet run (or
@@ -24,6 +25,10 @@ stands, and a test written since could kill them), the mutants not run yet and t
 functions changed or added since the run. The killed of unchanged functions keep their
 verdicts, also when mutmut drops them because tests were added to the selection (tests only
 added cannot revive a killed mutant; a selection that lost tests keeps nothing).
+
+``--functions`` runs and reports only the mutants of the named functions (``name`` or
+``Class.method``) of one module: a module too large for one run is mutated in parts (the
+others stay "not run" in mutmut's verdicts and are left out of the report).
 
 One bug, planted by hand, in a scratch copy (the work tree is never touched):
 
@@ -300,6 +305,21 @@ def key_of(module: str, name: str, diff: str) -> tuple[str, str, str]:
     return module, function, " ".join(plus)
 
 
+def function_pattern(module: str, function: str) -> str:
+    """mutmut's name pattern of the mutants of ``function`` (``name`` or ``Class.method``)
+    of ``module``."""
+    dotted = module.removesuffix(".py").replace("/", ".")
+    cls, _, meth = function.rpartition(".")
+    name = f"x\u01c1{cls}\u01c1{meth}" if cls else f"x_{meth}"
+    return f"{dotted}.{name}__mutmut_*"
+
+
+def in_functions(name: str, patterns: list[str] | None) -> bool:
+    """Whether mutant ``name`` belongs to one of the functions of ``patterns``."""
+    return patterns is None or any(name.startswith(p[:-1]) and
+                                   name[len(p) - 1:].isdigit() for p in patterns)
+
+
 def is_equivalent(module: str, name: str, diff: str, known) -> bool:
     """Listed as equivalent: by its mutated line, or, where that line alone is ambiguous
     (``)`` may be the mutant of several calls), by ``<removed line> => <mutated line>``."""
@@ -376,6 +396,9 @@ def main(argv=None) -> int:
     ap.add_argument("--survivors", action="store_true",
                     help="run only the survivors and the mutants not run yet, by name, "
                          "against the current tests (implies --keep)")
+    ap.add_argument("--functions", nargs="+", metavar="NAME",
+                    help="only the mutants of these functions (name or Class.method) of "
+                         "one module: run and report")
     ap.add_argument("--report", action="store_true",
                     help="only report the scratch tree's verdicts (a run stopped or running)")
     args = ap.parse_args(argv)
@@ -389,6 +412,11 @@ def main(argv=None) -> int:
         touched = set(changed_files(args.changed))
         modules = [m for m in modules if m in touched]
     modules = [m for m in modules if (ROOT / m).exists()]
+    args.patterns = None
+    if args.functions:
+        if len(modules) != 1:
+            ap.error("--functions: name exactly one module")
+        args.patterns = [function_pattern(modules[0], f) for f in args.functions]
     if not modules:
         print("tools/mutate.py: no module of the numeric core to mutate")
         print(json.dumps({"modules": {}, "passed": True}))
@@ -425,9 +453,13 @@ def main(argv=None) -> int:
     env = dict(os.environ, CI="true")  # tests/conftest.py: derandomised hypothesis
     cmd = ["nice", "-n", "10", mutmut, "run", "--max-children", str(args.max_children)]
     if args.survivors:
+        names = [n for n in names if in_functions(n, args.patterns)
+                 or (n.endswith("*") and n in args.patterns)]
         if not names:
             print("tools/mutate.py: no survivor to run again")
         cmd = cmd + names if names else None
+    elif args.patterns:
+        cmd = cmd + args.patterns
     try:
         if cmd is not None:
             run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
@@ -451,7 +483,8 @@ def summarize(work: Path, modules: list[str], known, args, seconds: float | None
               36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
               -11: "killed", 139: "killed"}
     for module in modules:
-        meta = verdicts(work, module)
+        meta = {n: code for n, code in verdicts(work, module).items()
+                if in_functions(n, getattr(args, "patterns", None))}
         counts = {"killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "no tests": 0,
                   "not run": 0, "other": 0}
         print(f"\n== {module}")
@@ -475,6 +508,8 @@ def summarize(work: Path, modules: list[str], known, args, seconds: float | None
     # the rate is over the mutants run: a module with mutants not run has not passed
     passed = all(s["kill_rate"] >= args.target and not s["not run"] for s in summary.values())
     print(json.dumps({"modules": summary,
+                      **({"functions": args.functions} if getattr(args, "functions", None)
+                         else {}),
                       "seconds": None if seconds is None else round(seconds, 1),
                       "max_children": args.max_children, "target": args.target,
                       "passed": passed}))
