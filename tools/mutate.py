@@ -137,6 +137,18 @@ TESTS = {
                                      "tests/evaluators/test_stderr.py",
                                      "tests/evaluators/test_positions.py",
                                      "tests/evaluators/test_refusals.py"],
+    # the campaign plan against its law, the world's campaign and CTR code (fast == naive,
+    # the kernels), the drift; the truth's numbers read true_ctr
+    "simulator/_world.py": ["tests/simulator/test_world.py",
+                            "tests/simulator/test_campaign_plan_pins.py",
+                            "tests/simulator/test_kernels.py",
+                            "tests/simulator/test_drift.py",
+                            "tests/simulator/test_truth_numbers.py"],
+    # the likelihoods against their written-out forms, the fits end to end
+    "simulator/_calibrate.py": ["tests/simulator/test_calibrate.py",
+                                "tests/simulator/test_decay_pins.py",
+                                "tests/simulator/test_drift.py",
+                                "tests/recloop/test_calibration.py"],
 }
 #: tests that cannot run under mutmut's fork-per-mutant workers (they start a Dask cluster)
 IGNORED = ["tests/evaluators/test_distributed.py"]
