@@ -1,0 +1,173 @@
+"""The reward model (issue 33 s2): what mutation testing of ``evaluators/_reward_models.py``
+found unpinned, each stated as a property against an independent computation: a
+regressor's bootstrap refits written out resample by resample, the linear bootstrap summed
+over several chunks of actions, the features a regressor is shown, its predictions'
+refusals word for word."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evaluators import _reward_models as rm
+from evaluators import direct_method, fit_reward_model
+from simulator.logs import BanditLog
+
+
+class NestedMean:
+    """A regressor predicting its training rewards' mean, its fitted state in a nested
+    object (as a pipeline's steps hold theirs): each per-action copy must be its own."""
+
+    def __init__(self):
+        self.state = {"mean": None, "n_features": None}
+
+    def fit(self, X, y):
+        self.state["mean"] = float(np.mean(y))
+        self.state["n_features"] = X.shape[1]
+        return self
+
+    def predict(self, X):
+        assert X.shape[1] == self.state["n_features"]
+        return np.full(X.shape[0], self.state["mean"])
+
+
+def small_log(seed, n=30, K=3, L=1):
+    g = np.random.default_rng(seed)
+    a = g.integers(0, K, n)
+    a[:K] = np.arange(K)  # every action logged
+    return BanditLog(context=g.normal(size=(n, 2)), action=a, reward=g.random(n),
+                     pscore=np.full(n, 1 / K), n_actions=K,
+                     position=g.integers(0, L, n) if L > 1 else None, len_list=L)
+
+
+def resample_counts(seed, n, B):
+    """The model's resamples by hand: the second child of the model's stream draws
+    ``integers(0, n)`` (B, n); W[b, j] counts record j in resample b."""
+    draws = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1]).integers(
+        0, n, (B, n))
+    W = np.zeros((B, n))
+    for b in range(B):
+        for j in draws[b]:
+            W[b, j] += 1
+    return W
+
+
+def per_action_means(log, counts):
+    """A per-action mean regressor fitted on records weighted by ``counts``: each action's
+    mean reward, the overall mean for an action the resample never shows."""
+    r, a = log.reward, log.action
+    overall = float(np.sum(counts * r) / np.sum(counts))
+    out = []
+    for k in range(log.n_actions):
+        w = counts * (a == k)
+        out.append(float(np.sum(w * r) / np.sum(w)) if w.sum() else overall)
+    return np.array(out)
+
+
+@pytest.fixture(scope="module")
+def regressor_problem():
+    log = small_log(1)
+    g = np.random.default_rng(2)
+    pi = g.dirichlet(np.ones(3), size=30)
+    ws = g.random(30) * 2
+    seed, B = 7, 6
+    m = fit_reward_model(log, NestedMean(), per_action=True,
+                         rng=np.random.default_rng(np.random.SeedSequence(seed)))
+    return log, pi, ws, m, resample_counts(seed, 30, B), B
+
+
+def test_a_regressors_bootstrap_refits_it_on_each_resample(regressor_problem):
+    """The direct method's bootstrap with a regressor: on resample b the model refitted on
+    the resample's records (a per-action mean: each action's mean reward, the overall mean
+    for an action it never shows), the value the mean over the resample's records of
+    ``sum_a pi q``; the standard error their standard deviation (ddof=1). Each fit is of a
+    deep copy: the caller's regressor is never fitted (a shallow copy shares its nested
+    state with the caller's object)."""
+    log, pi, ws, m, W, B = regressor_problem
+    assert m.model.state == {"mean": None, "n_features": None}  # the caller's, never fitted
+    want = []
+    for b in range(B):
+        q = per_action_means(log, W[b])
+        want.append(sum(W[b, j] * float(pi[j] @ q) for j in range(log.n_rounds))
+                    / log.n_rounds)
+    got = rm.bootstrap_dm_values(m, pi, B)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    se = direct_method(log, pi, model=m, model_variance="bootstrap", n_bootstrap=B).stderr
+    assert se == pytest.approx(np.std(want, ddof=1), rel=1e-12)
+
+
+def test_a_regressors_model_part_is_refitted_on_each_resample(regressor_problem):
+    """A DR-type estimate's model part ``(1/n) sum_j [sum_a pi q - ws_j q(a_j)]`` on the
+    log's records, with the model refitted on each resample."""
+    log, pi, ws, m, W, B = regressor_problem
+    want = []
+    for b in range(B):
+        q = per_action_means(log, W[b])
+        want.append(sum(float(pi[j] @ q) - ws[j] * q[log.action[j]]
+                        for j in range(log.n_rounds)) / log.n_rounds)
+    np.testing.assert_allclose(rm.bootstrap_model_part(m, pi, ws, B), want, rtol=1e-12)
+    assert m.part_variance(pi, ws, "bootstrap", B) == pytest.approx(np.var(want, ddof=1),
+                                                                    rel=1e-12)
+
+
+def test_the_linear_bootstrap_sums_every_chunk_of_actions():
+    """Many actions (600 on 4,096 records: the pi-weighted design is built 512 actions at
+    a time): each resample's direct-method value is the one product over all actions,
+    ``(1/n) sum_j W_bj sum_a pi_ja z_j' coef_ba``."""
+    g = np.random.default_rng(3)
+    n, K = 4096, 600
+    a = g.integers(0, K, n)
+    log = BanditLog(context=g.normal(size=(n, 1)), action=a, reward=g.random(n),
+                    pscore=np.full(n, 1 / K), n_actions=K)
+    pi = g.dirichlet(np.ones(K) * 0.5, size=n)
+    m = fit_reward_model(log, "ridge", rng=4)
+    B = 3
+    W, coef, Z = m._resamples(B), m._refits(B), m._linear()["Z"]
+    M = (pi[:, :, None] * Z[:, None, :]).reshape(n, K * Z.shape[1])
+    want = np.einsum("bkp,bkp->b", (W @ M).reshape(B, K, -1), coef) / n
+    np.testing.assert_allclose(rm.bootstrap_dm_values(m, pi, B), want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("per_action, L, width", [(False, 1, 2 + 3), (True, 1, 2),
+                                                  (False, 2, 2 + 3 + 2), (True, 2, 2 + 2)])
+def test_a_regressor_sees_the_context_the_action_and_the_position(per_action, L, width):
+    """A joint regressor's features: the context, the one-hot action and, on a log with
+    several positions, the one-hot position; one per action: the context and the position.
+    Nothing else (no position column on a one-slot log)."""
+    seen = []
+
+    class Recorder(NestedMean):
+        def fit(self, X, y):
+            seen.append(X.shape[1])
+            return super().fit(X, y)
+
+    log = small_log(5, L=L)
+    fit_reward_model(log, Recorder(), per_action=per_action, rng=0)
+    assert seen and set(seen) == {width}
+
+
+class Returns:
+    def __init__(self, make):
+        self.make = make
+
+    def fit(self, X, y):
+        return self
+
+    def predict(self, X):
+        return self.make(X)
+
+
+@pytest.mark.parametrize("per_action, make, msg", [
+    (False, lambda X: np.zeros(X.shape[0] - 1),
+     "the regressor's predict() must return 45 values; got shape (44,) from the joint "
+     "model."),
+    (True, lambda X: np.zeros((X.shape[0], 2)),
+     "the regressor's predict() must return 15 values; got shape (30,) from action 0."),
+    (True, lambda X: np.where(X[:, 0] > 0, np.nan, 0.0),
+     "the regressor's predict() returned nan or inf (action 0)."),
+])
+def test_a_regressors_bad_predictions_are_refused_word_for_word(per_action, make, msg):
+    log = small_log(6)
+    with pytest.raises(ValueError) as info:
+        fit_reward_model(log, Returns(make), per_action=per_action, rng=0)
+    assert str(info.value) == msg
