@@ -171,3 +171,88 @@ def test_a_regressors_bad_predictions_are_refused_word_for_word(per_action, make
     with pytest.raises(ValueError) as info:
         fit_reward_model(log, Returns(make), per_action=per_action, rng=0)
     assert str(info.value) == msg
+
+
+@pytest.mark.parametrize("rng, msg", [
+    (-1, "`rng` must be a numpy Generator, SeedSequence, int >= 0 or None; got int -1."),
+    (1.5, "`rng` must be a numpy Generator, SeedSequence, int >= 0 or None; got float 1.5."),
+    (np.random.RandomState(0), "`rng` must be a numpy Generator, SeedSequence, int or None "
+     "(legacy RandomState is not accepted); got RandomState."),
+])
+def test_a_fitted_models_rng_is_checked_though_unused(rng, msg):
+    """With a fitted model ``rng`` is not used, but one of the wrong kind is refused as
+    everywhere else (and every right kind accepted)."""
+    log = small_log(1)
+    m = fit_reward_model(log, "mean", rng=0)
+    with pytest.raises(TypeError) as info:
+        rm.prepare(log, m, rng=rng)
+    assert str(info.value) == msg
+    for good in (None, 0, 3, np.random.SeedSequence(1), np.random.default_rng(2)):
+        assert rm.prepare(log, m, rng=good) is m
+
+
+def test_what_auto_and_analytic_mean_for_each_model():
+    """``model_variance``: "auto" is "analytic" for the linear models and "bootstrap" for a
+    regressor (the direct method's standard error then equals the explicit bootstrap's);
+    "analytic" for a regressor is refused word for word."""
+    log = small_log(2)
+    pi = np.full((30, 3), 1 / 3)
+    lin = fit_reward_model(log, "ridge", rng=0)
+    reg = fit_reward_model(log, NestedMean(), rng=0)
+    arr = fit_reward_model(log, np.zeros((30, 3)), rng=0)
+    assert rm.check_model_variance("auto", lin) == "analytic"
+    assert rm.check_model_variance("auto", reg) == "bootstrap"
+    assert rm.check_model_variance("analytic", arr) == "analytic"  # an array: no variance
+    assert rm.check_model_variance("bootstrap", lin) == "bootstrap"
+    auto = direct_method(log, pi, model=reg, n_bootstrap=5)
+    assert auto == direct_method(log, pi, model=reg, model_variance="bootstrap", n_bootstrap=5)
+    with pytest.raises(ValueError) as info:
+        rm.check_model_variance("analytic", reg)
+    assert str(info.value) == ("`model_variance` must be 'bootstrap' or 'auto' for a regressor "
+                               "(the analytic variance is for the linear models ('ridge', "
+                               "'mean')); got 'analytic'.")
+
+
+def test_bootstraps_of_two_sizes_on_one_model_are_their_own():
+    """The resamples and the refits are kept per ``n_bootstrap``: asking for 5 then 7
+    gives 7 values drawn afresh (the first 5 resamples are not reused as the first 5 of 7:
+    ``integers(0, n, (7, n))`` is another draw), and asking for 5 again the same 5."""
+    log = small_log(3)
+    pi = np.full((30, 3), 1 / 3)
+    m = fit_reward_model(log, "mean", rng=np.random.default_rng(np.random.SeedSequence(4)))
+    five = rm.bootstrap_dm_values(m, pi, 5)
+    seven = rm.bootstrap_dm_values(m, pi, 7)
+    assert seven.shape == (7,) and five.shape == (5,)
+    np.testing.assert_array_equal(m._resamples(7), resample_counts(4, 30, 7))
+    np.testing.assert_array_equal(m._resamples(5), resample_counts(4, 30, 5))
+    np.testing.assert_array_equal(rm.bootstrap_dm_values(m, pi, 5), five)
+    assert m._refits(7).shape == (7, 3, 1) and m._refits(5).shape == (5, 3, 1)
+
+
+def test_a_model_checks_the_positions_and_len_list_of_its_log():
+    """A model fitted on a log with positions refuses the same records at other positions,
+    or with another ``len_list``, word for word."""
+    import dataclasses
+
+    log = small_log(1, L=2)
+    m = fit_reward_model(log, "mean", rng=0)
+    moved = dataclasses.replace(log, position=(log.position + 1) % 2)
+    with pytest.raises(ValueError) as info:
+        m.check(moved)
+    assert str(info.value) == ("`model` must be a reward model fitted on this log; got one "
+                               "fitted on a log whose position differs (the log changed since "
+                               "the model was fitted: fit it again with fit_reward_model).")
+    with pytest.raises(ValueError) as info:
+        m.check(dataclasses.replace(log, len_list=3), name="q")
+    assert str(info.value) == ("`q` must be a reward model fitted on this log (len_list 3); "
+                               "got one fitted on a log with len_list 2.")
+
+
+def test_refit_keeps_the_specification_and_refuses_an_array():
+    log, other = small_log(1), small_log(2)
+    m = fit_reward_model(log, NestedMean(), per_action=True, n_folds=3, rng=0)
+    again = m.refit(other, rng=1)
+    assert (again.per_action, again.n_folds, again.kind) == (True, 3, "regressor")
+    with pytest.raises(ValueError) as info:
+        fit_reward_model(log, np.zeros((30, 3)), rng=0).refit(other)
+    assert str(info.value) == "an array of predictions cannot be refitted on another log."
