@@ -256,3 +256,10 @@ def test_refit_keeps_the_specification_and_refuses_an_array():
     with pytest.raises(ValueError) as info:
         fit_reward_model(log, np.zeros((30, 3)), rng=0).refit(other)
     assert str(info.value) == "an array of predictions cannot be refitted on another log."
+
+
+def test_a_regressor_may_predict_a_column():
+    """``predict`` returning shape (n, 1) (as some regressors do) is read as n values."""
+    log = small_log(4)
+    col = fit_reward_model(log, Returns(lambda X: np.full((X.shape[0], 1), 0.25)), rng=0)
+    np.testing.assert_array_equal(col.in_sample, np.full((30, 3), 0.25))
