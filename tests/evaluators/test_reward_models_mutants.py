@@ -295,3 +295,12 @@ def test_a_float32_target_is_read_in_float64_block_by_block(model, L):
             cells[log.positions()[j]] += rows[j]
         want = cells.T.reshape(K * L, 1)
     np.testing.assert_allclose(m._pi_design(rows), want, rtol=1e-9, atol=1e-12)
+
+
+def test_a_models_repr_says_what_it_is():
+    log = small_log(1)
+    assert repr(fit_reward_model(log, "ridge", rng=0)) == (
+        "RewardModel(model='ridge', per_action=False, n_folds=2, n_rounds=30, n_actions=3)")
+    assert repr(fit_reward_model(log, NestedMean(), per_action=True, n_folds=3, rng=0)) == (
+        "RewardModel(model='NestedMean', per_action=True, n_folds=3, n_rounds=30, "
+        "n_actions=3)")
