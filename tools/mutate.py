@@ -369,7 +369,8 @@ def plant(module: str, old: str, new: str, tests: list[str]) -> int:
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "-o", "addopts=", "--tb=line", "-rf",
                           *[f"--ignore={t}" for t in IGNORED], *tests],
-                         cwd=work, env=env, capture_output=True, text=True)
+                         cwd=work, env=env, capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL)
     seconds = time.perf_counter() - start
     lines = run.stdout.splitlines()
     failed = [ln for ln in lines if ln.startswith("FAILED ") or ln.startswith("ERROR ")]
@@ -474,7 +475,10 @@ def main(argv=None) -> int:
         cmd = cmd + args.patterns
     try:
         if cmd is not None:
-            run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+            # stdin from /dev/null: a run in the background whose test (or mutant) reads
+            # stdin would otherwise be stopped by SIGTTIN, with all of mutmut's processes
+            run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True,
+                                 stdin=subprocess.DEVNULL)
             if run.returncode != 0:
                 sys.stdout.write(run.stdout[-3000:])
                 sys.stderr.write(run.stderr[-3000:])
