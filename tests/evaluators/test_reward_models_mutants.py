@@ -304,3 +304,172 @@ def test_a_models_repr_says_what_it_is():
     assert repr(fit_reward_model(log, NestedMean(), per_action=True, n_folds=3, rng=0)) == (
         "RewardModel(model='NestedMean', per_action=True, n_folds=3, n_rounds=30, "
         "n_actions=3)")
+
+
+# -- the folds ----------------------------------------------------------------------------------
+M64 = (1 << 64) - 1
+
+
+def splitmix64_finalizer(x: int) -> int:
+    """SplitMix64's output function (Steele, Lea & Flood 2014), on Python ints mod 2^64."""
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & M64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def record_hash_by_hand(log) -> list[int]:
+    """Each record's content hash: the action plus the golden ratio's bits, then every
+    field's float64 bits (reward, pscore, the context's columns, the position on a log with
+    several) xored in and mixed, one field at a time."""
+    import struct
+
+    def bits(v):
+        return struct.unpack("<Q", struct.pack("<d", float(v)))[0]
+
+    out = []
+    for j in range(log.n_rounds):
+        h = splitmix64_finalizer((int(log.action[j]) + 0x9E3779B97F4A7C15) & M64)
+        fields = [log.reward[j], log.pscore[j], *log.context[j]]
+        if log.len_list > 1:
+            fields.append(log.positions()[j])
+        for v in fields:
+            h = splitmix64_finalizer(h ^ bits(v))
+        out.append(h)
+    return out
+
+
+@pytest.mark.parametrize("L", [1, 3])
+def test_the_records_hash_is_splitmix64_over_their_fields(L):
+    log = small_log(9, n=12, L=L)
+    assert rm._record_hash(log).tolist() == record_hash_by_hand(log)
+
+
+def test_the_folds_are_a_permutation_of_the_records_ranked_by_content():
+    """Fold of each record: the records ranked by their content hash, then
+    ``permutation(n) % n_folds`` from the first child of the model's stream (the second
+    draws the resamples); a Generator without a SeedSequence seeds the children by one
+    draw from it."""
+    log = small_log(10, n=25)
+    seq = np.random.SeedSequence(11)
+    m = fit_reward_model(log, "mean", n_folds=3, rng=np.random.default_rng(seq))
+    rank = sorted(range(25), key=lambda j: (record_hash_by_hand(log)[j], j))
+    perm = np.random.default_rng(np.random.SeedSequence(11).spawn(2)[0]).permutation(25)
+    want = np.empty(25, dtype=np.int64)
+    for r, j in enumerate(rank):
+        want[j] = perm[r] % 3
+    np.testing.assert_array_equal(m.folds, want)
+
+    class NoSeedSequence:  # a Generator's interface without ``bit_generator.seed_seq``
+        bit_generator = object()
+
+        def __init__(self, value):
+            self.value, self.calls = value, []
+
+        def integers(self, low, high):
+            self.calls.append((low, high))
+            return self.value
+
+    gen = NoSeedSequence(123)
+    kids = rm._children(gen, 2)
+    assert gen.calls == [(0, 2**63)]
+    assert [k.spawn_key for k in kids] == [(0,), (1,)] and kids[0].entropy == 123
+
+
+def test_the_fast_ridge_is_the_per_fold_fit_on_a_log_with_positions():
+    """The cross-fitted ridge from per-(action, fold) Grams against the reference fit on
+    the other folds' records, on a log with 3 positions (one-hot position without its first
+    column among the features)."""
+    log = small_log(12, n=60, L=3)
+    m = fit_reward_model(log, "ridge", rng=1)
+    ref = rm.cross_fit(log, rm.resolve_model(log, "ridge"), m.folds, 2)
+    np.testing.assert_allclose(m.cross_fitted, ref, rtol=1e-10, atol=1e-12)
+    Z = rm._design(log, np.arange(5, 9))
+    pos = log.positions()[5:9]
+    np.testing.assert_array_equal(Z, np.column_stack(
+        [np.ones(4), log.context[5:9], pos == 1, pos == 2]))
+
+
+# -- tiny logs ----------------------------------------------------------------------------------
+def tiny_log(n):
+    return BanditLog(context=np.arange(n, dtype=float)[:, None], action=np.zeros(n, int),
+                     reward=np.arange(1.0, n + 1), pscore=np.full(n, 0.5), n_actions=2)
+
+
+@pytest.mark.parametrize("model, per_action", [("mean", False), ("ridge", False),
+                                               (NestedMean(), False), (NestedMean(), True)])
+def test_one_record_has_no_other_fold_to_learn_from(model, per_action):
+    """A one-record log in 2 folds: its cross-fitted prediction comes from no record, 0 for
+    every action; two records: each record's from the other one alone (its reward, the
+    overall mean for the action never logged)."""
+    one = fit_reward_model(tiny_log(1), model, per_action=per_action, rng=0)
+    np.testing.assert_array_equal(one.cross_fitted, np.zeros((1, 2)))
+    if model == "ridge":
+        return
+    two = fit_reward_model(tiny_log(2), model, per_action=per_action, rng=0)
+    np.testing.assert_array_equal(two.cross_fitted, [[2.0, 2.0], [1.0, 1.0]])
+
+
+def test_n_folds_at_most_the_records():
+    with pytest.raises(ValueError) as info:
+        fit_reward_model(tiny_log(2), "mean", n_folds=3)
+    assert str(info.value) == "`n_folds` must be an int in [2, 2]; got 3."
+    assert fit_reward_model(tiny_log(3), "mean", n_folds=3, rng=0).n_folds == 3
+
+
+# -- refusals word for word ---------------------------------------------------------------------
+def test_a_fitted_models_options_and_log_are_checked_word_for_word():
+    log = small_log(1)
+    m = fit_reward_model(log, "mean", rng=0)
+    cases = [
+        (lambda: rm.prepare(log, m, per_action=True), "`per_action` must be False (the value "
+         "`model` was fitted with) or left out; got True."),
+        (lambda: rm.prepare(log, m, n_folds=3), "`n_folds` must be 2 (the value `model` was "
+         "fitted with) or left out; got 3."),
+        (lambda: rm.prepare(small_log(2), m, name="q"), "`q` must be a reward model fitted "
+         "on this log; got one fitted on a log whose action differs (the log changed since "
+         "the model was fitted: fit it again with fit_reward_model)."),
+        (lambda: fit_reward_model(log, np.where(np.arange(90).reshape(30, 3) == 7, np.nan,
+                                                0.0)),
+         "`model` must be an array of finite predicted rewards; got nan at index (2, 1)."),
+    ]
+    for call, msg in cases:
+        with pytest.raises(ValueError) as info:
+            call()
+        assert str(info.value) == msg
+    assert rm.prepare(log, m, per_action=False, n_folds=2) is m
+
+
+@pytest.mark.parametrize("kind", ["ridge", "mean"])
+def test_the_analytic_variance_with_an_action_never_logged(kind):
+    """An action no record shows gets the overall mean, whose derivative by record j's
+    weight is ``(r_j - rbar) / n``: the direct method's and the model part's analytic
+    variances against the record-by-record HC2 reference, with a target that puts mass on
+    that action."""
+    from tests.evaluators.test_reward_models import linear_log, reference_influence
+
+    log = linear_log(13, n=40, K=3, d=2, unseen=True)
+    n, K = log.n_rounds, log.n_actions
+    assert not (log.action == 2).any()
+    g = np.random.default_rng(14)
+    pi = g.dirichlet(np.ones(K), size=n)
+    ws = g.random(n) * 2
+    m = fit_reward_model(log, kind, rng=0)
+    Z, d, h, rc = reference_influence(log, kind)
+    seen = np.bincount(log.action, minlength=K) > 0
+    g_part = (pi.T @ Z - np.array([(ws[log.action == k, None] * Z[log.action == k]).sum(0)
+                                   for k in range(K)])) / n
+    g_dm = pi.T @ Z / n
+    terms = np.einsum("jk,jk->j", pi, m.in_sample)
+
+    def hc2(gr, y):
+        scale = np.where(h < 1 - 1e-12, 1 / np.sqrt(np.maximum(1 - h, 1e-12)), 0.0)
+        x = (y + np.einsum("jp,jp->j", d, gr[log.action]) * scale
+             + gr[~seen, 0].sum() * rc)
+        return np.var(x, ddof=1) * n
+
+    assert m.part_variance(pi, ws, "analytic", 2) == pytest.approx(hc2(g_part, 0.0),
+                                                                    rel=1e-9)
+    assert m.dm_stderr(pi, terms, "analytic", 2) == pytest.approx(
+        np.sqrt(hc2(g_dm, terms / n)), rel=1e-9)
