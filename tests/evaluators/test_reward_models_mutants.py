@@ -473,3 +473,33 @@ def test_the_analytic_variance_with_an_action_never_logged(kind):
                                                                     rel=1e-9)
     assert m.dm_stderr(pi, terms, "analytic", 2) == pytest.approx(
         np.sqrt(hc2(g_dm, terms / n)), rel=1e-9)
+
+
+class FitOnly:
+    def fit(self, X, y):
+        return self
+
+
+class PredictOnly:
+    def predict(self, X):
+        return X[:, 0]
+
+
+WANTS = ("`model` must be one of ('ridge', 'mean'), an array (n_rounds, n_actions) of "
+         "predicted rewards, a regressor with fit(X, y) and predict(X), or a RewardModel from "
+         "fit_reward_model; got {}.")
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"model": "mean", "per_action": 1}, "`per_action` must be a bool; got int."),
+    ({"model": FitOnly()}, WANTS.format("FitOnly")),
+    ({"model": PredictOnly()}, WANTS.format("PredictOnly")),
+    ({"model": np.full((30, 3), "a")},
+     "`model` must be an array of predicted rewards (float); got dtype <U1."),
+])
+def test_a_model_specification_is_refused_word_for_word(kw, msg):
+    """A regressor needs both ``fit`` and ``predict``; an array, numbers; ``per_action`` a
+    bool."""
+    with pytest.raises(TypeError) as info:
+        fit_reward_model(small_log(1), **kw)
+    assert str(info.value) == msg
