@@ -354,6 +354,7 @@ def test_the_folds_are_a_permutation_of_the_records_ranked_by_content():
     log = small_log(10, n=25)
     seq = np.random.SeedSequence(11)
     m = fit_reward_model(log, "mean", n_folds=3, rng=np.random.default_rng(seq))
+    assert seq.n_children_spawned == 2  # two streams: the folds, the resamples
     rank = sorted(range(25), key=lambda j: (record_hash_by_hand(log)[j], j))
     perm = np.random.default_rng(np.random.SeedSequence(11).spawn(2)[0]).permutation(25)
     want = np.empty(25, dtype=np.int64)
