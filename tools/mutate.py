@@ -132,6 +132,7 @@ TESTS = {
     # variances, positions, refusals)
     "evaluators/_reward_models.py": ["tests/evaluators/test_reward_models.py",
                                      "tests/evaluators/test_reward_models_pins.py",
+                                     "tests/evaluators/test_reward_models_mutants.py",
                                      "tests/evaluators/test_ope.py",
                                      "tests/evaluators/test_ope_mutants.py",
                                      "tests/evaluators/test_stderr.py",
