@@ -504,3 +504,32 @@ def test_a_model_specification_is_refused_word_for_word(kw, msg):
     with pytest.raises(TypeError) as info:
         fit_reward_model(small_log(1), **kw)
     assert str(info.value) == msg
+
+
+def test_an_array_of_predictions_in_each_accepted_shape():
+    """An array model: (n, K), or OBP's (n, K, 1) read as (n, K); on a log with positions
+    (n, K, len_list), each record read at its position. Other shapes refused word for word,
+    naming the argument."""
+    log, log2 = small_log(1), small_log(1, L=2)
+    q = np.random.default_rng(0).random((30, 3))
+    obp = fit_reward_model(log, q[:, :, None], rng=0)
+    np.testing.assert_array_equal(obp.cross_fitted, q)
+    np.testing.assert_array_equal(obp.in_sample, q)
+    q3 = np.random.default_rng(1).random((30, 3, 2))
+    at = fit_reward_model(log2, q3, rng=0).in_sample
+    np.testing.assert_array_equal(at, q3[np.arange(30), :, log2.positions()])
+    for lg, bad, msg in [
+        (log, np.zeros((30, 4)), "`model` must be an array of shape (n_rounds, n_actions) = "
+         "(30, 3) or (30, 3, 1); got shape (30, 4)."),
+        (log, np.zeros((30, 3, 2)), "`model` must be an array of shape (n_rounds, n_actions) "
+         "= (30, 3) or (30, 3, 1); got shape (30, 3, 2)."),
+        (log2, np.zeros((30, 3)), "`model` must be an array of shape (n_rounds, n_actions, "
+         "len_list) = (30, 3, 2) (the log has 2 positions); got shape (30, 3)."),
+    ]:
+        with pytest.raises(ValueError) as info:
+            fit_reward_model(lg, bad)
+        assert str(info.value) == msg
+    with pytest.raises(TypeError) as info:
+        rm.resolve_model(log, 3.5, name="q")
+    assert str(info.value).startswith("`q` must be one of ('ridge', 'mean'), ") and \
+        str(info.value).endswith("; got float.")
