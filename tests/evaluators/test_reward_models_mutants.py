@@ -533,3 +533,9 @@ def test_an_array_of_predictions_in_each_accepted_shape():
         rm.resolve_model(log, 3.5, name="q")
     assert str(info.value).startswith("`q` must be one of ('ridge', 'mean'), ") and \
         str(info.value).endswith("; got float.")
+
+
+def test_an_estimators_model_argument_is_named_in_its_refusal():
+    with pytest.raises(ValueError) as info:
+        rm.prepare(small_log(1), "forest", name="q_model")
+    assert str(info.value) == "`q_model` must be one of 'ridge', 'mean'; got 'forest'."
