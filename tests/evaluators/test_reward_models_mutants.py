@@ -340,7 +340,7 @@ def record_hash_by_hand(log) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize("L", [1, 3])
+@pytest.mark.parametrize("L", [1, 2, 3])
 def test_the_records_hash_is_splitmix64_over_their_fields(L):
     log = small_log(9, n=12, L=L)
     assert rm._record_hash(log).tolist() == record_hash_by_hand(log)
