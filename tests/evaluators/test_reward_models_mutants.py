@@ -529,6 +529,7 @@ def test_an_array_of_predictions_in_each_accepted_shape():
         with pytest.raises(ValueError) as info:
             fit_reward_model(lg, bad)
         assert str(info.value) == msg
+    assert rm.resolve_model(log, NestedMean()).per_action is False  # one joint model
     with pytest.raises(TypeError) as info:
         rm.resolve_model(log, 3.5, name="q")
     assert str(info.value).startswith("`q` must be one of ('ridge', 'mean'), ") and \
