@@ -274,9 +274,10 @@ def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, mode
         else:  # "auto": the log's where it resolves one, the twins' elsewhere
             from_log = d2 > LOG_RESOLVES * v
         # per twin: s^2 + the twin's squared error less its variance (mean: s^2 + bias^2);
-        # s^2 alone for a bias from the log, on the twins where the candidate has a number
-        # (the leaderboard counts those)
-        losses = np.where(from_log, s2 + 0.0 * E, s2 + E ** 2 - var_pop)
+        # s^2 alone for a bias from the log; nan where the candidate has no number on the
+        # twin (the leaderboard counts the twins with one)
+        losses = np.where(from_log, np.where(np.isfinite(E), s2, np.nan),
+                          s2 + E ** 2 - var_pop)
         offset = np.where(from_log, np.maximum(0.0, d2 - v), 0.0)
         board, _ = _select.leaderboard(cands.labels, losses, ests[:C], errors=E,
                                        offset=offset,

@@ -456,3 +456,9 @@ def test_a_candidates_model_that_fails_on_the_log_is_named_with_the_log():
         select_by_twin(log, pi, candidates=cands, n_twins=2, rng=1)
     assert str(info.value) == ("`candidates`: the reward model failed to fit on the log: "
                                "RuntimeError: singular")
+
+
+def test_twenty_twins_by_default():
+    log = small_log(2)
+    got = select_by_twin(log, np.full((40, 3), 1 / 3), candidates=CANDS, rng=0)
+    assert got.n_replicates == 20 and len(got.details["twin_values"]) == 20
