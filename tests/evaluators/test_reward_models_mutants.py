@@ -540,3 +540,11 @@ def test_an_estimators_model_argument_is_named_in_its_refusal():
     with pytest.raises(ValueError) as info:
         rm.prepare(small_log(1), "forest", name="q_model")
     assert str(info.value) == "`q_model` must be one of 'ridge', 'mean'; got 'forest'."
+
+
+def test_an_integer_array_of_predictions_is_read_as_floats():
+    log = small_log(1)
+    q = np.arange(90).reshape(30, 3) % 2
+    m = fit_reward_model(log, q, rng=0)
+    assert m.in_sample.dtype == np.float64
+    np.testing.assert_array_equal(m.in_sample, q.astype(float))
