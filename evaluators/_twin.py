@@ -258,7 +258,9 @@ def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, mode
     k = np.isfinite(E).sum(axis=0)
     mean = np.where(k > 0, np.nansum(E, axis=0) / np.maximum(k, 1), np.nan)
     var_pop = np.where(k > 0, np.nansum((E - mean) ** 2, axis=0) / np.maximum(k, 1), np.nan)
-    var = var_pop * k / np.maximum(k - 1, 1)  # the twins' variance (ddof=1)
+    # the twins' variance (ddof=1): unknown from one twin (0 would give a candidate without
+    # its own standard error a score of 0 from one number)
+    var = np.where(k > 1, var_pop * k / np.maximum(k - 1, 1), np.nan)
     use_log = bias == "log" or (bias == "twin" and bool(unfaithful))
     if bias == "twin" and not unfaithful:  # the twins' own RMSE
         board, _ = _select.leaderboard(cands.labels, E ** 2, ests[:C], errors=E)
@@ -271,8 +273,11 @@ def select_by_twin(log, action_dist, *, candidates=None, n_twins: int = 20, mode
             from_log = np.ones(C, dtype=bool)
         else:  # "auto": the log's where it resolves one, the twins' elsewhere
             from_log = d2 > LOG_RESOLVES * v
-        # per twin: s^2 + the twin's squared error less its variance (mean: s^2 + bias^2)
-        losses = np.where(from_log, s2, s2 + E ** 2 - var_pop)
+        # per twin: s^2 + the twin's squared error less its variance (mean: s^2 + bias^2);
+        # s^2 alone for a bias from the log; nan where the candidate has no number on the
+        # twin (the leaderboard counts the twins with one)
+        losses = np.where(from_log, np.where(np.isfinite(E), s2, np.nan),
+                          s2 + E ** 2 - var_pop)
         offset = np.where(from_log, np.maximum(0.0, d2 - v), 0.0)
         board, _ = _select.leaderboard(cands.labels, losses, ests[:C], errors=E,
                                        offset=offset,

@@ -92,6 +92,31 @@ def test_summary_counts_mutants_not_run_and_does_not_pass_them(tmp_path, monkeyp
     assert status == 1
 
 
+def test_functions_narrow_the_summary_to_their_mutants(tmp_path, monkeypatch, capsys):
+    """``--functions``: mutmut's name patterns of a function and of a method, and a summary
+    over their mutants only (``g``'s mutant not run is left out: the run passes)."""
+    assert mutate.function_pattern("simulator/_w.py", "W.m") == "simulator._w.xǁWǁm__mutmut_*"
+    assert mutate.function_pattern(MODULE, "f") == "evaluators._x.x_f__mutmut_*"
+    patterns = [mutate.function_pattern(MODULE, f) for f in ("f", "C.__call__")]
+    assert mutate.in_functions(name("x_f", 12), patterns)
+    assert not mutate.in_functions(name("x_f_g", 1), patterns)  # another function's prefix
+    assert not mutate.in_functions(name("x_g", 1), patterns)
+    scratch(tmp_path, ["t1.py"], OLD_CODES, OLD_HASHES)
+    monkeypatch.setattr(mutate, "diffs_of", lambda work, module, names: {
+        n: "--- a\n+++ a\n-    return x\n+    return None" for n in names})
+
+    class Args:
+        max_children, target, functions = 1, 0.5, ["f", "C.__call__"]
+
+    Args.patterns = patterns
+    status = mutate.summarize(tmp_path, [MODULE], set(), Args, seconds=None)
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    row = out["modules"][MODULE]
+    assert (row["total"], row["killed"], row["survived"], row["timeout"], row["not run"]) == \
+        (3, 1, 1, 1, 0)
+    assert out["functions"] == ["f", "C.__call__"] and status == 0
+
+
 @pytest.mark.parametrize("mutant, function", [
     ("evaluators._x.x_f__mutmut_3", "f"),
     ("evaluators._x.xǁCǁ__call____mutmut_12", "C.__call__"),

@@ -14,6 +14,7 @@ Runs of the larger modules take hours on two cores; two options make them resuma
 
     python tools/mutate.py evaluators/_ope.py --keep        # go on with a stopped run
     python tools/mutate.py evaluators/_ope.py --survivors   # retry its survivors, new tests
+    python tools/mutate.py simulator/_world.py --functions World._plan_campaign World.true_ctr
 
 ``--keep`` refreshes the scratch copy's sources and tests but keeps mutmut's verdicts: a mutant
 keeps its verdict when its function's code is unchanged, and only the mutants not yet run (or
@@ -24,6 +25,10 @@ stands, and a test written since could kill them), the mutants not run yet and t
 functions changed or added since the run. The killed of unchanged functions keep their
 verdicts, also when mutmut drops them because tests were added to the selection (tests only
 added cannot revive a killed mutant; a selection that lost tests keeps nothing).
+
+``--functions`` runs and reports only the mutants of the named functions (``name`` or
+``Class.method``) of one module: a module too large for one run is mutated in parts (the
+others stay "not run" in mutmut's verdicts and are left out of the report).
 
 One bug, planted by hand, in a scratch copy (the work tree is never touched):
 
@@ -117,6 +122,34 @@ TESTS = {
                               "tests/evaluators/test_bred.py"],
     "evaluators/_bred.py": ["tests/evaluators/test_bred.py",
                             "tests/evaluators/test_bred_pins.py"],
+    # the twins written out record by record (test_twin.py), and every selector's shared
+    # contract (the selectors' and the hostile cases' files call select_by_twin too)
+    "evaluators/_twin.py": ["tests/evaluators/test_twin.py",
+                            "tests/evaluators/test_twin_mutants.py",
+                            "tests/evaluators/test_selectors.py",
+                            "tests/hostile/test_selector_cases.py"],
+    # the model's own tests and the estimators that read it (DM, the DR family, their
+    # variances, positions, refusals)
+    "evaluators/_reward_models.py": ["tests/evaluators/test_reward_models.py",
+                                     "tests/evaluators/test_reward_models_pins.py",
+                                     "tests/evaluators/test_reward_models_mutants.py",
+                                     "tests/evaluators/test_ope.py",
+                                     "tests/evaluators/test_ope_mutants.py",
+                                     "tests/evaluators/test_stderr.py",
+                                     "tests/evaluators/test_positions.py",
+                                     "tests/evaluators/test_refusals.py"],
+    # the campaign plan against its law, the world's campaign and CTR code (fast == naive,
+    # the kernels), the drift; the truth's numbers read true_ctr
+    "simulator/_world.py": ["tests/simulator/test_world.py",
+                            "tests/simulator/test_campaign_plan_pins.py",
+                            "tests/simulator/test_kernels.py",
+                            "tests/simulator/test_drift.py",
+                            "tests/simulator/test_truth_numbers.py"],
+    # the likelihoods against their written-out forms, the fits end to end
+    "simulator/_calibrate.py": ["tests/simulator/test_calibrate.py",
+                                "tests/simulator/test_decay_pins.py",
+                                "tests/simulator/test_drift.py",
+                                "tests/recloop/test_calibration.py"],
 }
 #: tests that cannot run under mutmut's fork-per-mutant workers (they start a Dask cluster)
 IGNORED = ["tests/evaluators/test_distributed.py"]
@@ -285,6 +318,21 @@ def key_of(module: str, name: str, diff: str) -> tuple[str, str, str]:
     return module, function, " ".join(plus)
 
 
+def function_pattern(module: str, function: str) -> str:
+    """mutmut's name pattern of the mutants of ``function`` (``name`` or ``Class.method``)
+    of ``module``."""
+    dotted = module.removesuffix(".py").replace("/", ".")
+    cls, _, meth = function.rpartition(".")
+    name = f"x\u01c1{cls}\u01c1{meth}" if cls else f"x_{meth}"
+    return f"{dotted}.{name}__mutmut_*"
+
+
+def in_functions(name: str, patterns: list[str] | None) -> bool:
+    """Whether mutant ``name`` belongs to one of the functions of ``patterns``."""
+    return patterns is None or any(name.startswith(p[:-1]) and
+                                   name[len(p) - 1:].isdigit() for p in patterns)
+
+
 def is_equivalent(module: str, name: str, diff: str, known) -> bool:
     """Listed as equivalent: by its mutated line, or, where that line alone is ambiguous
     (``)`` may be the mutant of several calls), by ``<removed line> => <mutated line>``."""
@@ -322,7 +370,8 @@ def plant(module: str, old: str, new: str, tests: list[str]) -> int:
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "-o", "addopts=", "--tb=line", "-rf",
                           *[f"--ignore={t}" for t in IGNORED], *tests],
-                         cwd=work, env=env, capture_output=True, text=True)
+                         cwd=work, env=env, capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL)
     seconds = time.perf_counter() - start
     lines = run.stdout.splitlines()
     failed = [ln for ln in lines if ln.startswith("FAILED ") or ln.startswith("ERROR ")]
@@ -361,6 +410,9 @@ def main(argv=None) -> int:
     ap.add_argument("--survivors", action="store_true",
                     help="run only the survivors and the mutants not run yet, by name, "
                          "against the current tests (implies --keep)")
+    ap.add_argument("--functions", nargs="+", metavar="NAME",
+                    help="only the mutants of these functions (name or Class.method) of "
+                         "one module: run and report")
     ap.add_argument("--report", action="store_true",
                     help="only report the scratch tree's verdicts (a run stopped or running)")
     args = ap.parse_args(argv)
@@ -374,6 +426,11 @@ def main(argv=None) -> int:
         touched = set(changed_files(args.changed))
         modules = [m for m in modules if m in touched]
     modules = [m for m in modules if (ROOT / m).exists()]
+    args.patterns = None
+    if args.functions:
+        if len(modules) != 1:
+            ap.error("--functions: name exactly one module")
+        args.patterns = [function_pattern(modules[0], f) for f in args.functions]
     if not modules:
         print("tools/mutate.py: no module of the numeric core to mutate")
         print(json.dumps({"modules": {}, "passed": True}))
@@ -410,12 +467,19 @@ def main(argv=None) -> int:
     env = dict(os.environ, CI="true")  # tests/conftest.py: derandomised hypothesis
     cmd = ["nice", "-n", "10", mutmut, "run", "--max-children", str(args.max_children)]
     if args.survivors:
+        names = [n for n in names if in_functions(n, args.patterns)
+                 or (n.endswith("*") and n in args.patterns)]
         if not names:
             print("tools/mutate.py: no survivor to run again")
         cmd = cmd + names if names else None
+    elif args.patterns:
+        cmd = cmd + args.patterns
     try:
         if cmd is not None:
-            run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+            # stdin from /dev/null: a run in the background whose test (or mutant) reads
+            # stdin would otherwise be stopped by SIGTTIN, with all of mutmut's processes
+            run = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True,
+                                 stdin=subprocess.DEVNULL)
             if run.returncode != 0:
                 sys.stdout.write(run.stdout[-3000:])
                 sys.stderr.write(run.stderr[-3000:])
@@ -436,7 +500,8 @@ def summarize(work: Path, modules: list[str], known, args, seconds: float | None
               36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
               -11: "killed", 139: "killed"}
     for module in modules:
-        meta = verdicts(work, module)
+        meta = {n: code for n, code in verdicts(work, module).items()
+                if in_functions(n, getattr(args, "patterns", None))}
         counts = {"killed": 0, "survived": 0, "equivalent": 0, "timeout": 0, "no tests": 0,
                   "not run": 0, "other": 0}
         print(f"\n== {module}")
@@ -460,6 +525,8 @@ def summarize(work: Path, modules: list[str], known, args, seconds: float | None
     # the rate is over the mutants run: a module with mutants not run has not passed
     passed = all(s["kill_rate"] >= args.target and not s["not run"] for s in summary.values())
     print(json.dumps({"modules": summary,
+                      **({"functions": args.functions} if getattr(args, "functions", None)
+                         else {}),
                       "seconds": None if seconds is None else round(seconds, 1),
                       "max_children": args.max_children, "target": args.target,
                       "passed": passed}))

@@ -11,7 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import evaluators
-from evaluators import Selection, doubly_robust, dr_os, ips, select_by_twin, snips
+from evaluators import (
+    Selection,
+    direct_method,
+    doubly_robust,
+    dr_os,
+    ips,
+    select_by_twin,
+    snips,
+)
 from simulator.logs import BanditLog
 
 
@@ -25,6 +33,10 @@ def small_log(seed, n=40, K=3, L=1, binary=True, logging="pi_b"):
     return BanditLog(context=x, action=a, reward=r, pscore=pi_b[np.arange(n), a], n_actions=K,
                      pi_b=pi_b if logging == "pi_b" else None,
                      position=g.integers(0, L, n) if L > 1 else None, len_list=L)
+
+
+#: the candidates that read the shared reward model
+MODEL_BASED = (doubly_robust, dr_os, direct_method)
 
 
 def reference_twin_errors(log, pi, candidates, n_twins, seed):
@@ -54,9 +66,14 @@ def reference_twin_errors(log, pi, candidates, n_twins, seed):
         if binary:
             uo = gen.random((n, K))
             outcome = [[float(uo[i, k] < mu[i, k]) for k in range(K)] for i in range(n)]
-        u = gen.random(n)
+        logged = log.pi_b is None and np.ptp(log.pscore) > 0  # neither pi_b nor uniform
+        u = None if logged else gen.random(n)  # a logged twin keeps its records' actions
         act, ps = [], []
         for j, i in enumerate(idx):
+            if logged:
+                act.append(int(log.action[i]))
+                ps.append(float(log.pscore[i]))
+                continue
             probs = log.pi_b[i] if log.pi_b is not None else np.full(K, 1 / K)
             c, k = 0.0, 0
             for k in range(K):  # the first action whose cumulative probability passes u
@@ -81,7 +98,7 @@ def reference_twin_errors(log, pi, candidates, n_twins, seed):
         row = []
         for _, f in [*candidates, ("ref", doubly_robust)]:
             fn = getattr(f, "func", f)
-            e = f(twin, pi[idx], model=m) if fn in (doubly_robust, dr_os) else f(twin, pi[idx])
+            e = f(twin, pi[idx], model=m) if fn in MODEL_BASED else f(twin, pi[idx])
             row.append(e.value - truth)
         errors.append(row)
     return np.array(errors)
@@ -95,17 +112,18 @@ def on_log(log, pi, candidates, seed):
     out = []
     for _, f in [*candidates, ("ref", doubly_robust)]:
         fn = getattr(f, "func", f)
-        out.append(f(log, pi, model=m) if fn in (doubly_robust, dr_os) else f(log, pi))
+        out.append(f(log, pi, model=m) if fn in MODEL_BASED else f(log, pi))
     return out
 
 
 CANDS = [("ips", ips), ("snips", snips), ("ips(clip=2)", functools.partial(ips, clip=2.0)),
-         ("dr_os(lambda_=10)", functools.partial(dr_os, lambda_=10.0))]
+         ("dr_os(lambda_=10)", functools.partial(dr_os, lambda_=10.0)),
+         ("direct_method", direct_method)]
 
 
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), L=st.sampled_from([1, 2]), binary=st.booleans(),
-       logging=st.sampled_from(["pi_b", "uniform"]))
+       logging=st.sampled_from(["pi_b", "uniform", "logged"]))
 def test_every_number_of_the_leaderboard_against_twins_written_out_by_hand(seed, L, binary,
                                                                         logging):
     log = small_log(seed % 1000, L=L, binary=binary, logging=logging)
@@ -198,7 +216,9 @@ def test_a_twin_that_misses_the_logs_differences_says_so_and_falls_back():
     assert got.fallback and got.warnings
     assert got.warnings[0].startswith("The twins are not faithful to this log: ")
     assert "'direct_method' is" in got.warnings[0]
-    assert "The selection falls back" in got.warnings[1]
+    assert got.warnings[1] == ("The selection falls back to each candidate's own standard error "
+                               "and its bias read from the log against the reference "
+                               "(bias='log').")
     assert got.details["z"]["direct_method"] < -2.81
     kept = select_by_twin(log, pi, n_twins=10, rng=0, bias="log")
     assert not kept.fallback and kept.warnings[0] == got.warnings[0]
