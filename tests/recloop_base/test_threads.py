@@ -88,3 +88,12 @@ def test_blas_threads_caps_and_restores_without_changing_results():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     if setter is not None:
         assert setter(original) == original  # restored after it
+
+
+def test_the_suites_processes_give_blas_one_thread():
+    """tests/conftest.py: one BLAS thread per test process (xdist runs one per core), as the
+    harness gives its own workers; a second would oversubscribe the cores and spin."""
+    import threadpoolctl
+
+    info = threadpoolctl.threadpool_info()
+    assert info and all(i["num_threads"] == 1 for i in info), info
