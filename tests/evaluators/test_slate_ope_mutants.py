@@ -980,3 +980,37 @@ def test_the_dense_factor_chunks_hold_at_most_the_cells_or_one_record(monkeypatc
         assert [r.size for r, _ in got] == sizes
         assert np.concatenate([r for r, _ in got]).tolist() == [3, 0, 2]
         assert np.allclose(np.concatenate([d for _, d in got]), D[rows], rtol=1e-15, atol=0)
+
+
+def test_records_whose_remaining_weight_is_below_1e_4_of_the_total_are_summed_item_by_item():
+    # "below": a remaining weight of exactly 1e-4 of the row's total stays factored (records 0
+    # and 3: 1 of 10,000), one a little below it is expanded (record 2: 1 of 10,000.5)
+    from evaluators._slate_ope import _Factors
+    log = dist_log()
+    weights = np.array([[9999.0, 0.5, 0.5], [1.0, 2.0, 1.0], [0.5, 0.5, 9999.5]])
+    R, D, cas = factor_arrays(weights)
+    assert R[0, 1] == R[3, 1] == 1e-4 * 10000.0 == 1.0 and R[2, 1] < 1e-4 * 10000.5
+    f = _Factors(log, FactorPolicy(weights=weights), cas)
+    assert f.ill.tolist() == [2] and f.well.tolist() == [0, 1, 3]
+
+
+def test_a_nearly_certain_first_item_gives_the_dense_estimate(monkeypatch):
+    # the first item holds all but 2 of 1e12 + 2: its remaining weights (2 of 1e12) lose 12
+    # digits as W . t minus the shown share, so those records are summed item by item and the
+    # estimate equals the dense array's to rounding (factored, it is off by about 1e-5)
+    rng = np.random.default_rng(0)
+    n, row = 12, np.arange(12) % 3
+    action = [[0, 1 + i % 2] if row[i] == 0 else list(rng.permutation(3)[:2]) for i in range(n)]
+    weights = np.array([[1e12 + 0.3, 0.7, 1.3], [1.0, 2.0, 1.0], [1.0, 1.0, 2.0]])
+    R, D, cas = factor_arrays(weights, row, action)
+    mu = np.tile([1 / 3, 1 / 6], (n, 1))
+    log = SlateLog(context=np.zeros((n, 1)), action=action,
+                   reward=(rng.random((n, 2)) < 0.5).astype(float), pscore=mu[:, 1],
+                   pscore_cascade=mu, pscore_item_position=np.full((n, 2), 1 / 3), n_items=3,
+                   user=np.arange(n))
+    for seed in (0, 1):
+        want = evaluators.cascade_dr(log, cas, D, rng=seed)
+        got = evaluators.cascade_dr(log, cas, FactorPolicy(
+            answer=lambda u: (weights, row[u], R[u])), rng=seed)
+        assert got.value == pytest.approx(want.value, rel=1e-12)
+        assert got.stderr == pytest.approx(want.stderr, rel=1e-10)
