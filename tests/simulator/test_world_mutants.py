@@ -21,6 +21,7 @@ offers, for every method. Then the refusals, matched word for word.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -245,6 +246,8 @@ def test_the_policy_is_fitted_on_the_profiles_before_the_start(policy_worlds, me
     e = world.edges
     before = e.tick <= 2  # the campaign starts at tick 3
     assert fitted.nnz == before.sum() > 0
+    # organic edges on ticks 2 and 3: profiles of ticks 1, 2 and 3 all differ
+    assert ((e.tick == 2) & (e.source == 0)).sum() > 0 and ((e.tick == 3) & (e.source == 0)).sum()
     assert set(zip(*fitted.nonzero(), strict=True)) == set(
         zip(e.user[before].tolist(), e.item[before].tolist(), strict=True))
     assert world.campaign_policies[0] is None
@@ -390,3 +393,56 @@ def test_the_twin_keeps_the_method_history_and_start_and_drops_the_campaigns():
         np.testing.assert_array_equal(x, y)
     new = a.tick >= 3
     assert (a.source[new] == 2).sum() == 0 and past.sum() > 0 and new.sum() > 0
+
+
+# -- the plan's order over long windows ----------------------------------------------------------
+def test_the_plan_is_sorted_by_tick_then_user_over_windows_beyond_int16():
+    """``_campaign_tick`` finds a tick's users by binary search in the plan, so the plan must
+    be in tick order (then user order) also where offsets or ticks pass 2**15: a window of
+    40,000 ticks (offsets up to 39,999) and one of 30,000 starting at 20,000 (ticks up to
+    49,999). Only the plan is built (the constructor's), nothing is simulated."""
+    cfg = WorldConfig(n_users=30, n_items=3, n_ticks=60000, mean_profile_size=0.0,
+                      n_universal=0,
+                      campaigns=(CampaignConfig(start=20000, duration=40000, reach=0.9,
+                                                items=(0,)),
+                                 CampaignConfig(start=20000, duration=30000, reach=0.9,
+                                                items=(1,))))
+    world = World(cfg, 0)
+    for j, camp in enumerate(cfg.campaigns):
+        law = sorted((t, u) for u, t in plan_law(world, j, camp).items())
+        # beyond int16: an offset (window 0), a tick (window 1)
+        assert law[-1][0] >= 2**15 + (camp.start if j == 0 else 0)
+        users, ticks = world._campaign_plan[j]
+        assert users.dtype == np.int64 and ticks.dtype == np.int64
+        assert list(zip(ticks.tolist(), users.tolist(), strict=True)) == law
+
+
+def test_a_campaign_meeting_only_held_items_offers_nothing_and_counts_zero():
+    """Two campaigns push item 0 to everybody at tick 4; the first, with boost 1000, gets
+    every offer accepted (``1 - (1 - p)**1000`` is 1 to double precision here), so the second
+    offers nothing: tick 4 counts the first's offers only (an empty record is still ints)."""
+    camp = CampaignConfig(start=4, duration=1, reach=1.0, items=(0,), boost=1000.0)
+    cfg = two_lists(campaigns=(camp, dataclasses.replace(camp, boost=2.0)))
+    for method in METHODS:
+        world = World(cfg, 6, method=method).simulate(9)
+        e = world.edges
+        organic = {u for u, i, t, s in zip(e.user.tolist(), e.item.tolist(), e.tick.tolist(),
+                                           e.source.tolist(), strict=True)
+                   if i == 0 and t <= 4 and s == 0}
+        assert set(e.user[(e.item == 0) & (e.source == 2)].tolist()) == set(range(40)) - organic
+        expected = np.zeros(6, np.int64)
+        expected[0] = 40 - len(organic)  # the first campaign's offers; the second's: none
+        np.testing.assert_array_equal(world.push_counts(4, 4), expected)
+        np.testing.assert_array_equal(world.push_counts(0, 9), expected)
+        assert_campaigns_follow_the_law(world)
+
+
+def test_the_plan_of_a_tick_is_in_user_order(lists_world):
+    """Many users share a push tick here (32 users over 6 ticks): the plan keeps them in user
+    order (a stable sort), so the edges of a tick come in the same order whatever sort
+    algorithm numpy picks."""
+    for j, camp in enumerate(lists_world.config.campaigns):
+        law = sorted((t, u) for u, t in plan_law(lists_world, j, camp).items())
+        users, ticks = lists_world._campaign_plan[j]
+        assert len(law) > len(set(ticks.tolist())) + 10
+        assert list(zip(ticks.tolist(), users.tolist(), strict=True)) == law
