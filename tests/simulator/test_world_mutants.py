@@ -398,20 +398,23 @@ def test_the_twin_keeps_the_method_history_and_start_and_drops_the_campaigns():
 # -- the plan's order over long windows ----------------------------------------------------------
 def test_the_plan_is_sorted_by_tick_then_user_over_windows_beyond_int16():
     """``_campaign_tick`` finds a tick's users by binary search in the plan, so the plan must
-    be in tick order (then user order) also where offsets or ticks pass 2**15: a window of
-    40,000 ticks (offsets up to 39,999) and one of 30,000 starting at 20,000 (ticks up to
-    49,999). Only the plan is built (the constructor's), nothing is simulated."""
+    be in tick order (then user order) also where sort keys would pass 2**15 as int16: a
+    window of 40,000 ticks (offsets up to 39,999), and one of 20,000 starting at 10,000
+    (offsets below 2**15, ``tick + start`` on both sides of it). Only the plan is built (the
+    constructor's), nothing is simulated."""
     cfg = WorldConfig(n_users=30, n_items=3, n_ticks=60000, mean_profile_size=0.0,
                       n_universal=0,
                       campaigns=(CampaignConfig(start=20000, duration=40000, reach=0.9,
                                                 items=(0,)),
-                                 CampaignConfig(start=20000, duration=30000, reach=0.9,
+                                 CampaignConfig(start=10000, duration=20000, reach=0.9,
                                                 items=(1,))))
     world = World(cfg, 0)
     for j, camp in enumerate(cfg.campaigns):
         law = sorted((t, u) for u, t in plan_law(world, j, camp).items())
-        # beyond int16: an offset (window 0), a tick (window 1)
-        assert law[-1][0] >= 2**15 + (camp.start if j == 0 else 0)
+        if j == 0:  # offsets beyond int16
+            assert law[-1][0] - camp.start >= 2**15
+        else:  # offsets within int16, tick + start on both sides of 2**15
+            assert law[0][0] + camp.start < 2**15 <= law[-1][0] + camp.start
         users, ticks = world._campaign_plan[j]
         assert users.dtype == np.int64 and ticks.dtype == np.int64
         assert list(zip(ticks.tolist(), users.tolist(), strict=True)) == law
