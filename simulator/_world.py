@@ -273,7 +273,7 @@ class World:
         # State.
         self._has = np.zeros((c.n_users, c.n_items), dtype=bool)
         self._chunks: list[tuple[np.ndarray, ...]] = []
-        self._offers: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._offers: list[tuple[int, np.ndarray]] = []  # (tick, the items offered then)
         self._cat = None
         self._ratings = None
         self._start, self._history = self._check_history(history, start)
@@ -798,7 +798,7 @@ class World:
         # Offer the first k valid items of each row (fixed list) / all valid recommendations.
         valid &= np.cumsum(valid, axis=1) <= camp.k
         ou, oi = uu[valid], slate[valid]
-        self._offers.append((ou, oi, np.full(ou.size, t, dtype=np.int64)))
+        self._offers.append((t, oi))
         p = self._p_tick(ou, oi, t)
         accept = 1.0 - (1.0 - p) ** camp.boost
         ok = hash_uniforms(self._keys["campaign_accept"], ou, oi, t) < accept
@@ -821,8 +821,7 @@ class World:
             c.drift_rate, self._features, self._appeal_at(items, t), self._decay(items, t),
             c.click_model == "logistic", **self._ou_args())
         uu = np.broadcast_to(users[:, None], slate.shape)
-        ou, oi = uu[offered], slate[offered]
-        self._offers.append((ou, oi, np.full(ou.size, t, dtype=np.int64)))
+        self._offers.append((t, slate[offered]))
         self._append(uu[accepted], slate[accepted], t, _CAMPAIGN, mark=False)
 
     def _ou_args(self) -> dict:
@@ -834,7 +833,7 @@ class World:
 
     def _campaign_naive(self, camp, users, slate, t: int) -> None:
         key = self._keys["campaign_accept"]
-        off_u, off_i, out_u, out_i = [], [], [], []
+        off_i, out_u, out_i = [], [], []
         for r, u in enumerate(users.tolist()):
             n_offered = 0
             for i in slate[r].tolist():
@@ -843,7 +842,6 @@ class World:
                 if not (self._birth[i] <= t < self._death[i]) or self._has[u, i]:
                     continue
                 n_offered += 1
-                off_u.append(u)
                 off_i.append(i)
                 accept = 1.0 - (1.0 - self._p_scalar(u, i, t)) ** camp.boost
                 if uniforms_reference(key, u, i, t) < accept:
@@ -851,8 +849,7 @@ class World:
                     out_i.append(i)
         for u, i in zip(out_u, out_i, strict=True):
             self._has[u, i] = True
-        self._offers.append((np.array(off_u, np.int64), np.array(off_i, np.int64),
-                             np.full(len(off_u), t, dtype=np.int64)))
+        self._offers.append((t, np.array(off_i, np.int64)))
         self._append(np.array(out_u, np.int64), np.array(out_i, np.int64), t, _CAMPAIGN,
                      mark=False)
 
@@ -1077,9 +1074,9 @@ class World:
             raise ValueError(f"`t1` must be >= t0 = {t0}; got {t1}.")
         self.simulate(t1)
         counts = np.zeros(self.config.n_items, dtype=np.int64)
-        for _, items, ticks in self._offers:
-            sel = (ticks >= t0) & (ticks <= t1)
-            counts += np.bincount(items[sel], minlength=self.config.n_items)
+        for tick, items in self._offers:
+            if t0 <= tick <= t1:
+                counts += np.bincount(items, minlength=self.config.n_items)
         return counts
 
     def without_campaigns(self) -> "World":

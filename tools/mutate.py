@@ -142,6 +142,7 @@ TESTS = {
     # the kernels), the drift; the truth's numbers read true_ctr
     "simulator/_world.py": ["tests/simulator/test_world.py",
                             "tests/simulator/test_campaign_plan_pins.py",
+                            "tests/simulator/test_world_mutants.py",
                             "tests/simulator/test_kernels.py",
                             "tests/simulator/test_drift.py",
                             "tests/simulator/test_truth_numbers.py"],
