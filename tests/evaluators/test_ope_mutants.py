@@ -595,3 +595,14 @@ def test_dr_os_at_lambda_0_with_a_fitted_model_is_its_model_part_alone():
     se = math.sqrt(se0 ** 2 + _spread(_mean_model_influence(log, g)) * 2)
     est = evaluators.dr_os(log, pi, model=m, lambda_=0.0)
     assert (est.value, est.stderr, est.ess) == pytest.approx((value, se, 0.0), rel=1e-12)
+
+
+def test_a_two_slot_log_names_the_argument_it_refuses():
+    """MIPS checks ``pi_b`` with the same helper: on a log with several positions the refusal
+    names ``pi_b``, not ``action_dist``."""
+    log = BanditLog(context=np.zeros((4, 1)), action=[0, 1, 1, 0], reward=[1.0, 0.5, 0.0, 1.0],
+                    pscore=[0.5] * 4, n_actions=2, position=[0, 1, 0, 1], len_list=2)
+    d, E = np.full((4, 2, 2), 0.5), np.array([[0], [1]])
+    with pytest.raises(ValueError, match=re.escape(
+            "`pi_b` must have shape (n_rounds, n_actions, len_list) = (4, 2, 2); got (4, 2).")):
+        evaluators.mips(log, d, action_embeddings=E, pi_b=np.full((4, 2), 0.5))
