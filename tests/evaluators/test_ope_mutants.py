@@ -1,9 +1,10 @@
-"""Survivors of ``evaluators/_ope.py``'s mutation run, in two sessions (docs/testing.md): the
-no-support ``nan`` of every estimator, the refusals and defaults of the hyper-parameters, the
-direct method's and the reward model's standard errors by a plain loop, the one-record
-warnings, the checks of ``action_dist`` (float32's tolerance to the bit, row chunks, thread
-blocks, the first bad record) and the regression test of the row-sum bug the chunk mutants
-showed. Each number is computed by hand or by a loop here; each message is word for word."""
+"""Survivors of ``evaluators/_ope.py``'s mutation runs, two sessions and a third run of the
+shared helpers (docs/testing.md): the no-support ``nan`` of every estimator, the refusals and
+defaults of the hyper-parameters, the direct method's and the reward model's standard errors
+by a plain loop, the one-record warnings, the checks of ``action_dist`` (float32's tolerance
+to the bit, row chunks, thread blocks, the first bad record, the argument named on a log with
+several positions) and the regression test of the row-sum bug the chunk mutants showed. Each
+number is computed by hand or by a loop here; each message is word for word."""
 
 import inspect
 import math
