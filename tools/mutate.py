@@ -110,9 +110,11 @@ TESTS = {
     # file that pins its numbers against independent computations)
     "evaluators/_ab.py": ["tests/evaluators/test_ab.py"],
     "evaluators/_weights.py": ["tests/evaluators/test_weights.py",
-                               "tests/evaluators/test_weights_pins.py"],
+                               "tests/evaluators/test_weights_pins.py",
+                               "tests/evaluators/test_weights_mutants.py"],
     "evaluators/_loo_kernels.py": ["tests/evaluators/test_loo_knn.py",
-                                   "tests/evaluators/test_loo_knn_pins.py"],
+                                   "tests/evaluators/test_loo_knn_pins.py",
+                                   "tests/evaluators/test_loo_kernels_mutants.py"],
     "evaluators/_loo_knn.py": ["tests/evaluators/test_loo_knn.py",
                                "tests/evaluators/test_loo_knn_pins.py"],
     "evaluators/_replay.py": ["tests/evaluators/test_replay.py",
