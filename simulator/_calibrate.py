@@ -1066,8 +1066,11 @@ def _level_shift(s: np.ndarray, ctr: float) -> float:
             hi = c
         slope = float((p * (1.0 - p)).mean())
         step = c - f / slope if slope > 0 else 0.5 * (lo + hi)
+        tol = 1e-12 * max(1.0, abs(c))
+        if abs(step - c) <= tol:  # converged (also when the step lands on c: f == 0, c = hi)
+            return step
         nxt = step if lo < step < hi else 0.5 * (lo + hi)
-        if abs(nxt - c) <= 1e-12 * max(1.0, abs(c)) or hi - lo <= 1e-12:
+        if abs(nxt - c) <= tol or hi - lo <= 1e-12:
             return nxt
         c = nxt
     return c

@@ -11,6 +11,7 @@ each side of each of its thresholds. Tiny inputs: the whole file runs in about a
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -79,13 +80,29 @@ def test_exposure_integral_per_user_sums_each_users_own_time_profile(birth, deat
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("per_user", [False, True], ids=["one profile", "per user"])
+def test_a_tick_where_no_item_is_alive_adds_nothing_whatever_memory_numpy_hands_out(per_user):
+    """Tick 0 (nobody alive, ``Z = 0``) weighs in the profile; its share must be exactly 0,
+    not 0 times whatever an unwritten array holds. numpy reuses freed small blocks: blocks
+    of the tick count's size filled with nan and freed just before the call make any value
+    left unwritten show (and numpy's warning of a ``where`` without ``out`` is an error)."""
+    phi = sp.csr_array(np.tile(PHI, (2, 1))) if per_user else PHI
+    want = kappa_loop(APPEAL, EXPOSURE, phi.toarray() if per_user else phi, BIRTH, DEATH, 2.5)
+    blocks = [np.full(N_TICKS, np.nan) for _ in range(8)]
+    del blocks
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = _calibrate._exposure_integral(APPEAL, EXPOSURE, phi, BIRTH, DEATH, 2.5)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+
+
 # -- the decay rate's likelihood -----------------------------------------------------------
 def nll(beta, values, spans):
     """``-log L(beta) = sum_j [beta v_j + log sum_{t < s_j} exp(-beta t)]``, the normalising
     sums written out term by term (one per distinct span)."""
     out = beta * float(np.sum(values))
     for s, count in zip(*np.unique(spans, return_counts=True), strict=True):
-        out += count * math.log(sum(math.exp(-beta * t) for t in range(int(s))))
+        out += count * math.log(float(np.exp(-beta * np.arange(int(s))).sum()))
     return out
 
 
@@ -108,11 +125,12 @@ def best_rate(values, spans):
 
 
 def expected_counts(beta, span, n):
-    """Ages 0 .. span - 1 repeated in proportion to the truncated exponential of rate beta
-    (n observations in all, rounded): a sample whose maximum-likelihood rate is near beta."""
+    """(values, spans): ages 0 .. span - 1 repeated in proportion to the truncated
+    exponential of rate beta (about n observations, rounded), each on the span ``span``: a
+    sample whose maximum-likelihood rate is near beta."""
     w = np.exp(-beta * np.arange(span))
-    counts = np.rint(n * w / w.sum()).astype(int)
-    return np.repeat(np.arange(span, dtype=float), counts)
+    values = np.repeat(np.arange(span, dtype=float), np.rint(n * w / w.sum()).astype(int))
+    return values, np.full(values.size, span)
 
 
 def rule(values, spans):
@@ -126,8 +144,10 @@ def rule(values, spans):
 # of the thresholds a mutant would move them to (gain 3, reach 1.25)
 GAIN_2_TO_3 = (np.array([4.0, 0, 5, 4, 6]), np.array([25, 6, 21, 17, 28]))
 GAIN_BELOW_2 = (np.array([1.0, 5, 2]), np.array([15, 15, 15]))
-REACH_BELOW_1_25 = (expected_counts(0.08, 10, 4000), np.full(4000, 10))
-REACH_BELOW_0_25 = (expected_counts(0.02, 10, 20000), np.full(20000, 10))
+REACH_BELOW_1_25 = expected_counts(0.08, 10, 4000)
+REACH_BELOW_0_25 = expected_counts(0.02, 10, 20000)
+#: long spans: a search interval of 0.05, its precision 5e-8
+LONG_SPANS = expected_counts(0.004, 1000, 3000)
 
 
 def test_the_rule_samples_lie_where_they_are_meant_to():
@@ -141,11 +161,15 @@ def test_the_rule_samples_lie_where_they_are_meant_to():
     assert gain > 3.0 and reach < 0.25
 
 
-@pytest.mark.parametrize("sample", [GAIN_2_TO_3, REACH_BELOW_1_25], ids=["gain", "reach"])
+@pytest.mark.parametrize("sample", [GAIN_2_TO_3, REACH_BELOW_1_25, LONG_SPANS],
+                         ids=["gain", "reach", "long spans"])
 def test_a_decline_past_both_thresholds_is_the_maximum_of_the_likelihood(sample):
-    """The rate to the search's precision, 1e-6 of its interval (two such steps here)."""
+    """The rate to the search's precision, 1e-6 of its interval (two such steps here), and
+    no warning: the options given are the bounded search's own."""
     values, spans = sample
-    got = _calibrate._decay_mle(values, spans)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = _calibrate._decay_mle(values, spans)
     assert abs(got - best_rate(values, spans)) <= 2e-6 * search_end(spans)
 
 
@@ -251,11 +275,24 @@ def test_level_shift_solves_mean_expit_equals_ctr(case):
     assert abs(float(np.mean(expit(s + c))) - ctr) <= 1e-11
 
 
-def test_level_shift_stops_at_its_bracket():
-    """A root beyond the bracket [-50, 50] (a ctr of expit(-60) for scores 0): the bracket's
-    end, where the mean is within expit(-50) = 2e-22 of the ctr."""
-    assert _calibrate._level_shift(np.zeros(3), float(expit(-60.0))) == pytest.approx(
-        -50.0, abs=1e-9)
+def test_level_shift_returns_newtons_root_when_found(monkeypatch):
+    """At most 15 passes over the scores on each case (5 to 13 here; the docstring says
+    "about 6"), counted by the calls of ``expit``: a Newton step landing on the current
+    point (``f == 0``, which has just become the bracket's end) is the root, not a reason
+    to restart from the bracket's middle (that took 50 passes on the normal scores)."""
+    passes = []
+    monkeypatch.setattr(_calibrate, "expit", lambda v: passes.append(1) or expit(v))
+    for s, ctr in LEVEL_CASES.values():
+        passes.clear()
+        c = _calibrate._level_shift(s, ctr)
+        assert len(passes) <= 15 and abs(float(np.mean(expit(s + c))) - ctr) <= 1e-11
+
+
+@pytest.mark.parametrize("s, ctr, end", [(np.zeros(3), float(expit(-60.0)), -50.0),
+                                         (np.full(3, -30.0), float(expit(30.0)), 50.0)])
+def test_level_shift_stops_at_its_bracket(s, ctr, end):
+    """A root beyond the bracket [-50, 50] (at -60 and at 60 here): the bracket's end."""
+    assert _calibrate._level_shift(s, ctr) == pytest.approx(end, abs=1e-9)
 
 
 # -- the negative log-likelihood -------------------------------------------------------------
