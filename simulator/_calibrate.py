@@ -582,7 +582,10 @@ def _prepare(interactions, *, min_rating, rating_scale) -> _Log:
 # ---------------------------------------------------------------------------------------------
 def _decay_mle(values: np.ndarray, spans: np.ndarray) -> float:
     """Rate ``beta >= 0`` of a discrete truncated exponential ``P(v) ~ exp(-beta v)`` on
-    ``0 .. spans - 1`` (per observation), by maximum likelihood; 0 when no decline is found."""
+    ``0 .. spans - 1`` (per observation), by maximum likelihood over ``[0, 50 / mean span]``
+    (to 1e-6 of that interval); 0 when no decline is found: fewer than 2 values, every span
+    1 or less, or the likelihood's gain over the uniform law under 2 or ``beta`` times the
+    longest span under 0.25."""
     if values.size < 2 or np.all(spans <= 1):
         return 0.0
     from scipy.optimize import minimize_scalar
@@ -1050,7 +1053,8 @@ class _Model:
 def _level_shift(s: np.ndarray, ctr: float) -> float:
     """The shift ``c`` with ``mean(expit(s + c)) = ctr``: Newton's method on the increasing,
     convex-then-concave mean, kept inside a bracket that shrinks at every step (bisection
-    where a Newton step would leave it); about 6 passes where bisection to 1e-9 took 37."""
+    where a Newton step would leave it); about 6 passes where bisection to 1e-9 took 37.
+    The bracket is [-50, 50]: a root beyond it gives the bracket's end."""
     lo, hi = -50.0, 50.0
     c = 0.0
     for _ in range(100):
@@ -1062,8 +1066,11 @@ def _level_shift(s: np.ndarray, ctr: float) -> float:
             hi = c
         slope = float((p * (1.0 - p)).mean())
         step = c - f / slope if slope > 0 else 0.5 * (lo + hi)
+        tol = 1e-12 * max(1.0, abs(c))
+        if abs(step - c) <= tol:  # converged (also when the step lands on c: f == 0, c = hi)
+            return step
         nxt = step if lo < step < hi else 0.5 * (lo + hi)
-        if abs(nxt - c) <= 1e-12 * max(1.0, abs(c)) or hi - lo <= 1e-12:
+        if abs(nxt - c) <= tol or hi - lo <= 1e-12:
             return nxt
         c = nxt
     return c

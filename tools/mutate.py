@@ -150,6 +150,7 @@ TESTS = {
                             "tests/simulator/test_truth_numbers.py"],
     # the likelihoods against their written-out forms, the fits end to end
     "simulator/_calibrate.py": ["tests/simulator/test_calibrate.py",
+                                "tests/simulator/test_calibrate_mutants.py",
                                 "tests/simulator/test_decay_pins.py",
                                 "tests/simulator/test_drift.py",
                                 "tests/recloop/test_calibration.py"],
