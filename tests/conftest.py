@@ -23,3 +23,34 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+#: Test processes per CPU for ``-n auto`` (pyproject's addopts).
+PROCESSES_PER_CPU = 4
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: four test processes per CPU this process may run on.
+
+    The suite is CPU-bound, and on a machine shared with other work each runnable process
+    gets an equal share of the cores: beside eight busy processes on two cores, two test
+    processes get 2 x 2/10 = 0.4 of a core, eight get 2 x 8/16 = 1 (docs/testing.md, "The
+    suite's time"). On an idle machine the extra processes cost their start-up and
+    collection (about 9 s of CPU each). ``PYTEST_XDIST_AUTO_NUM_WORKERS`` (xdist's own
+    variable) and ``-n N`` win.
+    """
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        n = os.cpu_count() or 1
+    return PROCESSES_PER_CPU * max(1, n)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests marked ``slow`` (seconds each: whole scenarios, guests, statistical checks)
+    first, each group in its collection order: a slow test started last would hold one
+    process while the others stand idle, and on a loaded machine that tail is most of the
+    wall clock."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
