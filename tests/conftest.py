@@ -1,8 +1,8 @@
 import os
 
 # The suite's processes share the cores as recloop's own workers do (recloop._runner's
-# _worker_env): pytest-xdist runs a test process per core, so BLAS and OpenMP pools of more
-# than one thread in each would oversubscribe the cores, and OpenBLAS's threads spin while
+# _worker_env): pytest-xdist runs several test processes per core, so BLAS and OpenMP pools
+# of more than one thread in each would oversubscribe the cores, and OpenBLAS's threads spin while
 # they wait (measured: 18% more CPU for ope_real's figure test, more under load). Set before
 # anything imports numpy; inherited by xdist's workers and the subprocesses tests start;
 # a value the user has set is kept.
@@ -30,7 +30,7 @@ PROCESSES_PER_CPU = 4
 
 
 def pytest_xdist_auto_num_workers(config):
-    """``-n auto``: four test processes per CPU this process may run on.
+    """``-n auto``: :data:`PROCESSES_PER_CPU` test processes per CPU this process may run on.
 
     The suite is CPU-bound, and on a machine shared with other work each runnable process
     gets an equal share of the cores: beside eight busy processes on two cores, two test
@@ -41,11 +41,9 @@ def pytest_xdist_auto_num_workers(config):
     """
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist's own hook reads it
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        n = os.cpu_count() or 1
-    return PROCESSES_PER_CPU * max(1, n)
+    from recloop_base.threads import cpus
+
+    return PROCESSES_PER_CPU * cpus()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -157,6 +157,27 @@ def reference_influence(log, kind):
     return Z, d, h, (log.reward - log.reward.mean()) / n
 
 
+def influence_gradients(log, pi, ws, kind):
+    """:func:`reference_influence`'s ``Z, d, h, rc``, the actions ``seen`` in the log, and
+    the gradients by the coefficients of the model part of DR-type estimates (target ``pi``,
+    the records' weights ``ws``) and of the direct method."""
+    n, K = log.n_rounds, log.n_actions
+    Z, d, h, rc = reference_influence(log, kind)
+    seen = np.bincount(log.action, minlength=K) > 0
+    g_part = (pi.T @ Z - np.array([(ws[log.action == k, None] * Z[log.action == k]).sum(0)
+                                   for k in range(K)])) / n
+    return Z, d, h, rc, seen, g_part, pi.T @ Z / n
+
+
+def hc2_variance(log, d, h, rc, seen, g, y):
+    """``n`` times the variance of the records' first-order effects ``y + d_j . g[a_j]``,
+    each coefficient part over ``sqrt(1 - h_j)`` (HC2), the unseen actions' mean term
+    ``rc`` added."""
+    scale = np.where(h < 1 - 1e-12, 1 / np.sqrt(np.maximum(1 - h, 1e-12)), 0.0)
+    x = y + np.einsum("jp,jp->j", d, g[log.action]) * scale + g[~seen, 0].sum() * rc
+    return np.var(x, ddof=1) * log.n_rounds
+
+
 @settings(max_examples=40)
 @given(linear_problems())
 def test_analytic_variance_is_the_leverage_adjusted_sandwich_of_the_derivatives(case):
@@ -167,13 +188,9 @@ def test_analytic_variance_is_the_leverage_adjusted_sandwich_of_the_derivatives(
     part of DR-type estimates and for the direct method, actions without records included;
     then the estimator's variances against the reference's."""
     log, pi, ws, kind = case
-    n, K = log.n_rounds, log.n_actions
+    n = log.n_rounds
     m = fit_reward_model(log, kind, rng=0)
-    Z, d, h, rc = reference_influence(log, kind)
-    seen = np.bincount(log.action, minlength=K) > 0
-    g_part = (pi.T @ Z - np.array([(ws[log.action == k, None] * Z[log.action == k]).sum(0)
-                                   for k in range(K)])) / n
-    g_dm = pi.T @ Z / n
+    Z, d, h, rc, seen, g_part, g_dm = influence_gradients(log, pi, ws, kind)
     terms = np.einsum("jk,jk->j", pi, m.in_sample)
 
     def coef(w):
@@ -193,15 +210,10 @@ def test_analytic_variance_is_the_leverage_adjusted_sandwich_of_the_derivatives(
         ref = y + np.einsum("jp,jp->j", d, g[log.action]) + c * rc
         np.testing.assert_allclose(ref, fd, rtol=1e-6, atol=1e-8 * max(1.0, np.abs(fd).max()))
 
-    def hc2(g, y):
-        scale = np.where(h < 1 - 1e-12, 1 / np.sqrt(np.maximum(1 - h, 1e-12)), 0.0)
-        x = y + np.einsum("jp,jp->j", d, g[log.action]) * scale + g[~seen, 0].sum() * rc
-        return np.var(x, ddof=1) * n
-
     assert m.part_variance(pi, ws, "analytic", 2) == pytest.approx(
-        hc2(g_part, 0.0), rel=1e-9, abs=1e-15)
+        hc2_variance(log, d, h, rc, seen, g_part, 0.0), rel=1e-9, abs=1e-15)
     assert m.dm_stderr(pi, terms, "analytic", 2) == pytest.approx(
-        math.sqrt(hc2(g_dm, terms / n)), rel=1e-9, abs=1e-15)
+        math.sqrt(hc2_variance(log, d, h, rc, seen, g_dm, terms / n)), rel=1e-9, abs=1e-15)
 
 
 @settings(max_examples=12)

@@ -448,7 +448,7 @@ def test_the_analytic_variance_with_an_action_never_logged(kind):
     weight is ``(r_j - rbar) / n``: the direct method's and the model part's analytic
     variances against the record-by-record HC2 reference, with a target that puts mass on
     that action."""
-    from tests.evaluators.test_reward_models import linear_log, reference_influence
+    from tests.evaluators.test_reward_models import hc2_variance, influence_gradients, linear_log
 
     log = linear_log(13, n=40, K=3, d=2, unseen=True)
     n, K = log.n_rounds, log.n_actions
@@ -457,23 +457,13 @@ def test_the_analytic_variance_with_an_action_never_logged(kind):
     pi = g.dirichlet(np.ones(K), size=n)
     ws = g.random(n) * 2
     m = fit_reward_model(log, kind, rng=0)
-    Z, d, h, rc = reference_influence(log, kind)
-    seen = np.bincount(log.action, minlength=K) > 0
-    g_part = (pi.T @ Z - np.array([(ws[log.action == k, None] * Z[log.action == k]).sum(0)
-                                   for k in range(K)])) / n
-    g_dm = pi.T @ Z / n
+    _, d, h, rc, seen, g_part, g_dm = influence_gradients(log, pi, ws, kind)
     terms = np.einsum("jk,jk->j", pi, m.in_sample)
 
-    def hc2(gr, y):
-        scale = np.where(h < 1 - 1e-12, 1 / np.sqrt(np.maximum(1 - h, 1e-12)), 0.0)
-        x = (y + np.einsum("jp,jp->j", d, gr[log.action]) * scale
-             + gr[~seen, 0].sum() * rc)
-        return np.var(x, ddof=1) * n
-
-    assert m.part_variance(pi, ws, "analytic", 2) == pytest.approx(hc2(g_part, 0.0),
-                                                                    rel=1e-9)
+    assert m.part_variance(pi, ws, "analytic", 2) == pytest.approx(
+        hc2_variance(log, d, h, rc, seen, g_part, 0.0), rel=1e-9)
     assert m.dm_stderr(pi, terms, "analytic", 2) == pytest.approx(
-        np.sqrt(hc2(g_dm, terms / n)), rel=1e-9)
+        np.sqrt(hc2_variance(log, d, h, rc, seen, g_dm, terms / n)), rel=1e-9)
 
 
 class FitOnly:

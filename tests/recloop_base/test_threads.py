@@ -91,8 +91,8 @@ def test_blas_threads_caps_and_restores_without_changing_results():
 
 
 def test_the_suites_processes_give_blas_one_thread():
-    """tests/conftest.py: one BLAS thread per test process (xdist runs one per core), as the
-    harness gives its own workers; a second would oversubscribe the cores and spin."""
+    """tests/conftest.py: one BLAS thread per test process (xdist runs several per core), as
+    the harness gives its own workers; a second would oversubscribe the cores and spin."""
     import threadpoolctl
 
     info = threadpoolctl.threadpool_info()
