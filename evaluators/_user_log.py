@@ -339,14 +339,15 @@ def _read_target_csv(path: Path, log: BanditLog) -> np.ndarray:
         j = int(bad[0])
         raise DatasetFormatError(f"{_where(path, j, aligned)}: column 'record' must be a "
                                  f"record of the log, an integer in [0, {n - 1}]; got "
-                                 f"{frame['record'].iloc[j]!r}.")
+                                 f"{frame['record'].iloc[[j]].tolist()[0]!r}.")
     rec = rec.astype(np.int64)
     prob = pd.to_numeric(frame["probability"], errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(prob) | (prob < 0) | (prob > 1))
     if bad.size:
         j = int(bad[0])
+        got = frame["probability"].iloc[[j]].tolist()[0]  # a Python value, not np.float64(...)
         raise DatasetFormatError(f"{_where(path, j, aligned)}: column 'probability' must be "
-                                 f"a number in [0, 1]; got {frame['probability'].iloc[j]!r}.")
+                                 f"a number in [0, 1]; got {got!r}.")
     act = _lookup(frame["action"], _ids(log, "actions", K), path, "action", aligned)
     has_pos = "position" in cols
     if has_pos:

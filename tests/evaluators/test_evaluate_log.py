@@ -229,8 +229,12 @@ BAD_TARGETS = [
                  r"the log never had", id="unknown-action"),
     pytest.param(lambda lg, p: _target_rows(lg, p)[3:], r"record 0 has no probabilities",
                  id="record-missing"),
+    pytest.param(lambda lg, p: [[0, lg.metadata["actions"][0], 1.2]] + _target_rows(lg, p)[1:],
+                 r"t\.csv:2: column 'probability' must be a number in \[0, 1\]; got 1\.2\.$",
+                 id="probability-above-1"),
     pytest.param(lambda lg, p: _target_rows(lg, p) + [[lg.n_rounds, "hat", 1.0]],
-                 r"column 'record' must be a record of the log", id="record-out-of-range"),
+                 r"column 'record' must be a record of the log, an integer in \[0, \d+\]; got "
+                 r"\d+\.$", id="record-out-of-range"),
     pytest.param(lambda lg, p: _target_rows(lg, p) + [[0, "hat", 0.0]],
                  r"given twice; first at .*t\.csv:2", id="pair-twice"),
 ]
