@@ -46,6 +46,93 @@ def pytest_xdist_auto_num_workers(config):
     return PROCESSES_PER_CPU * cpus()
 
 
+def pytest_configure(config):
+    """Compile the tree's bytecode once, before the test processes start (the controlling
+    process, or the only one with ``-n 0``): :func:`compile_bytecode`."""
+    if not hasattr(config, "workerinput"):
+        compile_bytecode(config)
+
+
+def compile_bytecode(config) -> None:
+    """Write the bytecode of recloop's packages and of the tests (:func:`write_bytecode`) where
+    it is missing or out of date, so that each test process, and each interpreter a test
+    starts (commands, guests, workers), reads it instead of compiling the same sources again.
+
+    Where ``PYTHONDONTWRITEBYTECODE`` is set (as on our machines) each test process would
+    otherwise rewrite and compile every test module at collection, 5 s of CPU each, and each
+    interpreter compile the packages it imports: 56 s of the suite's CPU (docs/testing.md,
+    "The suite's time"). Only these sources are written, never a file a test writes.
+    """
+    from fnmatch import fnmatch
+    from pathlib import Path
+
+    from recloop._runner import CODE_PACKAGES
+
+    tests = Path(__file__).resolve().parent
+    patterns = ["conftest.py", *config.getini("python_files")]
+    plain, rewritten = [], []
+    for path in sorted(tests.rglob("*.py")):
+        if "fixtures" in path.relative_to(tests).parts:
+            continue  # users' plugins (tests/fixtures): data, imported by the tests' guests
+        if any(fnmatch(path.name, p) for p in patterns):
+            rewritten.append(path)  # by pytest's import hook: its assertions explained
+        else:
+            plain.append(path)  # the tests' helpers, imported as any module
+    for name in CODE_PACKAGES:
+        plain.extend(p for p in sorted((tests.parent / name).rglob("*.py"))
+                     if "__pycache__" not in p.parts)
+    write_bytecode(plain, rewritten if config.getoption("assertmode") == "rewrite" else [],
+                   config)
+
+
+def write_bytecode(plain, rewritten, config) -> None:
+    """Bytecode that cannot be stale, for the modules ``plain`` (imported as any module) and
+    ``rewritten`` (test modules, imported through pytest's assertion rewriting).
+
+    ``plain`` get hash-checked ``.pyc`` files (PEP 552, ``CHECKED_HASH``: Python compares the
+    source's hash at every import, so an edited file is never run from old bytecode,
+    whatever its time stamp and size); ``rewritten`` get pytest's own rewritten bytecode,
+    written and checked as its import hook does. Up-to-date files are left alone. The
+    bytecode is only a saving: if pytest's functions for it moved, the test modules are left
+    to pytest (``test_conftest.py`` says so).
+    """
+    import importlib.util
+    import py_compile
+    from pathlib import Path
+
+    checked_hash = b"\x03\x00\x00\x00"  # PEP 552's flags: hash-based, checked
+    for path in plain:
+        pyc = Path(importlib.util.cache_from_source(str(path)))
+        try:
+            with open(pyc, "rb") as f:
+                header = f.read(16)
+        except OSError:
+            header = b""
+        if header != (importlib.util.MAGIC_NUMBER + checked_hash
+                      + importlib.util.source_hash(Path(path).read_bytes())):
+            py_compile.compile(str(path), cfile=str(pyc), doraise=False, quiet=2,
+                               invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    try:
+        from _pytest.assertion import assertstate_key
+        from _pytest.assertion.rewrite import (
+            PYC_TAIL,
+            _read_pyc,
+            _rewrite_test,
+            _write_pyc,
+            get_cache_dir,
+        )
+
+        state = config.stash[assertstate_key]
+        for path in map(Path, rewritten):
+            pyc = get_cache_dir(path) / (path.name[:-3] + PYC_TAIL)
+            if _read_pyc(path, pyc) is None:  # as pytest's AssertionRewritingHook does
+                key, co = _rewrite_test(path, config)
+                pyc.parent.mkdir(exist_ok=True)
+                _write_pyc(state, co, key, pyc)
+    except (ImportError, AttributeError, KeyError, TypeError, ValueError, OSError):
+        return
+
+
 def pytest_collection_modifyitems(config, items):
     """The tests marked ``slow`` (seconds each: whole scenarios, guests, statistical checks)
     first, each group in its collection order: a slow test started last would hold one
