@@ -368,11 +368,10 @@ class BatchedLinUCB(_Batched):
         self._full()
         B = self.n_copies
         n_groups = -(-B // kn.LANE_GROUP)
-        kn.linucb_replay_lanes(self._Ainv, self._b, self._theta, self.alpha, X, avail, logged,
-                               reward, eligible, source, revealed, index, jitter, scale,
-                               np.ascontiguousarray(u[:, :, 0]), out, -(-B // n_groups),
-                               kn.linucb_scores_kernel(self._d),
-                               kn.linucb_update_lanes_kernel(self._d))
+        kn.linucb_kernels(self._d).replay_lanes(
+            self._Ainv, self._b, self._theta, self.alpha, X, avail, logged, reward, eligible,
+            source, revealed, index, jitter, scale, np.ascontiguousarray(u[:, :, 0]), out,
+            -(-B // n_groups))
         self._stale_lower = True
 
     def unbatch(self) -> list:

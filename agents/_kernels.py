@@ -11,6 +11,11 @@ plain functions registered by ``@_kernel``; the first access to one of them as a
 attribute (``kn.pick``) imports numba and wraps them all (``recloop_base.kernels.jit``:
 cached on disk), before any of them is compiled, so that kernels calling one another resolve
 to the compiled versions. Each compiles on its first call.
+
+LinUCB's lane kernels are generated for each context dimension ``d`` (:func:`linucb_kernels`):
+a module written once to ``__pycache__/generated/`` beside this file, so that numba caches
+them on disk as the others, and each new process (a worker, a guest) loads them instead of
+compiling them again (4 s of CPU at d = 10).
 """
 
 from __future__ import annotations
@@ -19,13 +24,12 @@ import math
 
 import numpy as np
 
-from recloop_base.kernels import LazyKernels, jit
+from recloop_base.kernels import LazyKernels
 
 _KERNELS = LazyKernels(globals())  # the one lazy mechanism (recloop_base.kernels)
 _kernel = _KERNELS.kernel
 _compile_all = _KERNELS.compile_all
 _LOCK = _KERNELS.lock  # compilation, and the generated kernels' caches
-_jit = jit
 
 
 def _generated(cache: dict, d: int, build):
@@ -40,13 +44,6 @@ def _generated(cache: dict, d: int, build):
             if fn is None:
                 fn = cache[d] = build()
     return fn
-
-
-def _exec_jit(source: str, name: str, label: str):
-    """Compile generated ``source`` and wrap its function ``name`` with numba."""
-    ns = {"math": math, "np": np}
-    exec(compile(source, label, "exec"), ns)
-    return _jit(ns[name])
 
 
 # --------------------------------------------------------------------------------------
@@ -477,9 +474,6 @@ def linucb_replay_lanes(Ainv, b, theta, alpha, X, avail, logged, reward, eligibl
 # same order as ``linucb_act_one`` (``0.0 + ...`` included: x + 0.0 is not an identity for
 # x = -0.0, so the compiler keeps it).
 
-_SCORE_KERNELS = {}
-
-
 def _scores_source(d):
     L = ["def linucb_scores_unrolled(A, th, alpha, x, score_t):",
          "    K = A.shape[0]",
@@ -503,11 +497,7 @@ def _scores_source(d):
 def linucb_scores_kernel(d):
     """Compiled scoring of G copies, ``(A (K,d,d,G), th (K,d,G), alpha, x (d,G), score_t
     (K,G))``, for context dimension ``d`` (generated and compiled on first use)."""
-    return _generated(_SCORE_KERNELS, d, lambda: _exec_jit(
-        _scores_source(d), "linucb_scores_unrolled", f"<linucb_scores_d{d}>"))
-
-
-_ACT_KERNELS = {}
+    return linucb_kernels(d).linucb_scores_unrolled
 
 
 def linucb_act_lanes_kernel(d):
@@ -520,37 +510,34 @@ def linucb_act_lanes_kernel(d):
     2: the caller refills the exhausted buffers and calls again); status 0 is success. The
     scoring kernel is bound at compile time (passing it as an argument costs ~10 us of
     dispatch per call)."""
-    return _generated(_ACT_KERNELS, d, lambda: _act_lanes_kernel(linucb_scores_kernel(d)))
+    return linucb_kernels(d).act_lanes
 
 
-def _act_lanes_kernel(scores):
-    """Wrap the step of :func:`linucb_act_lanes_kernel` around a scoring kernel."""
-
-    def act_lanes(Ainv, theta, alpha, X, avail, buf, ptr, out):
-        K, _, _, B = Ainv.shape
-        for c in range(B):
-            n = 0
-            for k in range(K):
-                if avail[c, k]:
-                    n += 1
-            if n == 0:
-                return 1
-        for c in range(B):
-            if ptr[c] >= buf.shape[1]:
-                return 2
-        x = np.ascontiguousarray(X.T)
-        score_t = np.empty((K, B))
-        sc = np.empty(K)
-        scores(Ainv, theta, alpha, x, score_t)
-        for c in range(B):
-            for k in range(K):
-                sc[k] = score_t[k, c]
-            p = ptr[c]
-            out[c] = pick(sc, avail[c], buf[c, p])
-            ptr[c] = p + 1
-        return 0
-
-    return _jit(act_lanes)
+@_kernel
+def linucb_act_lanes(Ainv, theta, alpha, X, avail, buf, ptr, out, scores):
+    """The step of :func:`linucb_act_lanes_kernel` with its scoring kernel ``scores``."""
+    K, _, _, B = Ainv.shape
+    for c in range(B):
+        n = 0
+        for k in range(K):
+            if avail[c, k]:
+                n += 1
+        if n == 0:
+            return 1
+    for c in range(B):
+        if ptr[c] >= buf.shape[1]:
+            return 2
+    x = np.ascontiguousarray(X.T)
+    score_t = np.empty((K, B))
+    sc = np.empty(K)
+    scores(Ainv, theta, alpha, x, score_t)
+    for c in range(B):
+        for k in range(K):
+            sc[k] = score_t[k, c]
+        p = ptr[c]
+        out[c] = pick(sc, avail[c], buf[c, p])
+        ptr[c] = p + 1
+    return 0
 
 
 # --------------------------------------------------------------------------------------
@@ -567,7 +554,6 @@ def _act_lanes_kernel(scores):
 # matrices are needed.
 
 _UNROLL_MAX = 24  # larger d: the source (O(d^2) lines) would take long to compile
-_UPDATE_KERNELS = {}
 
 
 def _update_source(d):
@@ -635,10 +621,130 @@ def linucb_update_lanes_kernel(d):
     active copy's reward is not finite; nothing is changed then), for context dimension
     ``d``. May update the upper triangle of ``Ainv`` only: call
     :func:`linucb_mirror_lanes` before using the lower one."""
-    if d > _UNROLL_MAX:
-        return _generated(_UPDATE_KERNELS, d, lambda: globals()["linucb_update_lanes_checked"])
-    return _generated(_UPDATE_KERNELS, d, lambda: _exec_jit(
-        _update_source(d), "linucb_update_unrolled", f"<linucb_update_d{d}>"))
+    return linucb_kernels(d).linucb_update_unrolled
+
+
+# --------------------------------------------------------------------------------------
+# The generated module of one d: the unrolled kernels and the steps that call them, bound
+# at compile time. Numba caches a kernel on disk only when it is written in a file, and a
+# kernel that takes another as an argument, or closes over one, is compiled again in each
+# process (and its cache grows by an entry each time); so the module is written to a file
+# and its steps name the unrolled kernels as globals.
+
+_MODULES = {}
+
+
+def _module_source(d: int) -> str:
+    """The source of the generated module for ``d``. Its steps are the bodies of
+    :func:`linucb_act_lanes` and :func:`linucb_replay_lanes` with the kernels they take as
+    arguments made globals (a kernel passed as a value is an address numba cannot cache).
+    It names this file's SHA-256, so that a change of any kernel it calls gives another
+    module, never the cached code of the old one."""
+    import hashlib
+
+    with open(__file__, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    unrolled = d <= _UNROLL_MAX
+    steps = [_bound("linucb_act_lanes", "act_lanes", ("scores",)),
+             _bound("linucb_replay_lanes", "replay_lanes", ("scores", "update"))]
+    called = sorted({n for kernel in ("linucb_act_lanes", "linucb_replay_lanes")
+                     for n in _KERNELS.py[kernel].__code__.co_names if n in _KERNELS.py})
+    if not unrolled:
+        called = sorted(set(called) | {"linucb_update_lanes_checked"})
+    lines = [f"# LinUCB's lane kernels for d = {d}, generated by agents/_kernels.py, whose",
+             f"# sha256 is {digest}",
+             "import math", "", "import numpy as np", "",
+             f"from agents._kernels import {', '.join(called)}",
+             "from recloop_base.kernels import jit", "", "",
+             "@jit", _scores_source(d)]
+    if unrolled:
+        lines += ["@jit", _update_source(d)]
+    else:
+        lines += ["linucb_update_unrolled = linucb_update_lanes_checked", ""]
+    lines += ["scores = linucb_scores_unrolled", "update = linucb_update_unrolled", "", ""]
+    for step in steps:
+        lines += ["@jit", step, "", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _bound(kernel: str, name: str, bound: tuple) -> str:
+    """The source of the kernel ``kernel``'s plain function renamed ``name``, without its
+    last parameters ``bound`` (globals of the generated module)."""
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(_KERNELS.py[kernel])))
+    fn = tree.body[0]
+    assert [a.arg for a in fn.args.args[-len(bound):]] == list(bound), fn.name
+    fn.args.args = fn.args.args[:-len(bound)]
+    fn.decorator_list = []
+    fn.name = name
+    return ast.unparse(tree)
+
+
+def _module_file(name: str, source: str):
+    """The path of the generated module ``name`` holding exactly ``source``, written there
+    if needed (a new file is linked into place, so that processes writing at once leave one
+    file and one time stamp, which numba's cache is keyed on); None where the folder cannot
+    be written."""
+    import os
+    import tempfile
+
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__",
+                          "generated")
+    path = os.path.join(folder, name + ".py")
+    try:
+        with open(path, encoding="utf-8") as f:
+            if f.read() == source:
+                return path
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".py")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(source)
+            try:
+                os.link(tmp, path)  # fails if another process wrote it first
+            except FileExistsError:
+                with open(path, encoding="utf-8") as f:
+                    if f.read() != source:  # not what it must hold: replaced
+                        os.replace(tmp, path)
+                        tmp = None
+        finally:
+            if tmp is not None:
+                os.unlink(tmp)
+    except OSError:
+        return None
+    return path
+
+
+def linucb_kernels(d: int):
+    """The generated module of LinUCB's lane kernels for context dimension ``d``:
+    ``linucb_scores_unrolled``, ``linucb_update_unrolled`` (:func:`linucb_update_lanes_checked`
+    above :data:`_UNROLL_MAX`), ``act_lanes`` and ``replay_lanes`` (:func:`linucb_act_lanes`,
+    :func:`linucb_replay_lanes` bound to the first two). Written to a file and cached on
+    disk by numba (:func:`_module_file`); where no file can be written, compiled in memory
+    in each process."""
+    return _generated(_MODULES, int(d), lambda: _load_module(int(d)))
+
+
+def _load_module(d: int):
+    import hashlib
+    import sys
+    import types
+
+    source = _module_source(d)
+    name = f"linucb_d{d}_{hashlib.sha256(source.encode()).hexdigest()[:16]}"
+    path = _module_file(name, source)
+    module = types.ModuleType(f"agents._generated.{name}")
+    module.__file__ = path
+    # numba's cache finds a kernel's module by name when it loads the kernel in a new process
+    sys.modules[module.__name__] = module
+    exec(compile(source, path or f"<{name}>", "exec"), module.__dict__)
+    return module
 
 
 __getattr__ = _KERNELS.install()  # first access compiles them all (see the module doc)
