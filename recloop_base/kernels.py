@@ -8,8 +8,9 @@ file are cached on disk (``cache=True``: numba's ``__pycache__`` beside the file
 user-wide cache when that is not writable), so that each new process -- a worker, a guest, a
 command -- loads them instead of compiling them again; numba keys the cache on the source
 file and the closure's contents, and compiles again when either changed. Kernels generated at
-run time (``agents._kernels``' unrolled LinUCB steps) have no file and are compiled once per
-process:
+run time are cached only if their source is written to a file first (``agents._kernels``'
+unrolled LinUCB steps: :func:`agents._kernels.linucb_kernels`); a kernel that takes another
+as an argument, or closes over one, is compiled again in each process:
 
 * :func:`compiled` ``(py_fn)`` for a self-contained kernel: one compiled dispatcher per
   Python function, made once per process (thread-safe);
