@@ -7,7 +7,11 @@ Prints progress lines, then ONE JSON object on the last line:
 ``linucb_batched_steps_per_s`` (BatchedLinUCB, B = 100, copy-steps per second: every copy
 acts and learns at each step), ``linucb_batched_speedup`` (target >= 20) and
 ``cf_recommend_pairs_per_s`` (``UserCosineCF().fit(G)`` on a 20,000 x 180 binary graph, then
-``recommend(users, 5, removed=items)`` for 20,000 held (user, item) pairs; target >= 20,000).
+``recommend(users, 5, removed=items)`` for 20,000 held (user, item) pairs; target >= 20,000),
+``linucb_new_process_cpu_s`` (the CPU seconds of a new interpreter that imports ``agents``
+and runs a batched LinUCB's first act, update and replay at d = 10, B = 100: what each worker
+and guest pays, with numba's disk cache filled) beside ``linucb_new_process_cold_cpu_s``
+(the same with an empty cache: every kernel compiled, as on the first run after an install).
 Timings exclude JIT compilation (a warm-up run first) and the simulated environment (every
 arm's reward at every step is drawn before the clock starts). Each LinUCB figure is the best of
 ``--repeat`` runs (default 3): on a shared machine the slowest runs measure the neighbours.
@@ -104,6 +108,42 @@ def cf_pairs_per_s(n_users=20_000, n_items=180, n_pairs=20_000, seed=0):
     return n_pairs / dt
 
 
+#: A new interpreter's first batched LinUCB: act, update, replay (d = 10, B = 100); prints its
+#: CPU seconds, imports included.
+FIRST_USE = """
+import time
+t0 = time.process_time()
+import numpy as np
+import agents
+g = np.random.default_rng(0)
+T, K, d, B = 2000, 10, 10, 100
+X, logged = g.normal(size=(T, d)), g.integers(0, K, T)
+copies = [agents.LinUCB(alpha=0.5) for _ in range(B)]
+for i, a in enumerate(copies):
+    a.reset([0, i])
+bt = agents.LinUCB.batch(copies)
+acts = bt.act(np.repeat(X[:1], B, 0), np.ones((B, K), bool))
+bt.update(np.ones(B, bool), np.repeat(X[:1], B, 0), acts, np.ones(B))
+bt.replay_arrays(X, np.ones((T, K), bool), logged, (g.random(T) < 0.3).astype(float),
+                 index=g.integers(0, T, size=(B, 500)))
+print(time.process_time() - t0)
+"""
+
+
+def new_process_cpu(cache_dir=None) -> float:
+    """CPU seconds of :data:`FIRST_USE` in a new interpreter; ``cache_dir``: numba's cache
+    there (an empty folder: everything compiled)."""
+    import subprocess
+
+    env = dict(os.environ)
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = cache_dir
+    root = os.path.dirname(_here)
+    done = subprocess.run([sys.executable, "-c", FIRST_USE], cwd=root, env=env, check=True,
+                          capture_output=True, text=True)
+    return float(done.stdout.split()[-1])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer steps (smoke run)")
@@ -119,11 +159,21 @@ def main(argv=None):
     print(f"batched LinUCB (B={B}): {b:,.0f} copy-steps/s", file=sys.stderr)
     cf = cf_pairs_per_s()
     print(f"UserCosineCF LOO recommend: {cf} pairs/s", file=sys.stderr)
+    import tempfile
+
+    new_process_cpu()  # fills the cache
+    warm = min(new_process_cpu() for _ in range(args.repeat))
+    with tempfile.TemporaryDirectory() as empty:
+        cold = new_process_cpu(empty)
+    print(f"a new process's first batched LinUCB: {warm:.2f} s of CPU ({cold:.2f} s with an "
+          "empty numba cache)", file=sys.stderr)
     print(json.dumps({
         "linucb_steps_per_s": s,
         "linucb_batched_steps_per_s": b,
         "linucb_batched_speedup": b / s,
         "cf_recommend_pairs_per_s": cf,
+        "linucb_new_process_cpu_s": warm,
+        "linucb_new_process_cold_cpu_s": cold,
         "K": K, "d": d, "B": B,
     }))
 
