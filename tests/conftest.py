@@ -92,9 +92,11 @@ def write_bytecode(plain, rewritten, config) -> None:
     ``plain`` get hash-checked ``.pyc`` files (PEP 552, ``CHECKED_HASH``: Python compares the
     source's hash at every import, so an edited file is never run from old bytecode,
     whatever its time stamp and size); ``rewritten`` get pytest's own rewritten bytecode,
-    written and checked as its import hook does. Up-to-date files are left alone. The
-    bytecode is only a saving: if pytest's functions for it moved, the test modules are left
-    to pytest (``test_conftest.py`` says so).
+    written and checked as its import hook does (by the source's hash since pytest 9; by
+    its time stamp and size before, as pytest's own writes). Up-to-date files are left
+    alone. The bytecode is only a saving: a file that cannot be compiled is left to pytest,
+    which reports its error at collection, and if pytest's functions for it moved, every
+    test module is (``test_conftest.py`` says so).
     """
     import importlib.util
     import py_compile
@@ -108,8 +110,12 @@ def write_bytecode(plain, rewritten, config) -> None:
                 header = f.read(16)
         except OSError:
             header = b""
+        try:
+            source = Path(path).read_bytes()
+        except OSError:
+            continue
         if header != (importlib.util.MAGIC_NUMBER + checked_hash
-                      + importlib.util.source_hash(Path(path).read_bytes())):
+                      + importlib.util.source_hash(source)):
             py_compile.compile(str(path), cfile=str(pyc), doraise=False, quiet=2,
                                invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
     try:
@@ -123,14 +129,17 @@ def write_bytecode(plain, rewritten, config) -> None:
         )
 
         state = config.stash[assertstate_key]
-        for path in map(Path, rewritten):
+    except (ImportError, AttributeError, KeyError):
+        return
+    for path in map(Path, rewritten):
+        try:
             pyc = get_cache_dir(path) / (path.name[:-3] + PYC_TAIL)
             if _read_pyc(path, pyc) is None:  # as pytest's AssertionRewritingHook does
                 key, co = _rewrite_test(path, config)
                 pyc.parent.mkdir(exist_ok=True)
                 _write_pyc(state, co, key, pyc)
-    except (ImportError, AttributeError, KeyError, TypeError, ValueError, OSError):
-        return
+        except Exception:  # a syntax error, a file gone: pytest reports it at collection
+            continue
 
 
 def pytest_collection_modifyitems(config, items):

@@ -48,3 +48,41 @@ def test_a_test_modules_bytecode_is_pytests_rewritten_one(tmp_path, pytestconfig
     assert code is not None, "pytest's rewritten bytecode was not written (its API moved?)"
     body = next(c for c in code.co_consts if getattr(c, "co_name", "") == "test_it")
     assert "@py_assert1" in body.co_varnames  # the assertion was rewritten
+
+
+def test_a_test_module_that_cannot_be_compiled_is_left_to_pytest(tmp_path, pytestconfig):
+    broken, good = tmp_path / "test_broken.py", tmp_path / "test_good.py"
+    broken.write_text("def test_it(:\n")
+    good.write_text("def test_it():\n    assert 1\n")
+    write_bytecode([], [broken, good], pytestconfig)  # no SyntaxError: collection reports it
+    from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, get_cache_dir
+
+    assert _read_pyc(good, get_cache_dir(good) / ("test_good" + PYC_TAIL)) is not None
+
+
+def test_the_suite_compiles_its_packages_and_tests_once_in_the_controlling_process(
+        pytestconfig, monkeypatch):
+    import tests.conftest as conftest
+
+    calls = []
+    monkeypatch.setattr(conftest, "write_bytecode", lambda *a: calls.append(a))
+    conftest.compile_bytecode(pytestconfig)
+    (plain, rewritten, _), = calls
+    root = Path(conftest.__file__).resolve().parents[1]
+    names = {p.relative_to(root).as_posix() for p in plain}
+    assert {"agents/_kernels.py", "recloop/_cli.py", "recloop/testing/_checks.py",
+            "tests/builtin_data.py", "tests/recloop/smallest.py"} <= names
+    rewritten = {p.relative_to(root).as_posix() for p in rewritten}
+    assert {"tests/conftest.py", "tests/test_conftest.py",
+            "tests/agents/test_generated_kernels.py"} <= rewritten
+    assert not names & rewritten
+    assert not any("fixtures" in n or "__pycache__" in n for n in names | rewritten)
+
+    compiled = []
+    monkeypatch.setattr(conftest, "compile_bytecode", compiled.append)
+    conftest.pytest_configure(pytestconfig if not hasattr(pytestconfig, "workerinput")
+                              else type("Controller", (), {})())
+    assert len(compiled) == 1
+    worker = type("Worker", (), {"workerinput": {}})()
+    conftest.pytest_configure(worker)
+    assert len(compiled) == 1  # a test process reads what the controller wrote

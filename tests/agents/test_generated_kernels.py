@@ -59,37 +59,80 @@ def test_a_new_process_loads_the_generated_kernels_from_disk():
 
 
 def test_the_generated_module_names_the_kernels_it_was_made_from():
-    """Its name is the hash of its source, which holds the SHA-256 of ``_kernels.py``: any
-    change of the kernels its steps call makes another module, with an empty cache."""
-    digest = hashlib.sha256(Path(kn.__file__).read_bytes()).hexdigest()
+    """Its name is the hash of its source, which holds the SHA-256 of ``_kernels.py`` and
+    ``recloop_base/kernels.py`` as this process imported them: any change of the kernels its
+    steps call, or of the compiler's options, makes another module, with an empty cache."""
+    import recloop_base.kernels
+
+    digest = hashlib.sha256(f"{Path(kn.__file__).read_text()}\0"
+                            f"{Path(recloop_base.kernels.__file__).read_text()}".encode())
     source = kn._module_source(3)
-    assert digest in source
+    assert digest.hexdigest() in source
     module = kn.linucb_kernels(3)
     assert Path(module.__file__).read_text() == source
     assert hashlib.sha256(source.encode()).hexdigest()[:16] in module.__name__
     assert kn._module_source(4) != source  # one module for each d
 
 
+def test_the_steps_are_the_kernels_bodies_this_process_imported(monkeypatch):
+    """Taken from the source read at import, by name, not from the file when the module is
+    generated: a process that outlives an edit of ``_kernels.py`` never files its old
+    kernels under the new file's hash."""
+    edited = kn._SOURCE.replace("        ptr[c] = p + 1\n", "        ptr[c] = p + 2\n")
+    assert edited != kn._SOURCE
+    source = kn._module_source(3)
+    assert "ptr[c] = p + 1" in source and "ptr[c] = p + 2" not in source
+    monkeypatch.setattr(kn, "_SOURCE", edited)
+    other = kn._module_source(3)
+    assert "ptr[c] = p + 2" in other
+    assert other.splitlines()[1] != source.splitlines()[1]  # another hash
+
+
 def test_a_damaged_file_is_written_again(tmp_path, monkeypatch):
-    monkeypatch.setattr(kn, "__file__", str(tmp_path / "_kernels.py"))
+    monkeypatch.setattr(kn, "_folders", lambda: [str(tmp_path / "generated")])
     path = Path(kn._module_file("m", "x = 1\n"))
-    assert path.parent == tmp_path / "__pycache__" / "generated"
+    assert path.parent == tmp_path / "generated"
+    assert path.stat().st_mode & 0o777 == 0o644
     path.write_text("import os  # not what was generated\n")
     assert kn._module_file("m", "x = 1\n") == str(path)
     assert path.read_text() == "x = 1\n"
     assert [p.name for p in path.parent.iterdir()] == ["m.py"]  # no temporary file left
 
 
-def test_where_no_file_can_be_written_the_kernels_are_compiled_in_memory(tmp_path,
-                                                                        monkeypatch):
-    (tmp_path / "__pycache__").write_text("")  # a file: the folder cannot be made
-    with monkeypatch.context() as m:
-        m.setattr(kn, "__file__", str(tmp_path / "_kernels.py"))
-        assert kn._module_file("m", "x = 1\n") is None
+def test_a_new_module_removes_the_older_ones_of_its_d(tmp_path, monkeypatch):
+    folder = tmp_path / "generated"
+    (folder / "__pycache__").mkdir(parents=True)
+    for name in ("linucb_d3_0123456789abcdef", "linucb_d30_0123456789abcdef"):
+        (folder / f"{name}.py").write_text("x = 0\n")
+        (folder / "__pycache__" / f"{name}.act_lanes-79.py311.nbi").write_text("")
+    monkeypatch.setattr(kn, "_folders", lambda: [str(folder)])
+    kn._module_file("linucb_d3_fedcba9876543210", "x = 1\n")
+    assert sorted(p.name for p in folder.glob("*.py")) == [
+        "linucb_d30_0123456789abcdef.py", "linucb_d3_fedcba9876543210.py"]
+    assert [p.name for p in (folder / "__pycache__").iterdir()] == [
+        "linucb_d30_0123456789abcdef.act_lanes-79.py311.nbi"]
+
+
+def test_the_users_cache_is_used_where_the_package_cannot_be_written(tmp_path, monkeypatch):
+    (tmp_path / "package").write_text("")  # a file: no folder can be made in it
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(kn, "__file__", str(tmp_path / "package" / "_kernels.py"))
+    assert kn._module_file("m", "x = 1\n") == str(tmp_path / "cache" / "recloop" /
+                                                   "generated" / "m.py")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "package" / "cache"))
+    assert kn._module_file("m", "x = 1\n") is None
+
+
+def test_where_no_file_can_be_written_the_kernels_are_compiled_in_memory(monkeypatch):
+    import sys
+
     monkeypatch.setattr(kn, "_module_file", lambda name, source: None)
     monkeypatch.setattr(kn, "_MODULES", {})
+    name = (f"agents._generated.linucb_d2_"
+            f"{hashlib.sha256(kn._module_source(2).encode()).hexdigest()[:16]}")
+    monkeypatch.delitem(sys.modules, name, raising=False)  # the file-backed one comes back
     module = kn.linucb_kernels(2)
-    assert module.__file__ is None
+    assert module.__file__ is None and sys.modules[name] is module
     g = np.random.default_rng(1)
     K, d, B = 3, 2, 4
     Ainv = np.broadcast_to(np.eye(d)[None, :, :, None], (K, d, d, B)).copy()
