@@ -45,21 +45,7 @@ _SOURCE = _source_of(__file__)
 _JIT_SOURCE = _source_of(recloop_base.kernels.__file__)
 _kernel = _KERNELS.kernel
 _compile_all = _KERNELS.compile_all
-_LOCK = _KERNELS.lock  # compilation, and the generated kernels' caches
-
-
-def _generated(cache: dict, d: int, build):
-    """``cache[d]``, built by ``build()`` on the first request (under ``_LOCK``, after
-    :func:`_compile_all`, so one kernel object per ``d`` even when threads ask at once).
-    The hit -- every batched ``act`` and ``update`` -- is a plain dict lookup."""
-    fn = cache.get(d)
-    if fn is None:
-        _compile_all()
-        with _LOCK:
-            fn = cache.get(d)
-            if fn is None:
-                fn = cache[d] = build()
-    return fn
+_LOCK = _KERNELS.lock  # compilation, and the generated modules' cache
 
 
 # --------------------------------------------------------------------------------------
@@ -772,8 +758,18 @@ def linucb_kernels(d: int):
     above :data:`_UNROLL_MAX`), ``act_lanes`` and ``replay_lanes`` (:func:`linucb_act_lanes`,
     :func:`linucb_replay_lanes` bound to the first two). Written to a file and cached on
     disk by numba (:func:`_module_file`); where no file can be written, compiled in memory
-    in each process."""
-    return _generated(_MODULES, int(d), lambda: _load_module(int(d)))
+    in each process. Made once per ``d`` (under ``_LOCK``, after :func:`_compile_all`, so one
+    module even when threads ask at once); the hit -- every batched ``act`` and ``update`` --
+    is a plain dict lookup."""
+    d = int(d)
+    module = _MODULES.get(d)
+    if module is None:
+        _compile_all()
+        with _LOCK:
+            module = _MODULES.get(d)
+            if module is None:
+                module = _MODULES[d] = _load_module(d)
+    return module
 
 
 def _load_module(d: int):

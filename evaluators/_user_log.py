@@ -124,6 +124,12 @@ def _read_csv(path: Path, sep: str, what: str):
     return frame, aligned
 
 
+def _as_written(column, j: int):
+    """Row ``j`` of a CSV column as a Python value, quoted in messages as the user wrote it
+    (``1.2``, ``'x'``; not ``np.float64(1.2)``)."""
+    return column.iloc[[j]].tolist()[0]
+
+
 def _where(path: Path, row: int | None, aligned: bool) -> str:
     if row is None:
         return f"{path}"
@@ -339,15 +345,15 @@ def _read_target_csv(path: Path, log: BanditLog) -> np.ndarray:
         j = int(bad[0])
         raise DatasetFormatError(f"{_where(path, j, aligned)}: column 'record' must be a "
                                  f"record of the log, an integer in [0, {n - 1}]; got "
-                                 f"{frame['record'].iloc[[j]].tolist()[0]!r}.")
+                                 f"{_as_written(frame['record'], j)!r}.")
     rec = rec.astype(np.int64)
     prob = pd.to_numeric(frame["probability"], errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(prob) | (prob < 0) | (prob > 1))
     if bad.size:
         j = int(bad[0])
-        got = frame["probability"].iloc[[j]].tolist()[0]  # a Python value, not np.float64(...)
         raise DatasetFormatError(f"{_where(path, j, aligned)}: column 'probability' must be "
-                                 f"a number in [0, 1]; got {got!r}.")
+                                 f"a number in [0, 1]; got "
+                                 f"{_as_written(frame['probability'], j)!r}.")
     act = _lookup(frame["action"], _ids(log, "actions", K), path, "action", aligned)
     has_pos = "position" in cols
     if has_pos:

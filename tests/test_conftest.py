@@ -80,8 +80,7 @@ def test_the_suite_compiles_its_packages_and_tests_once_in_the_controlling_proce
 
     compiled = []
     monkeypatch.setattr(conftest, "compile_bytecode", compiled.append)
-    conftest.pytest_configure(pytestconfig if not hasattr(pytestconfig, "workerinput")
-                              else type("Controller", (), {})())
+    conftest.pytest_configure(type("Controller", (), {})())
     assert len(compiled) == 1
     worker = type("Worker", (), {"workerinput": {}})()
     conftest.pytest_configure(worker)
